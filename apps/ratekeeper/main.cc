@@ -1,0 +1,43 @@
+// ratekeeper: the command-line entry point. Subcommands live in src/cli; this file only dispatches.
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/flags.h"
+#include "cli/replay.h"
+
+namespace {
+
+void usage(std::ostream& out) {
+  out << "usage: ratekeeper <command> [flags]\n\n"
+         "commands:\n"
+         "  replay    read '<time-seconds> <key> [cost]' lines from stdin, print one CSV decision per line\n"
+         "  version   print the version\n\n"
+         "limit flags (replay):\n"
+      << rk::cli::limit_flags_help();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string_view command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "replay") return rk::cli::run_replay(args, std::cin, std::cout, std::cerr);
+  if (command == "version" || command == "--version") {
+    std::cout << "ratekeeper 0.1.0\n";
+    return 0;
+  }
+  if (command == "help" || command == "--help" || command == "-h") {
+    usage(std::cout);
+    return 0;
+  }
+  std::cerr << "ratekeeper: unknown command '" << command << "'\n";
+  usage(std::cerr);
+  return 2;
+}

@@ -1,0 +1,11 @@
+# Warnings and sanitizers apply to ratekeeper's own targets only, never to whoever links the library.
+function(rk_private_flags target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+  if(RK_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(RK_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${RK_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${RK_SANITIZE})
+  endif()
+endfunction()

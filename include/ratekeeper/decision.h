@@ -1,0 +1,30 @@
+// ratekeeper/decision.h: the answer to one attempt.
+#pragma once
+
+#include <optional>
+
+#include "ratekeeper/units.h"
+
+namespace rk {
+
+struct Decision {
+  bool allowed = false;
+  // The most the key may spend at once: the window's limit; burst + 1 for gcra and leaky_queue; the capacity
+  // for the buckets; for earrrl the limit (a rate per window), see `remaining`.
+  double limit = 0;
+  // What the key may still spend right now, after this attempt (never negative). Counters report whole requests;
+  // earrrl reports limit/lambda - N: the instant burst that would bring its estimate up to the limit.
+  double remaining = 0;
+  // 0 when allowed. When refused: how long until an attempt of the same cost would be allowed, if no attempt is
+  // made meanwhile (for earrrl with count_refused, every refused attempt pushes this further). kNever when the
+  // cost exceeds what the limit can ever admit.
+  Nanos retry_after{0};
+  // How long until the key's state is back to that of a fresh key (and may be forgotten).
+  Nanos reset_after{0};
+  // leaky_queue only: how long an admitted request must wait before it proceeds. 0 otherwise.
+  Nanos delay{0};
+  // earrrl only: the estimated recent request rate, per window, before this attempt was counted.
+  std::optional<double> estimate;
+};
+
+}  // namespace rk

@@ -1,0 +1,79 @@
+// ratekeeper/params.h: what a limit is, as a user states it, and its validation.
+//
+// Every algorithm takes `limit` requests per `window` (default one second) plus its own parameters:
+//
+//   earrrl         limit per window as an average rate; half_life (required); count_refused (default true)
+//   gcra           limit per window as the emission rate; burst = extra requests beyond one (default 0)
+//   token_bucket   refill limit per window; capacity (default limit)
+//   leaky_bucket   leak limit per window; capacity (default limit)
+//   leaky_queue    outflow limit per window; burst = how many may wait in the queue (default 0)
+//   fixed_window   limit per window; count_refused (default false)
+//   sliding_log    limit per window, exact (limit <= 1,000,000: memory per key grows with it)
+//   sliding_window limit per window, weighted with the previous window
+//
+//   rk::LimitSpec spec{.algorithm = rk::Algorithm::kEarrrl, .limit = 0.5, .half_life = std::chrono::seconds(10)};
+//   for (const auto& e : rk::validate(spec)) std::cerr << e.param << ": " << e.message << "\n";
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ratekeeper/units.h"
+
+namespace rk {
+
+enum class Algorithm : std::uint8_t {
+  kEarrrl,
+  kGcra,
+  kTokenBucket,
+  kLeakyBucket,
+  kLeakyQueue,
+  kFixedWindow,
+  kSlidingLog,
+  kSlidingWindow,
+};
+
+inline constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kEarrrl,      Algorithm::kGcra,        Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+    Algorithm::kLeakyQueue,  Algorithm::kFixedWindow, Algorithm::kSlidingLog,  Algorithm::kSlidingWindow,
+};
+
+// The names used everywhere (CLI, rules, docs): earrrl, gcra, token_bucket, leaky_bucket, leaky_queue,
+// fixed_window, sliding_log, sliding_window.
+std::string_view algorithm_name(Algorithm a);
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+
+struct LimitSpec {
+  Algorithm algorithm = Algorithm::kEarrrl;
+  double limit = 0;                       // requests per window
+  Nanos window = std::chrono::seconds(1);
+  std::optional<Nanos> half_life;         // earrrl only
+  std::optional<double> burst;            // gcra, leaky_queue only: a whole number >= 0
+  std::optional<double> capacity;         // token_bucket, leaky_bucket only
+  std::optional<bool> count_refused;      // earrrl, fixed_window only
+};
+
+struct ParamError {
+  std::string param;    // "limit", "window", "half_life", ...
+  std::string message;  // names the value and the allowed range
+};
+
+// Every problem with the spec, or none. Never throws.
+std::vector<ParamError> validate(const LimitSpec& spec);
+
+// Thrown by the Limiter constructor for an invalid spec, and by check() for an oversized key.
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Absurd-size bounds, documented in docs/algorithms.md.
+inline constexpr double kMaxLimit = 1e12;
+inline constexpr double kMaxSlidingLogLimit = 1e6;
+inline constexpr Nanos kMaxDuration = std::chrono::hours(24 * 365 * 100);  // 100 years
+
+}  // namespace rk

@@ -1,0 +1,26 @@
+// ratekeeper/store.h: options and statistics of the in-process store that holds each key's state.
+//
+// The store is a sharded hash map bounded by max_keys and evicting by least-recent use. A key whose state is
+// indistinguishable from a fresh one may be forgotten at any time (sweep); nothing is forgotten by a fixed TTL.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rk {
+
+struct StoreOptions {
+  std::size_t max_keys = 1'000'000;  // the memory bound: past it the least recently used key is evicted
+  std::size_t shards = 0;            // 0 = automatic (a power of two, more than enough for the cores)
+  std::size_t max_key_bytes = 4096;  // longer keys are refused with InvalidArgument
+  std::uint64_t hash_seed = 0;       // 0 = a random seed per store (keys come from attackers)
+};
+
+struct StoreStats {
+  std::size_t keys = 0;
+  std::uint64_t evictions = 0;   // keys dropped because the store was full (LRU)
+  std::uint64_t forgotten = 0;   // keys dropped by sweep() because their state was back to fresh
+  std::size_t memory_bytes = 0;  // what the store has allocated for entries, index and long keys
+};
+
+}  // namespace rk

@@ -1,0 +1,105 @@
+#include "cli/flags.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace rk::cli {
+
+namespace {
+
+bool parse_number(const std::string& s, double& out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+const char* limit_flags_help() {
+  return "  --algorithm NAME     earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window,\n"
+         "                       sliding_log, sliding_window (default earrrl)\n"
+         "  --limit N            requests per window (earrrl: the average rate not to exceed)\n"
+         "  --window DURATION    default 1s; units ns us ms s m h d w\n"
+         "  --half-life DURATION earrrl: how fast the estimate forgets (required for earrrl)\n"
+         "  --burst N            gcra: requests beyond one at once; leaky_queue: how many may wait\n"
+         "  --capacity N         token_bucket, leaky_bucket: bucket size (default: the limit)\n"
+         "  --count-refused B    earrrl (default true), fixed_window (default false)\n"
+         "  --max-keys N         keys tracked before the least recently used is evicted (default 1000000)\n";
+}
+
+bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors) {
+  bool have_limit = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i];
+    std::string value;
+    bool have_value = false;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      have_value = true;
+    }
+    if (name.rfind("--", 0) != 0) {
+      errors.push_back("unexpected argument '" + args[i] + "'");
+      continue;
+    }
+    if (!have_value) {
+      if (i + 1 >= args.size()) {
+        errors.push_back(name + " needs a value");
+        continue;
+      }
+      value = args[++i];
+    }
+    double number = 0;
+    if (name == "--algorithm") {
+      if (auto a = parse_algorithm(value)) {
+        out.spec.algorithm = *a;
+      } else {
+        errors.push_back("--algorithm: unknown algorithm '" + value +
+                         "' (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log, "
+                         "sliding_window)");
+      }
+    } else if (name == "--limit" || name == "--burst" || name == "--capacity" || name == "--max-keys") {
+      if (!parse_number(value, number)) {
+        errors.push_back(name + ": '" + value + "' is not a number");
+      } else if (name == "--limit") {
+        out.spec.limit = number;
+        have_limit = true;
+      } else if (name == "--burst") {
+        out.spec.burst = number;
+      } else if (name == "--capacity") {
+        out.spec.capacity = number;
+      } else if (!(number >= 1 && number <= 1e12 && std::floor(number) == number)) {
+        errors.push_back("--max-keys: '" + value + "' is not a whole number from 1 to 1000000000000");
+      } else {
+        out.store.max_keys = static_cast<std::size_t>(number);
+      }
+    } else if (name == "--window" || name == "--half-life") {
+      const auto d = parse_duration(value);
+      if (!d) {
+        errors.push_back(name + ": '" + value + "' is not a duration (like 10s, 250ms, 1.5m, 2h)");
+      } else if (name == "--window") {
+        out.spec.window = *d;
+      } else {
+        out.spec.half_life = *d;
+      }
+    } else if (name == "--count-refused") {
+      if (value == "true" || value == "1") {
+        out.spec.count_refused = true;
+      } else if (value == "false" || value == "0") {
+        out.spec.count_refused = false;
+      } else {
+        errors.push_back("--count-refused: '" + value + "' is not true or false");
+      }
+    } else {
+      errors.push_back("unknown flag " + name);
+    }
+  }
+  if (!errors.empty()) return false;
+  if (!have_limit) {
+    errors.push_back("--limit is required");
+    return false;
+  }
+  for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
+  return errors.empty();
+}
+
+}  // namespace rk::cli

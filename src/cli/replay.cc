@@ -1,0 +1,87 @@
+#include "cli/replay.h"
+
+#include <cmath>
+#include <cstdio>
+#include <istream>
+#include <ostream>
+
+#include "cli/flags.h"
+#include "cli/trace.h"
+#include "ratekeeper/limiter.h"
+
+namespace rk::cli {
+
+namespace {
+
+// Up to 6 decimals, no trailing zeros.
+std::string format_number(double v) {
+  char buf[64];
+  int n = std::snprintf(buf, sizeof buf, "%.6f", v);
+  while (n > 0 && buf[n - 1] == '0') --n;
+  if (n > 0 && buf[n - 1] == '.') --n;
+  std::string s(buf, static_cast<std::size_t>(n));
+  return s == "-0" ? "0" : s;
+}
+
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
+  LimitFlags flags;
+  std::vector<std::string> errors;
+  if (!parse_limit_flags(args, flags, errors)) {
+    for (const auto& e : errors) err << "ratekeeper replay: " << e << "\n";
+    err << "usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n"
+        << limit_flags_help();
+    return 2;
+  }
+  Limiter limiter(flags.spec, flags.store);
+  const bool queue = flags.spec.algorithm == Algorithm::kLeakyQueue;
+  out << "time,key,allowed,remaining,retry_after,estimate" << (queue ? ",delay" : "") << "\n";
+
+  std::string line;
+  std::string error;
+  std::string row;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    TraceLine attempt;
+    switch (parse_trace_line(line, flags.store.max_key_bytes, attempt, error)) {
+      case TraceParse::kNothing:
+        continue;
+      case TraceParse::kError:
+        out.flush();
+        err << "ratekeeper replay: line " << number << ": " << error << "\n";
+        return 1;
+      case TraceParse::kAttempt:
+        break;
+    }
+    const Decision d = limiter.check_at(attempt.key, attempt.time, attempt.cost);
+    row.clear();
+    row += format_seconds(attempt.time);
+    row += ',';
+    row += csv_field(attempt.key);
+    row += d.allowed ? ",1," : ",0,";
+    row += format_number(d.remaining);
+    row += ',';
+    row += d.retry_after == kNever ? "-1" : format_seconds(d.retry_after);
+    row += ',';
+    if (d.estimate) row += format_number(*d.estimate);
+    if (queue) {
+      row += ',';
+      row += format_seconds(d.delay);
+    }
+    row += '\n';
+    out << row;
+  }
+  return 0;
+}
+
+}  // namespace rk::cli

@@ -1,0 +1,31 @@
+// core/algorithms.h: each algorithm as one type naming its parameters, its state and its two functions, so that a
+// store can be written once for all of them.
+#pragma once
+
+#include <cstdint>
+
+#include "core/earrrl.h"
+#include "core/fluid.h"
+#include "core/gcra.h"
+#include "core/sliding_log.h"
+#include "core/windows.h"
+
+namespace rk::core {
+
+template <class P, class S, auto Decide, auto Forgettable>
+struct AlgorithmOf {
+  using Params = P;
+  using State = S;
+  static Decision decide(const P& p, S& s, std::int64_t now, std::uint64_t cost) { return Decide(p, s, now, cost); }
+  static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }
+};
+
+using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable>;
+using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable>;
+using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable>;
+using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable>;
+using FixedWindow = AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable>;
+using SlidingLog = AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable>;
+using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable>;
+
+}  // namespace rk::core

@@ -1,0 +1,51 @@
+#include "core/earrrl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/numeric.h"
+
+namespace rk::core {
+
+namespace {
+
+// Caps N far below overflow, so that even 2^64-cost attempts forever keep every derived number finite.
+constexpr double kMaxN = 1e300;
+
+double decayed(const EarrrlParams& p, const EarrrlState& s, std::int64_t now) {
+  if (s.n == 0) return 0;
+  // A clock that goes backwards does not make the estimate grow: elapsed time is never negative.
+  const double dt = static_cast<double>(std::max<std::int64_t>(0, sat_sub(now, s.t_ns)));
+  return s.n * std::exp(-p.lambda * dt);
+}
+
+}  // namespace
+
+Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost) {
+  const double n_before = decayed(p, s, now);
+  const double estimate = n_before * p.lambda;  // per nanosecond
+  Decision d;
+  d.allowed = !(estimate > p.rate);
+  d.limit = p.limit;
+  d.estimate = estimate * p.window_ns;
+
+  double n_after = n_before;
+  if (d.allowed || p.count_refused) n_after = std::min(kMaxN, n_before + static_cast<double>(cost));
+  s.n = n_after;
+  s.t_ns = (n_before == 0) ? now : std::max(s.t_ns, now);
+
+  d.remaining = std::max(0.0, p.n_saturate - n_after);
+  if (!d.allowed) {
+    // The estimate n_after * lambda * e^(-lambda w) falls to the limit after w = ln(n_after / n_saturate) / lambda.
+    // One more nanosecond makes sure the comparison then passes despite rounding.
+    d.retry_after = Nanos{sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1)};
+  }
+  if (n_after > p.n_forget) d.reset_after = Nanos{ceil_ns(std::log(n_after / p.n_forget) / p.lambda)};
+  return d;
+}
+
+bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now) {
+  return decayed(p, s, now) < p.n_forget;
+}
+
+}  // namespace rk::core

@@ -1,0 +1,46 @@
+// core/params.h: the user's LimitSpec turned into each algorithm's precomputed parameters.
+#pragma once
+
+#include <cstdint>
+
+#include "ratekeeper/params.h"
+
+namespace rk::core {
+
+struct EarrrlParams {
+  double lambda = 0;          // per nanosecond: ln 2 / half_life
+  double rate = 0;            // the limit, per nanosecond
+  double n_saturate = 0;      // rate / lambda: the impulse size at which the estimate reaches the limit
+  double n_forget = 0;        // below this N a key may be forgotten (see earrrl.h)
+  double window_ns = 0;       // estimates are reported per window
+  double limit = 0;           // as the user gave it, per window
+  bool count_refused = true;
+};
+
+// gcra and leaky_queue: emission interval T and delay variation tolerance (burst + 1) * T.
+struct GcraParams {
+  std::int64_t interval_ns = 0;
+  std::int64_t tolerance_ns = 0;
+  double limit = 0;  // burst + 1
+};
+
+// token_bucket and leaky_bucket: one fluid level that drains at `rate` and holds at most `capacity`.
+struct FluidParams {
+  double capacity = 0;
+  double rate = 0;  // per nanosecond
+};
+
+// fixed_window, sliding_log, sliding_window.
+struct WindowParams {
+  std::int64_t window_ns = 0;
+  std::uint64_t limit = 0;
+  bool count_refused = false;
+};
+
+// Callers validate first; these assume rk::validate(spec) returned no error.
+EarrrlParams earrrl_params(const LimitSpec& spec);
+GcraParams gcra_params(const LimitSpec& spec);
+FluidParams fluid_params(const LimitSpec& spec);
+WindowParams window_params(const LimitSpec& spec);
+
+}  // namespace rk::core

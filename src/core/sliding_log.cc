@@ -1,0 +1,96 @@
+#include "core/sliding_log.h"
+
+#include <algorithm>
+
+#include "core/numeric.h"
+
+namespace rk::core {
+
+SlidingLogState::SlidingLogState(const SlidingLogState& other) { *this = other; }
+
+SlidingLogState& SlidingLogState::operator=(const SlidingLogState& other) {
+  if (this == &other) return *this;
+  buf_.reset();
+  cap_ = head_ = size_ = 0;
+  sum_ = 0;
+  if (other.size_ > 0) resize(other.cap_);
+  for (std::uint32_t i = 0; i < other.size_; ++i) push(other.at(i).t_ns, other.at(i).cost);
+  return *this;
+}
+
+void SlidingLogState::resize(std::uint32_t cap) {
+  std::unique_ptr<Entry[]> next(cap ? new Entry[cap] : nullptr);
+  for (std::uint32_t i = 0; i < size_; ++i) next[i] = at(i);
+  buf_ = std::move(next);
+  cap_ = cap;
+  head_ = 0;
+}
+
+void SlidingLogState::push(std::int64_t t_ns, std::uint64_t cost) {
+  sum_ += cost;
+  if (size_ > 0) {
+    Entry& last = buf_[(head_ + size_ - 1) & (cap_ - 1)];
+    if (last.t_ns == t_ns) {
+      last.cost += cost;
+      return;
+    }
+  }
+  if (size_ == cap_) resize(cap_ ? cap_ * 2 : 2);
+  buf_[(head_ + size_) & (cap_ - 1)] = Entry{t_ns, cost};
+  ++size_;
+}
+
+void SlidingLogState::pop_front() {
+  sum_ -= buf_[head_].cost;
+  head_ = (head_ + 1) & (cap_ - 1);
+  --size_;
+  if (size_ == 0) {
+    resize(0);
+  } else if (cap_ >= 16 && size_ <= cap_ / 4) {
+    resize(cap_ / 2);
+  }
+}
+
+namespace {
+
+// Drops entries that have left the window (t + W <= now).
+void prune(const WindowParams& p, SlidingLogState& s, std::int64_t now) {
+  while (s.size() > 0 && sat_add(s.at(0).t_ns, p.window_ns) <= now) s.pop_front();
+}
+
+}  // namespace
+
+Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t cost) {
+  prune(p, s, now);
+  Decision d;
+  d.limit = static_cast<double>(p.limit);
+  const std::uint64_t used = s.sum();
+  d.allowed = used <= p.limit && cost <= p.limit - used;
+  if (d.allowed) {
+    // A clock that went backwards logs at the newest time seen, keeping the log ordered.
+    if (cost > 0) s.push(s.size() > 0 ? std::max(now, s.at(s.size() - 1).t_ns) : now, cost);
+  } else if (cost > p.limit) {
+    d.retry_after = kNever;
+  } else {
+    // Walk from the oldest entry until enough has expired for this cost to fit.
+    std::uint64_t freed = 0;
+    for (std::uint32_t i = 0; i < s.size(); ++i) {
+      freed += s.at(i).cost;
+      if (used - freed <= p.limit - cost) {
+        d.retry_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.at(i).t_ns, p.window_ns), now))};
+        break;
+      }
+    }
+  }
+  d.remaining = static_cast<double>(s.sum() >= p.limit ? 0 : p.limit - s.sum());
+  if (s.size() > 0) {
+    d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.at(s.size() - 1).t_ns, p.window_ns), now))};
+  }
+  return d;
+}
+
+bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now) {
+  return s.size() == 0 || sat_add(s.at(s.size() - 1).t_ns, p.window_ns) <= now;
+}
+
+}  // namespace rk::core

@@ -1,0 +1,50 @@
+// core/sliding_log.h: the exact sliding window, a log of admitted requests.
+//
+// The log holds (time, cost) for each admitted request of the last window; an attempt of cost c at `now` is
+// allowed when the costs logged in (now - W, now] plus c are at most the limit. Refused attempts are not logged,
+// and requests at the same nanosecond share one entry, so a key holds at most `limit` entries (validation caps
+// the limit at kMaxSlidingLogLimit). The log is a ring buffer that grows and shrinks with the traffic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/params.h"
+#include "ratekeeper/decision.h"
+
+namespace rk::core {
+
+class SlidingLogState {
+ public:
+  struct Entry {
+    std::int64_t t_ns;
+    std::uint64_t cost;
+  };
+
+  SlidingLogState() = default;
+  SlidingLogState(const SlidingLogState& other);
+  SlidingLogState& operator=(const SlidingLogState& other);
+  SlidingLogState(SlidingLogState&&) noexcept = default;
+  SlidingLogState& operator=(SlidingLogState&&) noexcept = default;
+
+  std::uint32_t size() const { return size_; }
+  std::uint64_t sum() const { return sum_; }
+  const Entry& at(std::uint32_t i) const { return buf_[(head_ + i) & (cap_ - 1)]; }
+  void push(std::int64_t t_ns, std::uint64_t cost);
+  void pop_front();
+  std::size_t heap_bytes() const { return cap_ * sizeof(Entry); }
+
+ private:
+  void resize(std::uint32_t cap);
+
+  std::unique_ptr<Entry[]> buf_;
+  std::uint32_t cap_ = 0;  // a power of two, or 0
+  std::uint32_t head_ = 0;
+  std::uint32_t size_ = 0;
+  std::uint64_t sum_ = 0;
+};
+
+Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t cost);
+bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now);
+
+}  // namespace rk::core

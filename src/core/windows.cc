@@ -1,0 +1,103 @@
+#include "core/windows.h"
+
+#include <algorithm>
+
+namespace rk::core {
+
+namespace {
+
+std::uint64_t room(std::uint64_t limit, std::uint64_t count) { return count >= limit ? 0 : limit - count; }
+
+// Moves the state on to the window holding `now`; an earlier `now` stays in the latest window seen.
+void roll_fixed(const WindowParams& p, FixedWindowState& s, std::int64_t now) {
+  const std::int64_t w = window_start(now, p.window_ns);
+  if (w > s.start_ns) {
+    s.start_ns = w;
+    s.count = 0;
+  }
+}
+
+void roll_sliding(const WindowParams& p, SlidingWindowState& s, std::int64_t now) {
+  const std::int64_t w = window_start(now, p.window_ns);
+  if (w <= s.start_ns) return;
+  const bool adjacent = s.start_ns != kMinI64 && sat_sub(w, s.start_ns) == p.window_ns;
+  s.prev = adjacent ? s.curr : 0;
+  s.curr = 0;
+  s.start_ns = w;
+}
+
+std::int64_t elapsed_in_window(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
+  return std::clamp<std::int64_t>(sat_sub(now, s.start_ns), 0, p.window_ns);
+}
+
+// floor(prev * (W - e) / W), exactly.
+std::uint64_t weighted_prev(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
+  const std::int64_t left = p.window_ns - elapsed_in_window(p, s, now);
+  return static_cast<std::uint64_t>(static_cast<u128>(s.prev) * static_cast<u128>(left) /
+                                    static_cast<u128>(p.window_ns));
+}
+
+// The smallest offset e into a window at whose start `weight_of` requests are the previous window's count,
+// such that floor(weight_of * (W - e) / W) <= target - 1, i.e. weight_of * (W - e) < target * W.
+std::int64_t first_offset_below(const WindowParams& p, std::uint64_t weight_of, std::uint64_t target) {
+  if (weight_of == 0) return 0;
+  const u128 w = static_cast<u128>(p.window_ns);
+  const u128 most_left = (static_cast<u128>(target) * w + weight_of - 1) / weight_of - 1;  // ceil(kW/prev) - 1
+  return most_left >= w ? 0 : static_cast<std::int64_t>(w - most_left);
+}
+
+}  // namespace
+
+Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t cost) {
+  roll_fixed(p, s, now);
+  const std::int64_t end = sat_add(s.start_ns, p.window_ns);
+  Decision d;
+  d.limit = static_cast<double>(p.limit);
+  d.allowed = cost <= room(p.limit, s.count);
+  if (d.allowed || p.count_refused) s.count = sat_add_u(s.count, cost);
+  if (!d.allowed) d.retry_after = cost <= p.limit ? Nanos{sat_sub(end, now)} : kNever;
+  d.remaining = static_cast<double>(room(p.limit, s.count));
+  if (s.count > 0) d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(end, now))};
+  return d;
+}
+
+bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now) {
+  return s.count == 0 || window_start(now, p.window_ns) > s.start_ns;
+}
+
+Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost) {
+  roll_sliding(p, s, now);
+  const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
+  Decision d;
+  d.limit = static_cast<double>(p.limit);
+  d.allowed = cost <= room(p.limit, count);
+  if (d.allowed) {
+    s.curr += cost;
+    d.remaining = static_cast<double>(room(p.limit, count + cost));
+  } else {
+    d.remaining = static_cast<double>(room(p.limit, count));
+    if (cost > p.limit) {
+      d.retry_after = kNever;
+    } else if (s.curr <= p.limit - cost) {
+      // Within this window, once the previous window's weight has fallen far enough.
+      const std::int64_t e = first_offset_below(p, s.prev, p.limit - cost - s.curr + 1);
+      d.retry_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.start_ns, e), now))};
+    } else {
+      // In the next window, where this window's count becomes the weighted one.
+      const std::int64_t e = first_offset_below(p, s.curr, p.limit - cost + 1);
+      d.retry_after = Nanos{sat_sub(sat_add(sat_add(s.start_ns, p.window_ns), e), now)};
+    }
+  }
+  const std::int64_t until = s.curr > 0 ? 2 * p.window_ns : (s.prev > 0 ? p.window_ns : 0);
+  if (until > 0) d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.start_ns, until), now))};
+  return d;
+}
+
+bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
+  SlidingWindowState rolled = s;
+  roll_sliding(p, rolled, now);
+  // The weighted previous count only falls until the next roll, which makes it curr (0): nothing left to count.
+  return rolled.curr == 0 && weighted_prev(p, rolled, now) == 0;
+}
+
+}  // namespace rk::core
