@@ -51,10 +51,10 @@ struct LimitSpec {
   Algorithm algorithm = Algorithm::kEarrrl;
   double limit = 0;                       // requests per window
   Nanos window = std::chrono::seconds(1);
-  std::optional<Nanos> half_life;         // earrrl only
-  std::optional<double> burst;            // gcra, leaky_queue only: a whole number >= 0
-  std::optional<double> capacity;         // token_bucket, leaky_bucket only
-  std::optional<bool> count_refused;      // earrrl, fixed_window only
+  std::optional<Nanos> half_life{};       // earrrl only
+  std::optional<double> burst{};          // gcra, leaky_queue only: a whole number >= 0
+  std::optional<double> capacity{};       // token_bucket, leaky_bucket only
+  std::optional<bool> count_refused{};    // earrrl, fixed_window only
 };
 
 struct ParamError {

@@ -8,23 +8,23 @@ namespace {
 
 // The schedule shared by both: returns the decision; `start` is when the admitted request may proceed.
 Decision schedule(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t cost, std::int64_t& start) {
-  const std::int64_t tat = std::max(s.tat_ns, now);
-  const std::int64_t increment = sat_mul(cost, p.interval_ns);
-  const std::int64_t new_tat = sat_add(tat, increment);
-  const std::int64_t allow_at = sat_sub(new_tat, p.tolerance_ns);
-
   Decision d;
   d.limit = p.limit;
-  d.allowed = allow_at <= now;
+  start = now;
+  const std::int64_t tat = std::max(s.tat_ns, now);
+  const std::int64_t increment = sat_mul(cost, p.interval_ns);
+  // Exact in 128 bits, so that neither a huge cost nor a clock at the end of its range saturates into a "yes".
+  const i128 new_tat = static_cast<i128>(tat) + increment;
+  const i128 allow_at = new_tat - p.tolerance_ns;
   std::int64_t ttl;
-  if (d.allowed) {
-    s.tat_ns = new_tat;
-    ttl = sat_sub(new_tat, now);
+  if (increment <= p.tolerance_ns && allow_at <= now) {
+    d.allowed = true;
+    s.tat_ns = new_tat > kMaxI64 ? kMaxI64 : static_cast<std::int64_t>(new_tat);
+    ttl = sat_sub(s.tat_ns, now);
     start = tat;
   } else {
-    d.retry_after = increment <= p.tolerance_ns ? Nanos{sat_sub(allow_at, now)} : kNever;
+    d.retry_after = increment <= p.tolerance_ns ? Nanos{static_cast<std::int64_t>(allow_at - now)} : kNever;
     ttl = sat_sub(tat, now);
-    start = now;
   }
   d.reset_after = Nanos{ttl};
   // How many more whole intervals fit under the tolerance: floor((tau - ttl) / T), at least 0.

@@ -88,8 +88,14 @@ Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std
       d.retry_after = Nanos{sat_sub(sat_add(sat_add(s.start_ns, p.window_ns), e), now)};
     }
   }
-  const std::int64_t until = s.curr > 0 ? 2 * p.window_ns : (s.prev > 0 ? p.window_ns : 0);
-  if (until > 0) d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.start_ns, until), now))};
+  // Back to fresh once the weighted count floors to 0: curr weighs in the next window, prev in this one.
+  std::int64_t fresh_at = now;
+  if (s.curr > 0) {
+    fresh_at = sat_add(sat_add(s.start_ns, p.window_ns), first_offset_below(p, s.curr, 1));
+  } else if (s.prev > 0) {
+    fresh_at = sat_add(s.start_ns, first_offset_below(p, s.prev, 1));
+  }
+  d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
   return d;
 }
 
