@@ -1,1 +1,122 @@
+#include "cli/replay.h"
+
 #include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli/trace.h"
+
+namespace rk::cli {
+namespace {
+
+struct Outcome {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Outcome replay(const std::vector<std::string>& args, const std::string& input) {
+  std::istringstream in(input);
+  std::ostringstream out, err;
+  const int code = run_replay(args, in, out, err);
+  return {code, out.str(), err.str()};
+}
+
+const std::vector<std::string> kEarrrl = {"--algorithm", "earrrl", "--limit", "0.5", "--half-life", "10s"};
+
+TEST(Replay, EarrrlCsv) {
+  const Outcome r = replay(kEarrrl, "0 alice\n1 alice\n# a comment\n\n2 bob 3\n");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "time,key,allowed,remaining,retry_after,estimate\n"
+            "0,alice,1,6.213475,0,0\n"
+            "1,alice,1,5.280442,0,0.064673\n"
+            "2,bob,1,4.213475,0,0\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Replay, RefusalsCarryRetryAfterAndOtherAlgorithmsNoEstimate) {
+  const Outcome r = replay({"--algorithm=fixed_window", "--limit=1", "--window=10s"}, "1.5 k\n2 k\n3 k 5\n");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "time,key,allowed,remaining,retry_after,estimate\n"
+            "1.5,k,1,0,0,\n"
+            "2,k,0,0,8,\n"
+            "3,k,0,0,-1,\n");
+}
+
+TEST(Replay, LeakyQueueAddsDelay) {
+  const Outcome r = replay({"--algorithm", "leaky_queue", "--limit", "2", "--burst", "1"}, "0 k\n0 k\n0 k\n");
+  EXPECT_EQ(r.out,
+            "time,key,allowed,remaining,retry_after,estimate,delay\n"
+            "0,k,1,1,0,,0\n"
+            "0,k,1,0,0,,0.5\n"
+            "0,k,0,0,0.5,,0\n");
+}
+
+TEST(Replay, KeysWithCommasAreQuoted) {
+  const Outcome r = replay({"--algorithm", "gcra", "--limit", "1"}, "0 a,\"b\n");
+  EXPECT_EQ(r.out, "time,key,allowed,remaining,retry_after,estimate\n0,\"a,\"\"b\",1,0,0,\n");
+}
+
+TEST(Replay, MalformedLineNamesTheLineNumber) {
+  const Outcome r = replay(kEarrrl, "0 a\n\nfoo a\n5 a\n");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err,
+            "ratekeeper replay: line 3: time 'foo' is not a number of seconds (digits, an optional '-', at most 9 "
+            "decimals)\n");
+  EXPECT_EQ(r.out, "time,key,allowed,remaining,retry_after,estimate\n0,a,1,6.213475,0,0\n");
+}
+
+TEST(Replay, EachKindOfBadLine) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"1", "line 1: missing key: expected '<time-seconds> <key> [cost]'"},
+      {"1 k -1", "line 1: cost '-1' is not a whole number from 0 to 18446744073709551615"},
+      {"1 k 99999999999999999999", "line 1: cost '99999999999999999999' is not a whole number from 0 to"},
+      {"1 k 2.5", "line 1: cost '2.5' is not a whole number"},
+      {"1 k 2 x", "line 1: unexpected 'x' after the cost"},
+      {"1.0000000001 k", "line 1: time '1.0000000001' is not a number of seconds"},
+      {"99999999999 k", "line 1: time '99999999999' is not a number of seconds"},
+      {"1 " + std::string(5000, 'k'), "line 1: key is 5000 bytes, above the limit of 4096"},
+  };
+  for (const auto& [line, message] : cases) {
+    const Outcome r = replay(kEarrrl, line + "\n");
+    EXPECT_EQ(r.code, 1) << line;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+TEST(Replay, BadFlagsExitTwoNamingTheProblem) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--algorithm", "earrrl", "--limit", "1"}, "half_life: earrrl needs half_life"},
+      {{"--algorithm", "nope", "--limit", "1"}, "--algorithm: unknown algorithm 'nope'"},
+      {{"--algorithm", "gcra"}, "--limit is required"},
+      {{"--algorithm", "gcra", "--limit", "ten"}, "--limit: 'ten' is not a number"},
+      {{"--algorithm", "gcra", "--limit", "-5"}, "limit: limit must be a number greater than 0 (got -5)"},
+      {{"--algorithm", "gcra", "--limit", "5", "--window", "soon"}, "--window: 'soon' is not a duration"},
+      {{"--algorithm", "gcra", "--limit", "5", "--frobnicate", "1"}, "unknown flag --frobnicate"},
+      {{"--algorithm", "gcra", "--limit"}, "--limit needs a value"},
+      {{"--algorithm", "gcra", "--limit", "5", "--max-keys", "0"}, "--max-keys: '0' is not a whole number"},
+      {{"--algorithm", "gcra", "--limit", "5", "--count-refused", "maybe"}, "--count-refused: 'maybe' is not"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Outcome r = replay(args, "0 k\n");
+    EXPECT_EQ(r.code, 2) << message;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("ratekeeper replay: " + message), std::string::npos) << r.err;
+  }
+}
+
+TEST(TraceLine, ParsesFields) {
+  TraceLine t;
+  std::string error;
+  ASSERT_EQ(parse_trace_line("  12.25\tuser:1  7\r", 100, t, error), TraceParse::kAttempt);
+  EXPECT_EQ(t.time, Nanos{12'250'000'000});
+  EXPECT_EQ(t.key, "user:1");
+  EXPECT_EQ(t.cost, 7u);
+  EXPECT_EQ(parse_trace_line("   ", 100, t, error), TraceParse::kNothing);
+  EXPECT_EQ(parse_trace_line("#1 a", 100, t, error), TraceParse::kNothing);
+}
+
+}  // namespace
+}  // namespace rk::cli

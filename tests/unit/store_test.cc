@@ -1,1 +1,145 @@
+#include "store/memory/sharded_lru.h"
+
 #include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+namespace rk::store {
+namespace {
+
+struct Counter {
+  int value = 0;
+};
+
+std::string key(int i) { return "key:" + std::to_string(i); }
+
+TEST(ShardedLru, CreatesFindsAndErases) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 100, .hash_seed = 1});
+  EXPECT_EQ(m.update("a", [](Counter& c) { return ++c.value; }), 1);
+  EXPECT_EQ(m.update("a", [](Counter& c) { return ++c.value; }), 2);
+  EXPECT_EQ(m.read("a", [](const Counter* c) { return c ? c->value : -1; }), 2);
+  EXPECT_EQ(m.read("b", [](const Counter* c) { return c ? c->value : -1; }), -1);
+  EXPECT_TRUE(m.erase("a"));
+  EXPECT_FALSE(m.erase("a"));
+  EXPECT_EQ(m.update("a", [](Counter& c) { return ++c.value; }), 1);  // fresh again
+  EXPECT_EQ(m.stats().keys, 1u);
+}
+
+TEST(ShardedLru, EvictsTheLeastRecentlyUsed) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 3, .hash_seed = 1});  // one shard below 64 keys per shard
+  ASSERT_EQ(m.shard_count(), 1u);
+  for (const char* k : {"a", "b", "c"}) m.update(k, [](Counter& c) { return ++c.value; });
+  m.update("a", [](Counter& c) { return ++c.value; });  // a is now the most recent; b the least
+  m.update("d", [](Counter& c) { return ++c.value; });
+  auto has = [&](const char* k) { return m.read(k, [](const Counter* c) { return c != nullptr; }); };
+  EXPECT_TRUE(has("a"));
+  EXPECT_FALSE(has("b"));
+  EXPECT_TRUE(has("c"));
+  EXPECT_TRUE(has("d"));
+  EXPECT_EQ(m.stats().evictions, 1u);
+  EXPECT_EQ(m.stats().keys, 3u);
+}
+
+TEST(ShardedLru, ReadDoesNotRefreshRecency) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 2, .hash_seed = 1});
+  m.update("a", [](Counter& c) { return ++c.value; });
+  m.update("b", [](Counter& c) { return ++c.value; });
+  m.read("a", [](const Counter*) { return 0; });
+  m.update("c", [](Counter& c) { return ++c.value; });
+  EXPECT_FALSE(m.read("a", [](const Counter* c) { return c != nullptr; }));
+}
+
+// The bound holds across shards: never more than max_keys, whatever the key distribution.
+TEST(ShardedLru, BoundHoldsAcrossShards) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 10'000});
+  EXPECT_GT(m.shard_count(), 1u);
+  for (int i = 0; i < 100'000; ++i) m.update(key(i), [](Counter& c) { return ++c.value; });
+  EXPECT_EQ(m.stats().keys, 10'000u);
+  EXPECT_EQ(m.stats().evictions, 90'000u);
+}
+
+// A hot key that is used all the time is never the one evicted, however many other keys pass through.
+TEST(ShardedLru, ActiveKeyIsNeverEvicted) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000});
+  for (int i = 0; i < 200'000; ++i) {
+    m.update("abuser", [](Counter& c) { return ++c.value; });
+    m.update(key(i), [](Counter& c) { return ++c.value; });
+  }
+  EXPECT_EQ(m.read("abuser", [](const Counter* c) { return c ? c->value : -1; }), 200'000);
+}
+
+// Random inserts, updates and erases against std::unordered_map: exercises probing, backward-shift deletion,
+// growth, free-list reuse and long (heap) keys.
+TEST(ShardedLru, MatchesAModelUnderRandomOperations) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 4, .hash_seed = 99});
+  std::unordered_map<std::string, int> model;
+  std::mt19937 rng(42);
+  for (int i = 0; i < 200'000; ++i) {
+    const int r = static_cast<int>(rng() % 5000);
+    std::string k = (r % 7 == 0) ? std::string(30 + r % 50, 'x') + std::to_string(r) : key(r);
+    switch (rng() % 3) {
+      case 0:
+      case 1:
+        ASSERT_EQ(m.update(k, [](Counter& c) { return ++c.value; }), ++model[k]);
+        break;
+      case 2:
+        ASSERT_EQ(m.erase(k), model.erase(k) == 1);
+        break;
+    }
+  }
+  EXPECT_EQ(m.stats().keys, model.size());
+  for (const auto& [k, v] : model) ASSERT_EQ(m.read(k, [](const Counter* c) { return c ? c->value : -1; }), v);
+}
+
+TEST(ShardedLru, EraseIfRemovesMatchingOnly) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 1000});
+  for (int i = 0; i < 500; ++i) m.update(key(i), [i](Counter& c) { return c.value = i; });
+  EXPECT_EQ(m.erase_if([](const Counter& c) { return c.value % 2 == 0; }), 250u);
+  EXPECT_EQ(m.stats().keys, 250u);
+  EXPECT_EQ(m.stats().forgotten, 250u);
+  EXPECT_EQ(m.read(key(3), [](const Counter* c) { return c != nullptr; }), true);
+  EXPECT_EQ(m.read(key(4), [](const Counter* c) { return c != nullptr; }), false);
+}
+
+TEST(ShardedLru, LongKeysAreStoredWhole) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 10});
+  const std::string a(5000, 'a');
+  std::string b = a;
+  b.back() = 'b';  // same 4999-byte prefix
+  m.update(a, [](Counter& c) { return c.value = 1; });
+  m.update(b, [](Counter& c) { return c.value = 2; });
+  EXPECT_EQ(m.read(a, [](const Counter* c) { return c->value; }), 1);
+  EXPECT_EQ(m.read(b, [](const Counter* c) { return c->value; }), 2);
+  EXPECT_GE(m.stats().memory_bytes, 10'000u);
+  m.erase(a);
+  m.erase(b);
+}
+
+TEST(ShardedLru, SeedChangesTheHash) {
+  EXPECT_NE(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 2));
+  EXPECT_EQ(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 1));
+  EXPECT_NE(hash_key("", 1), hash_key(std::string_view("\0", 1), 1));
+  EXPECT_NE(random_seed(), 0u);
+}
+
+TEST(ShardedLru, ConcurrentUpdatesAreAtomic) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 1000});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m] {
+      for (int i = 0; i < 20'000; ++i) {
+        m.update("shared", [](Counter& c) { return ++c.value; });
+        m.update(key(i % 3000), [](Counter& c) { return ++c.value; });  // with eviction churn beside it
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(m.read("shared", [](const Counter* c) { return c ? c->value : -1; }), 80'000);
+  EXPECT_LE(m.stats().keys, 1000u);
+}
+
+}  // namespace
+}  // namespace rk::store
