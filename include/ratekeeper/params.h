@@ -47,6 +47,11 @@ inline constexpr Algorithm kAllAlgorithms[] = {
 std::string_view algorithm_name(Algorithm a);
 std::optional<Algorithm> parse_algorithm(std::string_view name);
 
+// Where fixed windows start. kEpoch: every multiple of the window since time 0 (for minutes, hours and days that is
+// also UTC's calendar). kCalendar (fixed_window only, window of 7, 30 or 365 days): weeks start on Monday 00:00 UTC,
+// "30 days" is a calendar month and "365 days" a calendar year, however long each one is.
+enum class Align : std::uint8_t { kEpoch, kCalendar };
+
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kEarrrl;
   double limit = 0;                       // requests per window
@@ -55,6 +60,7 @@ struct LimitSpec {
   std::optional<double> burst{};          // gcra, leaky_queue only: a whole number >= 0
   std::optional<double> capacity{};       // token_bucket, leaky_bucket only
   std::optional<bool> count_refused{};    // earrrl, fixed_window only
+  Align align = Align::kEpoch;            // fixed_window only
 };
 
 struct ParamError {

@@ -103,6 +103,17 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     fail("count_refused", "count_refused is a parameter of earrrl and fixed_window, not of " + alg);
   }
 
+  if (spec.align == Align::kCalendar) {
+    using std::chrono::hours;
+    const Nanos w = spec.window;
+    if (a != Algorithm::kFixedWindow) {
+      fail("align", "calendar alignment is for fixed_window only, not " + alg);
+    } else if (w != hours(24 * 7) && w != hours(24 * 30) && w != hours(24 * 365) && !(w > Nanos{0} && hours(24) % w == Nanos{0})) {
+      fail("align", "calendar alignment needs a window that divides a day, or of a week, a month (30d) or a year (365d); got " +
+                        format_seconds(w) + "s");
+    }
+  }
+
   // Derived quantities, only once the inputs they come from are sound.
   if (errors.empty() && takes_burst) {
     const double interval = static_cast<double>(spec.window.count()) / limit;
@@ -154,6 +165,13 @@ WindowParams window_params(const LimitSpec& spec) {
   p.window_ns = spec.window.count();
   p.limit = static_cast<std::uint64_t>(spec.limit);
   p.count_refused = spec.count_refused.value_or(false);
+  if (spec.align == Align::kCalendar) {
+    using std::chrono::hours;
+    p.calendar = spec.window == hours(24 * 7)     ? Calendar::kWeek
+                 : spec.window == hours(24 * 30)  ? Calendar::kMonth
+                 : spec.window == hours(24 * 365) ? Calendar::kYear
+                                                  : Calendar::kNone;  // divides a day: epoch-aligned is UTC-aligned
+  }
   return p;
 }
 

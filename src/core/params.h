@@ -30,11 +30,15 @@ struct FluidParams {
   double rate = 0;  // per nanosecond
 };
 
+// fixed_window with align: calendar. kNone: windows are multiples of window_ns since time 0.
+enum class Calendar : std::uint8_t { kNone, kWeek, kMonth, kYear };
+
 // fixed_window, sliding_log, sliding_window.
 struct WindowParams {
   std::int64_t window_ns = 0;
   std::uint64_t limit = 0;
   bool count_refused = false;
+  Calendar calendar = Calendar::kNone;
 };
 
 // Callers validate first; these assume rk::validate(spec) returned no error.

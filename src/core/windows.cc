@@ -1,6 +1,7 @@
 #include "core/windows.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace rk::core {
 
@@ -8,9 +9,43 @@ namespace {
 
 std::uint64_t room(std::uint64_t limit, std::uint64_t count) { return count >= limit ? 0 : limit - count; }
 
+struct Bounds {
+  std::int64_t start, end;
+};
+
+// The fixed window holding `t`: multiples of the window, or calendar weeks (from Monday), months or years (UTC).
+Bounds fixed_bounds(const WindowParams& p, std::int64_t t) {
+  using namespace std::chrono;
+  constexpr std::int64_t kDay = 86'400'000'000'000;
+  switch (p.calendar) {
+    case Calendar::kNone: {
+      const std::int64_t start = window_start(t, p.window_ns);
+      return {start, sat_add(start, p.window_ns)};
+    }
+    case Calendar::kWeek: {
+      // 1970-01-01 was a Thursday: Mondays fall 3 days before multiples of a week since the epoch.
+      const std::int64_t start = sat_sub(window_start(sat_add(t, 3 * kDay), 7 * kDay), 3 * kDay);
+      return {start, sat_add(start, 7 * kDay)};
+    }
+    case Calendar::kMonth:
+    case Calendar::kYear: {
+      const sys_days day = floor<days>(sys_time<nanoseconds>(nanoseconds(t)));
+      const year_month_day ymd{day};
+      const year_month_day first = p.calendar == Calendar::kMonth ? ymd.year() / ymd.month() / 1
+                                                                  : ymd.year() / January / 1;
+      const year_month_day next = p.calendar == Calendar::kMonth ? first + months(1) : first + years(1);
+      auto ns = [](const year_month_day& d) {
+        return duration_cast<nanoseconds>(sys_days(d).time_since_epoch()).count();
+      };
+      return {ns(first), ns(next)};
+    }
+  }
+  return {t, t};
+}
+
 // Moves the state on to the window holding `now`; an earlier `now` stays in the latest window seen.
 void roll_fixed(const WindowParams& p, FixedWindowState& s, std::int64_t now) {
-  const std::int64_t w = window_start(now, p.window_ns);
+  const std::int64_t w = fixed_bounds(p, now).start;
   if (w > s.start_ns) {
     s.start_ns = w;
     s.count = 0;
@@ -50,7 +85,7 @@ std::int64_t first_offset_below(const WindowParams& p, std::uint64_t weight_of, 
 
 Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t cost) {
   roll_fixed(p, s, now);
-  const std::int64_t end = sat_add(s.start_ns, p.window_ns);
+  const std::int64_t end = fixed_bounds(p, s.start_ns).end;
   Decision d;
   d.limit = static_cast<double>(p.limit);
   d.allowed = cost <= room(p.limit, s.count);
@@ -62,7 +97,7 @@ Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::in
 }
 
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now) {
-  return s.count == 0 || window_start(now, p.window_ns) > s.start_ns;
+  return s.count == 0 || fixed_bounds(p, now).start > s.start_ns;
 }
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost) {

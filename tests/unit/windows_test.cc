@@ -140,3 +140,65 @@ TEST(Windows, ExtremeInputs) {
 
 }  // namespace
 }  // namespace rk::core
+
+namespace rk::core {
+namespace {
+
+using namespace rk::test;
+
+// 2026-02-11 12:00 UTC (a Wednesday) and friends, as nanoseconds since the epoch.
+constexpr std::int64_t kDay = 86'400 * kSec;
+constexpr std::int64_t at(std::int64_t days_since_epoch, std::int64_t hour = 0) {
+  return days_since_epoch * kDay + hour * 3600 * kSec;
+}
+constexpr std::int64_t k2026_02_01 = 20'485;  // days from 1970-01-01
+constexpr std::int64_t k2026_03_01 = k2026_02_01 + 28;
+constexpr std::int64_t k2027_01_01 = 20'819;
+
+WindowParams calendar(std::chrono::hours window) {
+  return window_params(LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = window,
+                                 .align = Align::kCalendar});
+}
+
+TEST(FixedWindowCalendar, MonthsAreCalendarMonths) {
+  const auto p = calendar(std::chrono::hours(24 * 30));
+  ASSERT_EQ(p.calendar, Calendar::kMonth);
+  FixedWindowState s;
+  EXPECT_TRUE(fixed_window_decide(p, s, at(k2026_02_01 + 10, 12), 2).allowed);
+  const Decision d = fixed_window_decide(p, s, at(k2026_02_01 + 10, 12), 1);
+  EXPECT_FALSE(d.allowed);
+  // February 2026 has 28 days: the window ends on March 1st, 17.5 days later.
+  EXPECT_EQ(d.retry_after, Nanos{at(k2026_03_01) - at(k2026_02_01 + 10, 12)});
+  EXPECT_FALSE(fixed_window_decide(p, s, at(k2026_03_01) - 1, 1).allowed);
+  EXPECT_TRUE(fixed_window_decide(p, s, at(k2026_03_01), 1).allowed);
+}
+
+TEST(FixedWindowCalendar, YearsAndMondayWeeks) {
+  const auto y = calendar(std::chrono::hours(24 * 365));
+  FixedWindowState s;
+  fixed_window_decide(y, s, at(k2027_01_01) - kSec, 2);
+  EXPECT_EQ(fixed_window_decide(y, s, at(k2027_01_01) - kSec, 1).retry_after, Nanos{kSec});
+
+  const auto w = calendar(std::chrono::hours(24 * 7));
+  ASSERT_EQ(w.calendar, Calendar::kWeek);
+  FixedWindowState ws;
+  // 2026-02-11 was a Wednesday; its week started on Monday 2026-02-09.
+  fixed_window_decide(w, ws, at(k2026_02_01 + 10, 12), 2);
+  EXPECT_EQ(ws.start_ns, at(k2026_02_01 + 8));
+  EXPECT_EQ(fixed_window_decide(w, ws, at(k2026_02_01 + 10, 12), 1).retry_after,
+            Nanos{at(k2026_02_01 + 15) - at(k2026_02_01 + 10, 12)});
+}
+
+TEST(FixedWindowCalendar, OnlyForFixedWindowsOfCalendarLength) {
+  LimitSpec s{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = std::chrono::hours(24 * 31),
+              .align = Align::kCalendar};
+  ASSERT_EQ(validate(s).size(), 1u);
+  EXPECT_EQ(validate(s)[0].param, "align");
+  s.algorithm = Algorithm::kSlidingWindow;
+  s.window = std::chrono::hours(24);
+  ASSERT_EQ(validate(s).size(), 1u);
+  EXPECT_EQ(validate(s)[0].message, "calendar alignment is for fixed_window only, not sliding_window");
+}
+
+}  // namespace
+}  // namespace rk::core
