@@ -1,0 +1,96 @@
+// rules/config.h: a rules file as parsed and validated, before any limiter exists.
+//
+// The schema is envoyproxy/ratelimit's (domain; descriptors with key, value, rate_limit {unit, requests_per_unit,
+// unlimited, name, replaces}, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, metadata,
+// nested descriptors), so its users can point ratekeeper at the files they already have. ratekeeper's extensions
+// (docs/rules.md): `algorithm:` and its parameters on a rate_limit, `window:` / `unit_multiplier:` for windows of
+// any length, `align: calendar`, file-level `defaults:`, `shadow_mode`, `all_or_nothing`, and `forward_auth:`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ratekeeper/params.h"
+
+namespace rk::rules {
+
+struct SourcePos {
+  std::string file;
+  int line = 0;    // 1-based
+  int column = 0;  // 1-based
+};
+
+enum class Unit : std::uint8_t { kSecond, kMinute, kHour, kDay, kWeek, kMonth, kYear };
+
+// Unit names as Envoy spells them in protos (SECOND..YEAR) and in rules files (lower case).
+std::string_view unit_name(Unit u);
+std::optional<Unit> parse_unit(std::string_view name);  // case-insensitive
+Nanos unit_length(Unit u);  // MONTH = 30 days, YEAR = 365 days, as envoyproxy/ratelimit counts them
+
+struct RateLimit {
+  std::string name;                       // optional; the target of other rules' `replaces`
+  bool unlimited = false;
+  std::optional<Unit> unit;               // as written (absent when unlimited or when `window:` is used)
+  std::uint32_t requests_per_unit = 0;
+  std::uint32_t unit_multiplier = 1;
+  bool blocked = false;                   // requests_per_unit 0: every request is over the limit
+  bool calendar = false;                  // `align: calendar`: week windows start on Monday (UTC)
+  LimitSpec spec;                         // the algorithm and its parameters, resolved (when not unlimited/blocked)
+  std::vector<std::string> replaces;
+  SourcePos pos;
+};
+
+struct Descriptor {
+  std::string key;
+  std::optional<std::string> value;       // absent: matches any value of the key
+  bool wildcard = false;                  // value contains '*'
+  std::optional<RateLimit> rate_limit;
+  bool shadow_mode = false;
+  bool quota_mode = false;
+  bool detailed_metric = false;
+  bool value_to_metric = false;
+  bool share_threshold = false;
+  std::vector<Descriptor> descriptors;
+  SourcePos pos;
+};
+
+// Where forward-auth takes a descriptor entry's value from.
+enum class Source : std::uint8_t { kClientIp, kHeader, kMethod, kPath, kPathPrefix, kHost, kQuery, kValue };
+
+struct EntrySource {
+  std::string key;
+  Source source = Source::kClientIp;
+  std::string name;        // header or query parameter name; the fixed value for kValue
+  std::uint32_t segments = 1;  // kPathPrefix: how many path segments
+};
+
+struct Cidr {
+  std::uint8_t bytes[16] = {};  // IPv4 as ::ffff:a.b.c.d
+  int prefix = 0;               // over the 128 bits
+};
+
+struct ForwardAuth {
+  bool enabled = false;
+  int deny_status = 429;
+  std::vector<Cidr> trusted_proxies;
+  std::vector<std::vector<EntrySource>> descriptors;
+};
+
+struct DomainConfig {
+  std::string domain;
+  std::vector<Descriptor> descriptors;
+  bool shadow_mode = false;      // every rule of the domain counts but never refuses
+  bool all_or_nothing = false;   // a request's descriptors are charged only if none is over the limit
+  ForwardAuth forward_auth;
+  std::string file;
+};
+
+struct ConfigError {
+  SourcePos pos;
+  std::string message;
+  std::string to_string() const;  // "file:line:column: message"
+};
+
+}  // namespace rk::rules

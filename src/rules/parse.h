@@ -1,0 +1,28 @@
+// rules/parse.h: rules files (YAML) to DomainConfig, with every error named by file, line, column and reason.
+//
+//   std::vector<rk::rules::DomainConfig> domains;
+//   auto errors = rk::rules::load_rules("/etc/ratekeeper/rules", domains);   // a file or a directory of them
+//   for (const auto& e : errors) std::cerr << e.to_string() << "\n";       // rules.yaml:12:7: ...
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rules/config.h"
+
+namespace rk::rules {
+
+// Parses one file's text. `file` names it in errors. Returns every error found; `out` is meaningful only if none.
+std::vector<ConfigError> parse_domain(const std::string& file, const std::string& text, DomainConfig& out);
+
+// Loads a file, or every *.yaml / *.yml file of a directory (one domain a file, sorted by name; a domain may not
+// appear in two files). Returns every error; `out` is meaningful only if none.
+std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out);
+
+// Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB, descriptors nested deeper than 16 levels,
+// or more than 100,000 descriptors in a file are refused.
+inline constexpr std::size_t kMaxRulesFileBytes = 16u << 20;
+inline constexpr int kMaxDepth = 16;
+inline constexpr std::size_t kMaxDescriptors = 100'000;
+
+}  // namespace rk::rules

@@ -1,0 +1,112 @@
+#include "rules/reloader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace rk::rules {
+
+namespace {
+
+// Every rules file under `path` (itself if a file), sorted.
+std::vector<std::string> rules_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (ext == ".yaml" || ext == ".yml") files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  return files;
+}
+
+}  // namespace
+
+Reloader::Reloader(std::string path, BuildOptions options, ReloadEvents events)
+    : path_(std::move(path)), options_(std::move(options)), events_(std::move(events)) {}
+
+Reloader::~Reloader() { stop(); }
+
+// Names, sizes, modification times and inodes: cheap to read every poll; a change means "read the files".
+std::string Reloader::disk_fingerprint() const {
+  std::string fp;
+  for (const std::string& f : rules_files(path_)) {
+    struct stat st {};
+    fp += f;
+    if (::stat(f.c_str(), &st) == 0) {
+      fp += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+            std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+    } else {
+      fp += ":missing";
+    }
+    fp += "\n";
+  }
+  return fp;
+}
+
+std::vector<ConfigError> Reloader::load_now() {
+  std::lock_guard lock(mu_);
+  return load_locked(disk_fingerprint());
+}
+
+std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
+  last_seen_ = fingerprint;
+  std::vector<DomainConfig> domains;
+  std::vector<ConfigError> errors = load_rules(path_, domains);
+  if (!errors.empty()) {
+    if (events_.on_failure) events_.on_failure(errors);
+    return errors;
+  }
+  // The version hashes what was parsed, file names included.
+  std::string text;
+  for (const std::string& f : rules_files(path_)) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    text += f + "\n" + s.str() + "\n";
+  }
+  const auto previous = current();
+  auto next = RuleSet::build(std::move(domains), previous.get(), options_, content_hash(text));
+  current_.store(next, std::memory_order_release);
+  if (events_.on_success) events_.on_success(*next);
+  return errors;
+}
+
+bool Reloader::poll_once() {
+  std::lock_guard lock(mu_);
+  const std::string fp = disk_fingerprint();
+  if (fp == last_seen_) return false;
+  load_locked(fp);
+  return true;
+}
+
+void Reloader::start(std::chrono::milliseconds interval) {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this, interval] {
+    std::unique_lock wait(wait_mu_);
+    while (!wake_.wait_for(wait, interval, [this] { return stopping_; })) {
+      wait.unlock();
+      poll_once();
+      wait.lock();
+    }
+  });
+}
+
+void Reloader::stop() {
+  {
+    std::lock_guard lock(wait_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace rk::rules

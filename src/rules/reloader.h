@@ -1,0 +1,66 @@
+// rules/reloader.h: the active RuleSet, and live reload from disk with last-known-good semantics.
+//
+// The path (a file or a directory of *.yaml / *.yml) is polled; when what is on disk changes, the new rules are
+// parsed, validated and built off to the side, then swapped in with one pointer exchange. A broken file never
+// replaces good rules: the previous set stays active and the errors are reported to on_failure (logged and
+// counted by the caller). Requests in flight keep the set they started with.
+//
+// Thread safety: current() may be called from any thread at any time; load_now() and the poll thread serialise on
+// an internal mutex.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rules/parse.h"
+#include "rules/ruleset.h"
+
+namespace rk::rules {
+
+struct ReloadEvents {
+  std::function<void(const RuleSet&)> on_success;
+  std::function<void(const std::vector<ConfigError>&)> on_failure;
+};
+
+class Reloader {
+ public:
+  Reloader(std::string path, BuildOptions options, ReloadEvents events = {});
+  ~Reloader();
+
+  // Loads what is on disk now. Returns the errors (empty on success, and then the new set is active).
+  std::vector<ConfigError> load_now();
+
+  std::shared_ptr<const RuleSet> current() const { return current_.load(std::memory_order_acquire); }
+
+  // Reloads if what is on disk changed since the last attempt, good or bad. True if it tried.
+  bool poll_once();
+
+  // Polls the path every `interval` on a thread of its own, until stop() or destruction.
+  void start(std::chrono::milliseconds interval = std::chrono::milliseconds(250));
+  void stop();
+
+ private:
+  std::string disk_fingerprint() const;
+  std::vector<ConfigError> load_locked(const std::string& fingerprint);
+
+  const std::string path_;
+  const BuildOptions options_;
+  const ReloadEvents events_;
+  std::atomic<std::shared_ptr<const RuleSet>> current_;
+
+  std::mutex mu_;            // serialises loads
+  std::string last_seen_;    // fingerprint of the last attempted load, good or bad
+  std::mutex wait_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace rk::rules

@@ -1,0 +1,52 @@
+// One test data file per config error, each checked against its exact message (tests/testdata/config_errors/).
+// The first line of each file is "# error: <line>:<column>: <message>" — the error it must produce, alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "rules/parse.h"
+
+namespace rk::rules {
+namespace {
+
+const std::string kDir = std::string(RK_TESTDATA) + "/config_errors";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class ConfigErrorFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConfigErrorFile, GivesItsExactMessage) {
+  const std::string path = kDir + "/" + GetParam();
+  const std::string text = read(path);
+  const std::string prefix = "# error: ";
+  ASSERT_EQ(text.rfind(prefix, 0), 0u) << path << " must start with '" << prefix << "'";
+  const std::string expected = text.substr(prefix.size(), text.find('\n') - prefix.size());
+  DomainConfig d;
+  const auto errors = parse_domain(GetParam(), text, d);
+  std::string all;
+  for (const auto& e : errors) all += e.to_string() + "\n";
+  ASSERT_EQ(errors.size(), 1u) << all;
+  EXPECT_EQ(errors[0].to_string(), GetParam() + ":" + expected);
+}
+
+std::vector<std::string> error_files() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(kDir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& p) { return p.param.substr(0, p.param.find('.')); }
+
+INSTANTIATE_TEST_SUITE_P(All, ConfigErrorFile, ::testing::ValuesIn(error_files()), test_name);
+
+}  // namespace
+}  // namespace rk::rules
