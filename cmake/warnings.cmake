@@ -1,6 +1,7 @@
 # Warnings and sanitizers apply to ratekeeper's own targets only, never to whoever links the library.
 function(rk_private_flags target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+    -Wno-missing-field-initializers)  # designated initializers leave fields to their defaults on purpose
   if(RK_WARNINGS_AS_ERRORS)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

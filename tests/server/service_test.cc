@@ -1,0 +1,242 @@
+#include "server/app/service.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace rk::app {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* kRules = R"(
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: api_key
+    rate_limit: {unit: minute, requests_per_unit: 2, name: per_key}
+  - key: api_key
+    value: vip
+    rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: per_key}]}
+  - key: user
+    rate_limit: {unlimited: true}
+  - key: shadowed
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: earrrl, half_life: 10s}
+)";
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("rk-service-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    write(kRules);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void write(const std::string& text, const std::string& name = "edge.yaml") {
+    std::ofstream(dir_ / name) << text;
+  }
+
+  Service& service(ServiceOptions o = {}) {
+    reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
+    EXPECT_TRUE(reloader_->load_now().empty());
+    service_ = std::make_unique<Service>(*reloader_, clock_, o);
+    return *service_;
+  }
+
+  static CheckRequest req(std::initializer_list<std::vector<std::pair<std::string, std::string>>> descriptors,
+                          std::string domain = "edge") {
+    CheckRequest r;
+    r.domain = std::move(domain);
+    for (const auto& e : descriptors) r.descriptors.push_back({.entries = e});
+    return r;
+  }
+
+  static CheckResponse ok(std::variant<CheckResponse, RequestError> v) {
+    if (auto* e = std::get_if<RequestError>(&v)) ADD_FAILURE() << e->field << ": " << e->message;
+    return std::get<CheckResponse>(std::move(v));
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'000'000'000});
+  std::unique_ptr<rules::Reloader> reloader_;
+  std::unique_ptr<Service> service_;
+};
+
+TEST_F(ServiceTest, FixedWindowLikeEnvoy) {
+  Service& s = service();
+  for (int i = 0; i < 3; ++i) {
+    const CheckResponse r = ok(s.check(req({{{"remote_address", "10.0.0.1"}}})));
+    EXPECT_EQ(r.overall, Code::kOk);
+    EXPECT_EQ(r.statuses[0].limit_remaining, static_cast<std::uint32_t>(2 - i));
+    EXPECT_EQ(r.statuses[0].requests_per_unit, 3u);
+    EXPECT_EQ(r.statuses[0].unit, rules::Unit::kMinute);
+  }
+  const CheckResponse r = ok(s.check(req({{{"remote_address", "10.0.0.1"}}})));
+  EXPECT_EQ(r.overall, Code::kOverLimit);
+  EXPECT_EQ(r.statuses[0].code, Code::kOverLimit);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+  // 1.7e18 ns is 20 s into its minute: 40 s until the window resets.
+  EXPECT_EQ(r.statuses[0].duration_until_reset, Nanos{40s});
+  // Another address has its own counter.
+  EXPECT_EQ(ok(s.check(req({{{"remote_address", "10.0.0.2"}}}))).overall, Code::kOk);
+  clock_->advance(40s);
+  EXPECT_EQ(ok(s.check(req({{{"remote_address", "10.0.0.1"}}}))).overall, Code::kOk);
+}
+
+TEST_F(ServiceTest, BlockedUnlimitedUnknownAndUnmatched) {
+  Service& s = service();
+  CheckResponse r = ok(s.check(req({{{"remote_address", "50.0.0.5"}}})));
+  EXPECT_EQ(r.overall, Code::kOverLimit);
+  EXPECT_EQ(r.statuses[0].duration_until_reset, Nanos{1s});
+  r = ok(s.check(req({{{"user", "bob"}}})));
+  EXPECT_EQ(r.overall, Code::kOk);
+  EXPECT_TRUE(r.statuses[0].unlimited);
+  EXPECT_FALSE(r.statuses[0].has_limit);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 4294967295u);
+  r = ok(s.check(req({{{"nothing", "x"}}})));
+  EXPECT_EQ(r.overall, Code::kOk);
+  EXPECT_FALSE(r.statuses[0].has_limit);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+  r = ok(s.check(req({{{"remote_address", "1.2.3.4"}}}, "unknown-domain")));
+  EXPECT_EQ(r.overall, Code::kOk);
+  EXPECT_FALSE(r.statuses[0].has_limit);
+}
+
+TEST_F(ServiceTest, HitsAddend) {
+  Service& s = service();
+  CheckRequest r = req({{{"remote_address", "10.0.0.1"}}});
+  r.hits_addend = 2;
+  EXPECT_EQ(ok(s.check(r)).statuses[0].limit_remaining, 1u);
+  r.descriptors[0].hits_addend = 0;  // the descriptor's own addend wins, even 0
+  EXPECT_EQ(ok(s.check(r)).statuses[0].limit_remaining, 1u);
+  r.descriptors[0].hits_addend = 2;
+  EXPECT_EQ(ok(s.check(r)).overall, Code::kOverLimit);
+}
+
+TEST_F(ServiceTest, ReplacesDropsTheReplacedLimit) {
+  Service& s = service();
+  for (int i = 0; i < 3; ++i) {
+    const CheckResponse r = ok(s.check(req({{{"api_key", "vip"}}, {{"api_key", "plain"}}})));
+    ASSERT_EQ(r.statuses.size(), 2u);
+    EXPECT_EQ(r.statuses[0].requests_per_unit, 100u);
+    EXPECT_FALSE(r.statuses[1].has_limit) << "per_key is replaced by the vip limit";
+    EXPECT_EQ(r.overall, Code::kOk);
+  }
+  // Alone, the per_key limit applies.
+  ok(s.check(req({{{"api_key", "plain"}}})));
+  ok(s.check(req({{{"api_key", "plain"}}})));
+  EXPECT_EQ(ok(s.check(req({{{"api_key", "plain"}}}))).overall, Code::kOverLimit);
+}
+
+TEST_F(ServiceTest, ShadowModeCountsButNeverRefuses) {
+  Service& s = service();
+  ok(s.check(req({{{"shadowed", "a"}}})));
+  const CheckResponse r = ok(s.check(req({{{"shadowed", "a"}}})));
+  EXPECT_EQ(r.overall, Code::kOk);
+  EXPECT_TRUE(r.statuses[0].shadowed);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+
+  Service& global = service({.shadow_mode = true});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(ok(global.check(req({{{"remote_address", "9.9.9.9"}}}))).overall, Code::kOk);
+}
+
+TEST_F(ServiceTest, EveryDescriptorIsChargedUnlessAllOrNothing) {
+  Service& s = service();
+  // remote_address allows 3 a minute, api_key 2: the third request is over on api_key but charged on both.
+  for (int i = 0; i < 3; ++i) ok(s.check(req({{{"remote_address", "1.1.1.1"}}, {{"api_key", "k"}}})));
+  EXPECT_EQ(ok(s.check(req({{{"remote_address", "1.1.1.1"}}}))).overall, Code::kOverLimit);
+
+  write(std::string(kRules) + "all_or_nothing: true\n");
+  Service& aon = service();
+  for (int i = 0; i < 3; ++i) ok(aon.check(req({{{"remote_address", "2.2.2.2"}}, {{"api_key", "k2"}}})));
+  // The third was refused by api_key, so remote_address was not charged for it: one left.
+  const CheckResponse r = ok(aon.check(req({{{"remote_address", "2.2.2.2"}}})));
+  EXPECT_EQ(r.overall, Code::kOk);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+}
+
+TEST_F(ServiceTest, EarrrlThroughRules) {
+  Service& s = service();
+  CheckResponse r;
+  int allowed = 0;
+  for (int i = 0; i < 40; ++i) allowed += ok(s.check(req({{{"client", "c"}}}))).overall == Code::kOk;
+  EXPECT_EQ(allowed, 15);  // ceil(1 / (ln 2 / 10)) = 15 at once
+  r = ok(s.check(req({{{"client", "c"}}})));
+  ASSERT_TRUE(r.statuses[0].estimate.has_value());
+  EXPECT_GT(*r.statuses[0].estimate, 1.0);
+  EXPECT_EQ(r.statuses[0].algorithm, Algorithm::kEarrrl);
+  EXPECT_GT(r.statuses[0].duration_until_reset, Nanos{0});
+}
+
+TEST_F(ServiceTest, RequestOverrides) {
+  Service& s = service();
+  CheckRequest r = req({{{"anything", "x"}}});
+  r.descriptors[0].limit = LimitOverride{1, rules::Unit::kHour};
+  EXPECT_EQ(ok(s.check(r)).overall, Code::kOk);
+  const CheckResponse second = ok(s.check(r));
+  EXPECT_EQ(second.overall, Code::kOverLimit);
+  EXPECT_EQ(second.statuses[0].name, "override");
+  EXPECT_FALSE(second.statuses[0].shadowed);
+}
+
+TEST_F(ServiceTest, DryRunChargesNothing) {
+  Service& s = service();
+  for (int i = 0; i < 5; ++i) {
+    const CheckResponse r = ok(s.dry_run(req({{{"remote_address", "10.0.0.9"}}})));
+    EXPECT_EQ(r.statuses[0].name, "remote_address");
+    EXPECT_EQ(r.statuses[0].limit_remaining, 2u);
+    EXPECT_FALSE(r.statuses[0].charged);
+  }
+}
+
+TEST_F(ServiceTest, EachKindOfBadRequest) {
+  Service& s = service();
+  const std::string big(2000, 'x');
+  struct Case {
+    CheckRequest request;
+    std::string field;
+    std::string message;
+  };
+  CheckRequest too_many = req({});
+  too_many.descriptors.resize(65, CheckDescriptor{.entries = {{"a", "b"}}});
+  CheckRequest huge_hits = req({{{"remote_address", "1"}}});
+  huge_hits.hits_addend = 2'000'000'000;
+  CheckRequest huge_desc_hits = req({{{"remote_address", "1"}}});
+  huge_desc_hits.descriptors[0].hits_addend = 1'000'000'001;
+  CheckRequest many_entries = req({{}});
+  many_entries.descriptors[0].entries.resize(17, {"k", "v"});
+  const Case cases[] = {
+      {req({{{"a", "b"}}}, ""), "domain", "must not be empty"},
+      {req({{{"a", "b"}}}, big), "domain", "is 2000 bytes, over the limit of 256"},
+      {req({}), "descriptors", "must not be empty"},
+      {too_many, "descriptors", "has 65 descriptors, over the limit of 64"},
+      {req({{}}), "descriptors[0].entries", "must not be empty"},
+      {many_entries, "descriptors[0].entries", "has 17 entries, over the limit of 16"},
+      {req({{{"a", "b"}}, {{"", "v"}}}), "descriptors[1].entries[0].key", "must not be empty"},
+      {req({{{big, "v"}}}), "descriptors[0].entries[0].key", "is 2000 bytes, over the limit of 256"},
+      {req({{{"a", big}}}), "descriptors[0].entries[0].value", "is 2000 bytes, over the limit of 1024"},
+      {huge_hits, "hits_addend", "2000000000 is over the limit of 1000000000"},
+      {huge_desc_hits, "descriptors[0].hits_addend", "1000000001 is over the limit of 1000000000"},
+  };
+  for (const Case& c : cases) {
+    auto v = s.check(c.request);
+    ASSERT_TRUE(std::holds_alternative<RequestError>(v)) << c.field;
+    EXPECT_EQ(std::get<RequestError>(v).field, c.field);
+    EXPECT_EQ(std::get<RequestError>(v).message, c.message);
+  }
+  // None of them charged anything.
+  EXPECT_EQ(ok(s.check(req({{{"remote_address", "1"}}}))).statuses[0].limit_remaining, 2u);
+}
+
+}  // namespace
+}  // namespace rk::app
