@@ -1,0 +1,183 @@
+#include "server/api/check_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace rk::api {
+
+namespace {
+
+using nlohmann::json;
+
+struct Bad {
+  std::string field;
+  std::string message;
+};
+
+// Looks a field up by its snake_case name or proto3 JSON's lowerCamelCase.
+const json* field(const json& obj, std::string_view snake, std::string_view camel) {
+  if (auto it = obj.find(std::string(snake)); it != obj.end()) return &*it;
+  if (!camel.empty()) {
+    if (auto it = obj.find(std::string(camel)); it != obj.end()) return &*it;
+  }
+  return nullptr;
+}
+
+void only_fields(const json& obj, const std::string& at, std::initializer_list<std::string_view> allowed) {
+  for (const auto& [k, v] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+      throw Bad{at.empty() ? k : at + "." + k, "unknown field"};
+    }
+  }
+}
+
+std::string string_at(const json& v, const std::string& at) {
+  if (!v.is_string()) throw Bad{at, "must be a string"};
+  return v.get<std::string>();
+}
+
+// proto3 JSON writes 64-bit integers as strings; accept both.
+std::uint64_t uint_at(const json& v, const std::string& at, std::uint64_t max) {
+  std::uint64_t n = 0;
+  if (v.is_number_unsigned()) {
+    n = v.get<std::uint64_t>();
+  } else if (v.is_number_integer()) {
+    throw Bad{at, "must not be negative"};
+  } else if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s.empty() || s.size() > 20 || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      throw Bad{at, "must be a whole number"};
+    }
+    try {
+      n = std::stoull(s);
+    } catch (...) {
+      throw Bad{at, "must be a whole number from 0 to " + std::to_string(max)};
+    }
+  } else {
+    throw Bad{at, "must be a whole number"};
+  }
+  if (n > max) throw Bad{at, std::to_string(n) + " is over the limit of " + std::to_string(max)};
+  return n;
+}
+
+app::CheckRequest from_json(const json& j) {
+  if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
+  only_fields(j, "", {"domain", "descriptors", "hits_addend", "hitsAddend"});
+  app::CheckRequest r;
+  if (const json* d = field(j, "domain", "")) r.domain = string_at(*d, "domain");
+  if (const json* h = field(j, "hits_addend", "hitsAddend")) r.hits_addend = uint_at(*h, "hits_addend", 0xFFFFFFFFull);
+  const json* ds = field(j, "descriptors", "");
+  if (!ds) return r;  // the service names an empty list
+  if (!ds->is_array()) throw Bad{"descriptors", "must be a list"};
+  for (std::size_t i = 0; i < ds->size(); ++i) {
+    const json& d = (*ds)[i];
+    const std::string at = "descriptors[" + std::to_string(i) + "]";
+    if (!d.is_object()) throw Bad{at, "must be an object"};
+    only_fields(d, at, {"entries", "hits_addend", "hitsAddend", "limit"});
+    app::CheckDescriptor desc;
+    if (const json* es = field(d, "entries", "")) {
+      if (!es->is_array()) throw Bad{at + ".entries", "must be a list"};
+      for (std::size_t k = 0; k < es->size(); ++k) {
+        const json& e = (*es)[k];
+        const std::string eat = at + ".entries[" + std::to_string(k) + "]";
+        if (!e.is_object()) throw Bad{eat, "must be an object with key and value"};
+        only_fields(e, eat, {"key", "value"});
+        const json* key = field(e, "key", "");
+        const json* value = field(e, "value", "");
+        desc.entries.emplace_back(key ? string_at(*key, eat + ".key") : "", value ? string_at(*value, eat + ".value") : "");
+      }
+    }
+    if (const json* h = field(d, "hits_addend", "hitsAddend")) {
+      // Envoy wraps it in UInt64Value, which proto3 JSON writes as the bare number.
+      desc.hits_addend = uint_at(*h, at + ".hits_addend", ~std::uint64_t{0});
+    }
+    if (const json* l = field(d, "limit", "")) {
+      const std::string lat = at + ".limit";
+      if (!l->is_object()) throw Bad{lat, "must be an object"};
+      only_fields(*l, lat, {"requests_per_unit", "requestsPerUnit", "unit"});
+      app::LimitOverride o;
+      const json* rpu = field(*l, "requests_per_unit", "requestsPerUnit");
+      if (!rpu) throw Bad{lat + ".requests_per_unit", "missing"};
+      o.requests_per_unit = static_cast<std::uint32_t>(uint_at(*rpu, lat + ".requests_per_unit", 0xFFFFFFFFull));
+      const json* unit = field(*l, "unit", "");
+      if (!unit) throw Bad{lat + ".unit", "missing"};
+      const std::string u = string_at(*unit, lat + ".unit");
+      const auto parsed = rules::parse_unit(u);
+      if (!parsed) throw Bad{lat + ".unit", "'" + u + "' is not a unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR)"};
+      o.unit = *parsed;
+      desc.limit = o;
+    }
+    r.descriptors.push_back(std::move(desc));
+  }
+  return r;
+}
+
+std::string upper(std::string_view s) {
+  std::string u(s);
+  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return std::toupper(c); });
+  return u;
+}
+
+double seconds(Nanos d) { return static_cast<double>(d.count()) / 1e9; }
+
+}  // namespace
+
+std::string proto_duration(Nanos d) {
+  const std::int64_t ns = std::max<std::int64_t>(0, d.count());
+  std::string s = std::to_string(ns / 1'000'000'000);
+  if (const std::int64_t frac = ns % 1'000'000'000; frac != 0) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, ".%09lld", static_cast<long long>(frac));
+    std::string f = buf;
+    while (f.size() > 4 && f.ends_with("000")) f.resize(f.size() - 3);  // proto3: 3, 6 or 9 digits
+    s += f;
+  }
+  return s + "s";
+}
+
+std::variant<app::CheckRequest, app::RequestError> parse_check_request(std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return app::RequestError{"", "the body is not valid JSON"};
+  try {
+    return from_json(j);
+  } catch (const Bad& b) {
+    return app::RequestError{b.field, b.message};
+  } catch (const json::exception& e) {
+    return app::RequestError{"", std::string("unreadable: ") + e.what()};
+  }
+}
+
+std::string check_response_json(const app::CheckResponse& r) {
+  json statuses = json::array();
+  for (const app::DescriptorStatus& st : r.statuses) {
+    json s = {{"code", app::code_name(st.code)}, {"limit_remaining", st.limit_remaining}};
+    if (st.has_limit) {
+      json limit = {{"requests_per_unit", st.requests_per_unit},
+                    {"unit", st.unit ? upper(rules::unit_name(*st.unit)) : "UNKNOWN"}};
+      if (!st.name.empty()) limit["name"] = st.name;
+      s["current_limit"] = std::move(limit);
+      s["duration_until_reset"] = proto_duration(st.duration_until_reset);
+      s["algorithm"] = algorithm_name(st.algorithm);
+      s["window_seconds"] = seconds(st.window);
+      s["retry_after_seconds"] = st.retry_after == kNever ? -1.0 : seconds(st.retry_after);
+    }
+    if (st.rule) s["rule"] = st.rule->path;
+    if (st.unlimited) s["unlimited"] = true;
+    if (st.shadowed) s["shadowed"] = true;
+    if (st.estimate) s["estimate"] = *st.estimate;
+    statuses.push_back(std::move(s));
+  }
+  json out = {{"overall_code", app::code_name(r.overall)}, {"statuses", std::move(statuses)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string error_json(int status, std::string_view field, std::string_view message) {
+  json e = {{"code", status}, {"message", message}};
+  if (!field.empty()) e["field"] = field;
+  return json{{"error", std::move(e)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace rk::api

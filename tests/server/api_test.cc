@@ -1,0 +1,192 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "server/api/check_json.h"
+#include "server/api/forward_auth.h"
+
+namespace rk::api {
+namespace {
+
+app::RequestError bad(std::string_view body) {
+  auto v = parse_check_request(body);
+  EXPECT_TRUE(std::holds_alternative<app::RequestError>(v)) << body;
+  return std::holds_alternative<app::RequestError>(v) ? std::get<app::RequestError>(v) : app::RequestError{};
+}
+
+TEST(CheckJson, ParsesSnakeAndCamelCase) {
+  auto v = parse_check_request(R"({"domain":"edge","hitsAddend":3,"descriptors":[
+      {"entries":[{"key":"remote_address","value":"10.0.0.1"},{"key":"path"}],"hits_addend":"7",
+       "limit":{"requestsPerUnit":5,"unit":"minute"}}]})");
+  ASSERT_TRUE(std::holds_alternative<app::CheckRequest>(v));
+  const auto& r = std::get<app::CheckRequest>(v);
+  EXPECT_EQ(r.domain, "edge");
+  EXPECT_EQ(r.hits_addend, 3u);
+  ASSERT_EQ(r.descriptors.size(), 1u);
+  EXPECT_EQ(r.descriptors[0].entries[1], (std::pair<std::string, std::string>{"path", ""}));
+  EXPECT_EQ(r.descriptors[0].hits_addend, 7u);
+  ASSERT_TRUE(r.descriptors[0].limit);
+  EXPECT_EQ(r.descriptors[0].limit->requests_per_unit, 5u);
+  EXPECT_EQ(r.descriptors[0].limit->unit, rules::Unit::kMinute);
+}
+
+TEST(CheckJson, EachKindOfBadBody) {
+  EXPECT_EQ(bad("{not json").message, "the body is not valid JSON");
+  EXPECT_EQ(bad("").message, "the body is not valid JSON");
+  EXPECT_EQ(bad("[1,2]").message, "the body must be a JSON object");
+  EXPECT_EQ(bad(R"({"domain":5})").field, "domain");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":{}})").message, "must be a list");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[5]})").field, "descriptors[0]");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[{"key":1}]}]})").field, "descriptors[0].entries[0].key");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[],"hits_addend":-1}]})").message, "must not be negative");
+  EXPECT_EQ(bad(R"({"domain":"d","hits_addend":99999999999})").message, "99999999999 is over the limit of 4294967295");
+  EXPECT_EQ(bad(R"({"domain":"d","hits_addend":"12x"})").message, "must be a whole number");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[],"limit":{"unit":"SECOND"}}]})").field,
+            "descriptors[0].limit.requests_per_unit");
+  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[],"limit":{"requests_per_unit":1,"unit":"EON"}}]})").message,
+            "'EON' is not a unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR)");
+  const auto unknown = bad(R"({"domain":"d","descriptorz":[]})");
+  EXPECT_EQ(unknown.field, "descriptorz");
+  EXPECT_EQ(unknown.message, "unknown field");
+  EXPECT_EQ(bad("{\"domain\":\"\xff\"}").message, "the body is not valid JSON");  // not UTF-8
+}
+
+TEST(CheckJson, ResponseShape) {
+  app::CheckResponse r;
+  r.overall = app::Code::kOverLimit;
+  app::DescriptorStatus st;
+  st.code = app::Code::kOverLimit;
+  st.has_limit = true;
+  st.name = "per_ip";
+  st.requests_per_unit = 10;
+  st.unit = rules::Unit::kMinute;
+  st.window = std::chrono::minutes(1);
+  st.duration_until_reset = Nanos{1'500'000'000};
+  st.retry_after = Nanos{1'500'000'000};
+  r.statuses.push_back(st);
+  r.statuses.push_back(app::DescriptorStatus{});
+  EXPECT_EQ(check_response_json(r),
+            R"({"overall_code":"OVER_LIMIT","statuses":[{"algorithm":"fixed_window","code":"OVER_LIMIT",)"
+            R"("current_limit":{"name":"per_ip","requests_per_unit":10,"unit":"MINUTE"},)"
+            R"("duration_until_reset":"1.500s","limit_remaining":0,"retry_after_seconds":1.5,"window_seconds":60.0},)"
+            R"({"code":"OK","limit_remaining":0}]})");
+}
+
+TEST(ProtoDuration, Format) {
+  EXPECT_EQ(proto_duration(Nanos{0}), "0s");
+  EXPECT_EQ(proto_duration(Nanos{40'000'000'000}), "40s");
+  EXPECT_EQ(proto_duration(Nanos{1'500'000'000}), "1.500s");
+  EXPECT_EQ(proto_duration(Nanos{1'000'001}), "0.001000001s");
+  EXPECT_EQ(proto_duration(Nanos{-5}), "0s");
+}
+
+struct FakeRequest {
+  std::multimap<std::string, std::string> headers;
+  ProxiedRequest view(std::string_view peer, std::string_view uri = "/", std::string_view method = "GET") const {
+    return {peer, method, uri, "example.com", [this](std::string_view name) {
+              std::vector<std::string_view> out;
+              auto [lo, hi] = headers.equal_range(std::string(name));
+              for (auto it = lo; it != hi; ++it) out.push_back(it->second);
+              return out;
+            }};
+  }
+};
+
+rules::Cidr cidr(const std::uint8_t v4[4], int prefix) {
+  rules::Cidr c;
+  c.bytes[10] = c.bytes[11] = 0xff;
+  for (int i = 0; i < 4; ++i) c.bytes[12 + i] = v4[i];
+  c.prefix = 96 + prefix;
+  return c;
+}
+
+TEST(ForwardAuth, ClientIpTrustsOnlyTrustedProxies) {
+  const std::uint8_t lo[4] = {127, 0, 0, 0}, ten[4] = {10, 0, 0, 0};
+  const std::vector<rules::Cidr> trusted = {cidr(lo, 8), cidr(ten, 8)};
+  FakeRequest r;
+  r.headers.emplace("x-forwarded-for", "203.0.113.9, 198.51.100.7, 10.1.1.1");
+  EXPECT_EQ(client_ip(r.view("127.0.0.1"), trusted), "198.51.100.7");  // 10.1.1.1 is our own proxy
+  EXPECT_EQ(client_ip(r.view("192.0.2.1"), trusted), "192.0.2.1");      // untrusted peer: its headers are ignored
+  FakeRequest spoof;
+  spoof.headers.emplace("x-forwarded-for", "1.1.1.1, garbage");
+  EXPECT_EQ(client_ip(spoof.view("127.0.0.1"), trusted), "127.0.0.1");
+  FakeRequest real;
+  real.headers.emplace("x-real-ip", " 2001:db8::1 ");
+  EXPECT_EQ(client_ip(real.view("127.0.0.1"), trusted), "2001:db8::1");
+  EXPECT_EQ(client_ip(real.view("::ffff:127.0.0.1"), trusted), "2001:db8::1");
+  FakeRequest all_trusted;
+  all_trusted.headers.emplace("x-forwarded-for", "10.0.0.7");
+  EXPECT_EQ(client_ip(all_trusted.view("127.0.0.1"), trusted), "10.0.0.7");
+}
+
+TEST(ForwardAuth, BuildsDescriptorsFromTheRequest) {
+  rules::DomainConfig d;
+  d.domain = "edge";
+  d.forward_auth.enabled = true;
+  d.forward_auth.descriptors = {
+      {{.key = "remote_address", .source = rules::Source::kClientIp}},
+      {{.key = "api_key", .source = rules::Source::kHeader, .name = "x-api-key"},
+       {.key = "path", .source = rules::Source::kPathPrefix, .segments = 2}},
+      {{.key = "method", .source = rules::Source::kMethod},
+       {.key = "page", .source = rules::Source::kQuery, .name = "page"},
+       {.key = "tier", .source = rules::Source::kValue, .name = "gold"}},
+  };
+  FakeRequest r;
+  r.headers.emplace("x-api-key", "k-123");
+  app::CheckRequest req = build_descriptors(d, r.view("192.0.2.4", "/v1/users/42?page=3&x=1", "POST"));
+  ASSERT_EQ(req.descriptors.size(), 3u);
+  EXPECT_EQ(req.descriptors[0].entries[0].second, "192.0.2.4");
+  EXPECT_EQ(req.descriptors[1].entries[0].second, "k-123");
+  EXPECT_EQ(req.descriptors[1].entries[1].second, "/v1/users");
+  EXPECT_EQ(req.descriptors[2].entries[0].second, "POST");
+  EXPECT_EQ(req.descriptors[2].entries[1].second, "3");
+  EXPECT_EQ(req.descriptors[2].entries[2].second, "gold");
+  // Without the header, the API-key descriptor is skipped; without ?page= the third is.
+  FakeRequest bare;
+  req = build_descriptors(d, bare.view("192.0.2.4", "/v1/users/42"));
+  ASSERT_EQ(req.descriptors.size(), 1u);
+  EXPECT_EQ(req.descriptors[0].entries[0].first, "remote_address");
+}
+
+TEST(ForwardAuth, AnswerHeadersAndProblemBody) {
+  app::CheckResponse r;
+  r.overall = app::Code::kOverLimit;
+  app::DescriptorStatus over;
+  over.code = app::Code::kOverLimit;
+  over.has_limit = true;
+  over.name = "per \"ip\"";
+  over.requests_per_unit = 10;
+  over.window = std::chrono::minutes(1);
+  over.duration_until_reset = Nanos{2'100'000'000};
+  app::DescriptorStatus ok = over;
+  ok.code = app::Code::kOk;
+  ok.name = "daily";
+  ok.requests_per_unit = 1000;
+  ok.window = std::chrono::hours(24);
+  ok.limit_remaining = 900;
+  r.statuses = {ok, over};
+  const AuthAnswer a = auth_answer(r, 429);
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(a.content_type, "application/problem+json");
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"RateLimit-Policy", R"("daily";q=1000;w=86400, "per \"ip\"";q=10;w=60)"},
+      {"RateLimit", R"("per \"ip\"";r=0;t=3)"},
+      {"X-RateLimit-Limit", "10"},
+      {"X-RateLimit-Remaining", "0"},
+      {"X-RateLimit-Reset", "3"},
+      {"Retry-After", "3"},
+  };
+  EXPECT_EQ(a.headers, expected);
+  EXPECT_EQ(a.body,
+            R"({"detail":"Rate limit exceeded; retry in 3 s.","status":429,"title":"Too Many Requests",)"
+            R"("type":"https://iana.org/assignments/http-problem-types#quota-exceeded","violated-policies":["per \"ip\""]})");
+  r.overall = app::Code::kOk;
+  r.statuses = {ok};
+  const AuthAnswer allowed = auth_answer(r, 429);
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(allowed.body, "");
+  EXPECT_EQ(allowed.headers[1].second, R"("daily";r=900;t=3)");
+}
+
+}  // namespace
+}  // namespace rk::api
