@@ -126,6 +126,21 @@ std::shared_ptr<Limiter> Service::override_limiter(const std::string& domain, co
 std::variant<CheckResponse, RequestError> Service::check(const CheckRequest& request) { return run(request, true); }
 std::variant<CheckResponse, RequestError> Service::dry_run(const CheckRequest& request) { return run(request, false); }
 
+std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
+  if (auto e = validate(request)) return *e;
+  std::vector<bool> out(request.descriptors.size(), false);
+  const auto set = rules_.current();
+  if (!set) return out;
+  std::vector<rules::Entry> entries;
+  for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
+    entries.clear();
+    for (const auto& [k, v] : request.descriptors[i].entries) entries.push_back({k, v});
+    const rules::Match m = set->match(request.domain, entries);
+    if (m.rule && m.rule->limiter) out[i] = m.rule->limiter->reset(m.counter_key);
+  }
+  return out;
+}
+
 std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& request, bool charge) {
   if (auto e = validate(request)) return *e;
   CheckResponse resp;

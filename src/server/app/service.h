@@ -97,6 +97,10 @@ class Service {
   // The matcher alone, for the admin dry run: which rule each descriptor would use, charging nothing.
   std::variant<CheckResponse, RequestError> dry_run(const CheckRequest& request);
 
+  // Forgets the state of each descriptor's key under its matched rule (admin). One entry per descriptor: whether
+  // a key was tracked.
+  std::variant<std::vector<bool>, RequestError> reset(const CheckRequest& request);
+
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
   const ServiceOptions& options() const { return options_; }

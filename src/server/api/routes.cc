@@ -1,0 +1,197 @@
+#include "server/api/routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+
+#include "server/api/check_json.h"
+#include "server/api/forward_auth.h"
+
+namespace rk::api {
+
+namespace {
+
+using nlohmann::json;
+
+void error(http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
+           std::string_view field, std::string_view message) {
+  res.status = status;
+  res.content_type = "application/json";
+  res.body = error_json(status, field, message);
+  if (hooks.bad_request) hooks.bad_request(protocol, reason);
+}
+
+bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
+  if (req.path == "/healthz") {
+    res.body = R"({"status":"ok"})";
+    return true;
+  }
+  if (req.path == "/readyz") {
+    const bool ready = !hooks.ready || hooks.ready();
+    res.status = ready ? 200 : 503;
+    res.body = ready ? R"({"status":"ready"})" : R"({"status":"not ready"})";
+    return true;
+  }
+  return false;
+}
+
+// Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
+std::optional<app::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
+                                            std::string_view protocol) {
+  if (req.method != "POST") {
+    error(res, hooks, protocol, 405, "method", "", "use POST with a JSON body");
+    res.headers.emplace_back("Allow", "POST");
+    return std::nullopt;
+  }
+  auto parsed = parse_check_request(req.body);
+  if (auto* e = std::get_if<app::RequestError>(&parsed)) {
+    error(res, hooks, protocol, 400, "invalid_json", e->field, e->message);
+    return std::nullopt;
+  }
+  return std::get<app::CheckRequest>(std::move(parsed));
+}
+
+void check(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  auto request = check_body(req, res, hooks, "http");
+  if (!request) return;
+  const auto start = std::chrono::steady_clock::now();
+  auto result = service.check(*request);
+  if (auto* e = std::get_if<app::RequestError>(&result)) {
+    error(res, hooks, "http", 400, "invalid_request", e->field, e->message);
+    return;
+  }
+  const auto& response = std::get<app::CheckResponse>(result);
+  if (hooks.decided) hooks.decided("http", request->domain, response, std::chrono::steady_clock::now() - start);
+  res.status = response.overall == app::Code::kOverLimit ? 429 : 200;
+  res.body = check_response_json(response);
+  res.headers = rate_limit_headers(response);
+}
+
+void forward_auth(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res,
+                  std::string_view domain_name) {
+  const auto rules = service.rules();
+  const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
+  if (!domain || !domain->forward_auth.enabled) {
+    error(res, hooks, "auth", 404, "not_found", "domain",
+          "no forward_auth rules for domain '" + std::string(domain_name.substr(0, 256)) + "'");
+    return;
+  }
+  auto first = [&](std::string_view a, std::string_view b, std::string_view fallback) {
+    std::string_view v = req.header(a);
+    if (v.empty()) v = req.header(b);
+    return v.empty() ? fallback : v;
+  };
+  const ProxiedRequest proxied{
+      .peer_ip = req.remote_ip,
+      .method = first("x-original-method", "x-forwarded-method", req.method),
+      .uri = first("x-original-uri", "x-forwarded-uri", req.target),
+      .host = first("x-forwarded-host", "host", ""),
+      .headers = [&req](std::string_view name) { return req.headers(name); },
+  };
+  const app::CheckRequest request = build_descriptors(*domain, proxied);
+  if (request.descriptors.empty()) return;  // nothing in this request to limit on: 200
+  const auto start = std::chrono::steady_clock::now();
+  auto result = service.check(request);
+  if (auto* e = std::get_if<app::RequestError>(&result)) {
+    // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
+    error(res, hooks, "auth", 400, "invalid_request", e->field, e->message);
+    return;
+  }
+  const auto& response = std::get<app::CheckResponse>(result);
+  if (hooks.decided) hooks.decided("auth", request.domain, response, std::chrono::steady_clock::now() - start);
+  AuthAnswer answer = auth_answer(response, domain->forward_auth.deny_status);
+  res.status = answer.status;
+  res.headers = std::move(answer.headers);
+  res.body = std::move(answer.body);
+  res.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
+}
+
+}  // namespace
+
+http::Handler public_routes(app::Service& service, Hooks hooks) {
+  return [&service, hooks](const http::Request& req, http::Response& res) {
+    if (req.path == "/v1/check") return check(service, hooks, req, res);
+    constexpr std::string_view kAuth = "/v1/auth/";
+    if (req.path.starts_with(kAuth) && req.path.size() > kAuth.size()) {
+      return forward_auth(service, hooks, req, res, req.path.substr(kAuth.size()));
+    }
+    if (health(req, res, hooks)) return;
+    error(res, hooks, "http", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
+  };
+}
+
+http::Handler admin_routes(app::Service& service, Hooks hooks) {
+  return [&service, hooks](const http::Request& req, http::Response& res) {
+    if (req.path == "/metrics" && hooks.metrics) {
+      res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      res.body = hooks.metrics();
+      return;
+    }
+    if (req.path == "/v1/rules") {
+      res.body = rules_json(service.rules().get());
+      return;
+    }
+    if (req.path == "/v1/admin/peek") {
+      auto request = check_body(req, res, hooks, "admin");
+      if (!request) return;
+      auto result = service.dry_run(*request);
+      if (auto* e = std::get_if<app::RequestError>(&result)) {
+        return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
+      }
+      res.body = check_response_json(std::get<app::CheckResponse>(result));
+      return;
+    }
+    if (req.path == "/v1/admin/reset") {
+      auto request = check_body(req, res, hooks, "admin");
+      if (!request) return;
+      auto result = service.reset(*request);
+      if (auto* e = std::get_if<app::RequestError>(&result)) {
+        return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
+      }
+      res.body = json{{"reset", std::get<std::vector<bool>>(result)}}.dump();
+      return;
+    }
+    if (health(req, res, hooks)) return;
+    error(res, hooks, "admin", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
+  };
+}
+
+std::string rules_json(const rules::RuleSet* set) {
+  if (!set) return R"({"version":null,"domains":[]})";
+  json domains = json::array();
+  for (const rules::DomainConfig& d : set->domains()) {
+    json list = json::array();
+    for (const auto& r : set->rules()) {
+      if (r->domain != d.domain) continue;
+      json rule = {{"path", r->path}, {"name", r->name}, {"shadow_mode", r->shadow_mode}};
+      const rules::RateLimit& l = *r->limit;
+      if (l.unlimited) {
+        rule["unlimited"] = true;
+      } else {
+        rule["requests_per_unit"] = l.requests_per_unit;
+        if (l.unit) rule["unit"] = rules::unit_name(*l.unit);
+        rule["window_seconds"] = static_cast<double>(l.spec.window.count()) / 1e9;
+        rule["algorithm"] = algorithm_name(l.spec.algorithm);
+        if (l.spec.half_life) rule["half_life_seconds"] = static_cast<double>(l.spec.half_life->count()) / 1e9;
+        if (l.spec.burst) rule["burst"] = *l.spec.burst;
+        if (l.spec.capacity) rule["capacity"] = *l.spec.capacity;
+        if (l.blocked) rule["blocked"] = true;
+        if (r->limiter) rule["keys"] = r->limiter->stats().keys;
+      }
+      list.push_back(std::move(rule));
+    }
+    domains.push_back({{"domain", d.domain},
+                       {"file", d.file},
+                       {"shadow_mode", d.shadow_mode},
+                       {"all_or_nothing", d.all_or_nothing},
+                       {"forward_auth", d.forward_auth.enabled},
+                       {"rules", std::move(list)}});
+  }
+  const auto loaded = std::chrono::duration_cast<std::chrono::milliseconds>(set->loaded_at().time_since_epoch());
+  return json{{"version", set->version()},
+              {"loaded_at_unix_ms", loaded.count()},
+              {"domains", std::move(domains)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace rk::api

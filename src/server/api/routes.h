@@ -1,0 +1,35 @@
+// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server.
+//
+// Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth), GET /healthz, /readyz
+// Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
+//                   POST /v1/admin/reset, GET /healthz, /readyz
+// Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "server/app/service.h"
+#include "server/http/server.h"
+
+namespace rk::api {
+
+struct Hooks {
+  // After every decision (protocol "http" or "auth"), with how long it took.
+  std::function<void(std::string_view protocol, std::string_view domain, const app::CheckResponse&, Nanos took)> decided;
+  // A request refused as malformed, with a short reason ("invalid_json", "invalid_request", "not_found", ...).
+  std::function<void(std::string_view protocol, std::string_view reason)> bad_request;
+  // Whether the service should receive traffic (rules loaded, not draining).
+  std::function<bool()> ready;
+  // The Prometheus exposition, for GET /metrics.
+  std::function<std::string()> metrics;
+};
+
+http::Handler public_routes(app::Service& service, Hooks hooks);
+http::Handler admin_routes(app::Service& service, Hooks hooks);
+
+// GET /v1/rules: the active rules as JSON (version, load time, every rule and its parameters).
+std::string rules_json(const rules::RuleSet* set);
+
+}  // namespace rk::api

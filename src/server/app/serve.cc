@@ -1,0 +1,315 @@
+#include "server/app/serve.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "metrics/names.h"
+#include "metrics/registry.h"
+#include "rules/reloader.h"
+#include "server/api/routes.h"
+#include "server/app/log.h"
+#include "server/app/service.h"
+#include "server/http/server.h"
+
+namespace rk::app {
+
+namespace {
+
+struct ServeFlags {
+  std::string config;
+  std::string http = "127.0.0.1:8080";
+  std::string admin = "127.0.0.1:9090";
+  int threads = 2;
+  bool shadow_mode = false;
+  std::size_t max_keys = 1'000'000;
+  Nanos reload_interval = std::chrono::milliseconds(250);
+  Nanos sweep_interval = std::chrono::seconds(10);
+};
+
+const char* kServeUsage =
+    "usage: ratekeeper serve --config PATH [flags]\n"
+    "  --config PATH            a rules file, or a directory of them (reloaded live)\n"
+    "  --http ADDR:PORT         decision API and forward-auth (default 127.0.0.1:8080)\n"
+    "  --admin ADDR:PORT        metrics, rules, admin API (default 127.0.0.1:9090)\n"
+    "  --threads N              HTTP threads per listener (default 2)\n"
+    "  --shadow-mode            count everything, refuse nothing\n"
+    "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
+    "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
+    "  --log-level LEVEL        debug, info (default) or error\n";
+
+bool split_address(const std::string& s, std::string& host, std::uint16_t& port) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = s.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned v = 0;
+  const char* b = s.data() + colon + 1;
+  const char* e = s.data() + s.size();
+  const auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc{} || p != e || v > 65535 || b == e) return false;
+  port = static_cast<std::uint16_t>(v);
+  return true;
+}
+
+bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    bool inline_value = false;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      inline_value = true;
+    }
+    if (name == "--shadow-mode") {
+      f.shadow_mode = true;
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) {
+        error = name + " needs a value";
+        return false;
+      }
+      value = args[++i];
+    }
+    if (name == "--config") {
+      f.config = value;
+    } else if (name == "--http") {
+      f.http = value;
+    } else if (name == "--admin") {
+      f.admin = value;
+    } else if (name == "--threads" || name == "--max-keys") {
+      unsigned long long n = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      const unsigned long long max = name == "--threads" ? 64 : (1ull << 40);
+      if (ec != std::errc{} || p != value.data() + value.size() || n < 1 || n > max) {
+        error = name + ": '" + value + "' is not a whole number from 1 to " + std::to_string(max);
+        return false;
+      }
+      if (name == "--threads") f.threads = static_cast<int>(n);
+      else f.max_keys = static_cast<std::size_t>(n);
+    } else if (name == "--reload-interval") {
+      const auto d = parse_duration(value);
+      if (!d || *d < std::chrono::milliseconds(10)) {
+        error = "--reload-interval: '" + value + "' is not a duration of at least 10ms";
+        return false;
+      }
+      f.reload_interval = *d;
+    } else if (name == "--log-level") {
+      Level l;
+      if (!parse_log_level(value, l)) {
+        error = "--log-level: '" + value + "' is not debug, info or error";
+        return false;
+      }
+      set_log_level(l);
+    } else {
+      error = "unknown flag " + name;
+      return false;
+    }
+  }
+  if (f.config.empty()) {
+    error = "--config is required";
+    return false;
+  }
+  return true;
+}
+
+std::string_view result_label(const DescriptorStatus& st) {
+  if (st.unlimited) return "unlimited";
+  if (!st.has_limit) return "no_rule";
+  if (st.shadowed) return "shadow_over_limit";
+  return st.code == Code::kOverLimit ? "over_limit" : "ok";
+}
+
+}  // namespace
+
+int run_check_config(const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::cerr << "usage: ratekeeper check-config PATH   (a rules file or a directory of them)\n";
+    return 2;
+  }
+  std::vector<rules::DomainConfig> domains;
+  const auto errors = rules::load_rules(args[0], domains);
+  for (const auto& e : errors) std::cerr << e.to_string() << "\n";
+  if (!errors.empty()) return 1;
+  std::size_t rules = 0;
+  for (const auto& d : domains) {
+    std::function<void(const std::vector<rules::Descriptor>&)> count = [&](const auto& list) {
+      for (const auto& x : list) {
+        rules += x.rate_limit ? 1 : 0;
+        count(x.descriptors);
+      }
+    };
+    count(d.descriptors);
+  }
+  std::cout << args[0] << ": " << domains.size() << " domain(s), " << rules << " rule(s), valid\n";
+  return 0;
+}
+
+int run_serve(const std::vector<std::string>& args) {
+  ServeFlags flags;
+  std::string error;
+  if (!parse_flags(args, flags, error)) {
+    std::cerr << "ratekeeper serve: " << error << "\n" << kServeUsage;
+    return 2;
+  }
+  http::ServerOptions public_options, admin_options;
+  if (!split_address(flags.http, public_options.address, public_options.port) ||
+      !split_address(flags.admin, admin_options.address, admin_options.port)) {
+    std::cerr << "ratekeeper serve: --http and --admin take ADDR:PORT (like 127.0.0.1:8080)\n";
+    return 2;
+  }
+  public_options.threads = flags.threads;
+  admin_options.threads = 1;
+
+  // Signals are taken by sigwait below, never by a server thread: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto clock = std::make_shared<SystemClock>();
+  metrics::Registry registry;
+  namespace n = metrics::names;
+  registry.gauge(n::kBuildInfo.name, n::kBuildInfo.help, {{"version", "0.1.0"}}).set(1);
+  metrics::Counter& reload_ok = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "success"}});
+  metrics::Counter& reload_failed = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "failure"}});
+  metrics::Gauge& reload_time = registry.gauge(n::kConfigLastReloadSuccess.name, n::kConfigLastReloadSuccess.help);
+
+  std::mutex rule_metrics_mu;
+  std::vector<std::uint64_t> rule_metric_ids;
+  auto publish_rule_gauges = [&](const rules::RuleSet& set) {
+    std::lock_guard lock(rule_metrics_mu);
+    for (auto id : rule_metric_ids) registry.unregister(id);
+    rule_metric_ids.clear();
+    for (const auto& r : set.rules()) {
+      if (!r->limiter) continue;
+      std::weak_ptr<Limiter> weak = r->limiter;
+      const metrics::Labels labels = {{"domain", r->domain}, {"rule", r->path}};
+      rule_metric_ids.push_back(registry.gauge_fn(n::kStoreKeys.name, n::kStoreKeys.help, labels, [weak] {
+        auto l = weak.lock();
+        return l ? static_cast<double>(l->stats().keys) : 0.0;
+      }));
+      rule_metric_ids.push_back(registry.gauge_fn(n::kStoreEvictions.name, n::kStoreEvictions.help, labels, [weak] {
+        auto l = weak.lock();
+        return l ? static_cast<double>(l->stats().evictions) : 0.0;
+      }));
+    }
+  };
+
+  rules::BuildOptions build{.store = StoreOptions{.max_keys = flags.max_keys, .max_key_bytes = 1 << 16}, .clock = clock};
+  rules::Reloader reloader(
+      flags.config, build,
+      {.on_success =
+           [&](const rules::RuleSet& set) {
+             reload_ok.inc();
+             reload_time.set(std::chrono::duration<double>(set.loaded_at().time_since_epoch()).count());
+             publish_rule_gauges(set);
+             log(Level::kInfo, "rules loaded",
+                 {{"version", set.version()}, {"domains", std::to_string(set.domains().size())},
+                  {"rules", std::to_string(set.rules().size())}});
+           },
+       .on_failure =
+           [&](const std::vector<rules::ConfigError>& errors) {
+             reload_failed.inc();
+             for (const auto& e : errors) log(Level::kError, "rules rejected; keeping the last good rules", {{"error", e.to_string()}});
+           }});
+  if (!reloader.load_now().empty()) {
+    std::cerr << "ratekeeper serve: the rules in " << flags.config << " are not valid (see above); not starting\n";
+    return 1;
+  }
+  reloader.start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
+
+  Service service(reloader, clock, ServiceOptions{.shadow_mode = flags.shadow_mode, .store = build.store});
+  std::atomic<bool> draining{false};
+
+  metrics::Histogram& http_latency = registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help,
+                                                        n::kDecisionDurationBuckets, {{"protocol", "http"}});
+  metrics::Histogram& auth_latency = registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help,
+                                                        n::kDecisionDurationBuckets, {{"protocol", "auth"}});
+  metrics::Gauge& connections = registry.gauge(n::kHttpConnections.name, n::kHttpConnections.help);
+  api::Hooks hooks;
+  hooks.decided = [&](std::string_view protocol, std::string_view domain, const CheckResponse& r, Nanos took) {
+    (protocol == "auth" ? auth_latency : http_latency).observe(std::chrono::duration<double>(took).count());
+    for (const DescriptorStatus& st : r.statuses) {
+      registry
+          .counter(n::kDecisions.name, n::kDecisions.help,
+                   {{"domain", std::string(st.rule ? st.rule->domain : std::string(domain.substr(0, 64)))},
+                    {"rule", st.rule ? st.rule->path : std::string()},
+                    {"result", std::string(result_label(st))}})
+          .inc();
+    }
+    if (log_enabled(Level::kDebug)) {
+      log(Level::kDebug, "decision", {{"protocol", std::string(protocol)}, {"domain", std::string(domain)},
+                                      {"code", std::string(code_name(r.overall))}});
+    }
+  };
+  hooks.bad_request = [&](std::string_view protocol, std::string_view reason) {
+    registry.counter(n::kBadRequests.name, n::kBadRequests.help, {{"protocol", std::string(protocol)}, {"reason", std::string(reason)}})
+        .inc();
+  };
+  hooks.ready = [&] { return !draining.load() && reloader.current() != nullptr; };
+  hooks.metrics = [&] { return registry.expose(); };
+
+  http::ServerEvents events;
+  events.on_bad_request = [&](std::string_view reason) { hooks.bad_request("http", reason); };
+  events.on_connection = [&](int delta) { connections.add(delta); };
+
+  std::unique_ptr<http::Server> public_server, admin_server;
+  try {
+    public_server = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks), events);
+    admin_server = std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks), http::ServerEvents{});
+    public_server->start();
+    admin_server->start();
+  } catch (const std::exception& e) {
+    std::cerr << "ratekeeper serve: " << e.what() << "\n";
+    return 1;
+  }
+  log(Level::kInfo, "serving",
+      {{"http", public_options.address + ":" + std::to_string(public_server->port())},
+       {"admin", admin_options.address + ":" + std::to_string(admin_server->port())},
+       {"config", flags.config}});
+
+  // Forget keys whose state is back to fresh, so idle keys cost nothing; LRU bounds the rest.
+  std::mutex sweep_mu;
+  std::condition_variable sweep_cv;
+  bool stop_sweeping = false;
+  std::thread sweeper([&] {
+    std::unique_lock lock(sweep_mu);
+    while (!sweep_cv.wait_for(lock, flags.sweep_interval, [&] { return stop_sweeping; })) {
+      lock.unlock();
+      if (auto set = reloader.current()) {
+        for (const auto& r : set->rules()) {
+          if (r->limiter) r->limiter->sweep();
+        }
+      }
+      lock.lock();
+    }
+  });
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log(Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  draining = true;
+  public_server->stop();
+  admin_server->stop();
+  reloader.stop();
+  {
+    std::lock_guard lock(sweep_mu);
+    stop_sweeping = true;
+  }
+  sweep_cv.notify_all();
+  sweeper.join();
+  log(Level::kInfo, "stopped");
+  return 0;
+}
+
+}  // namespace rk::app
