@@ -31,6 +31,7 @@ struct ServeFlags {
   std::size_t max_keys = 1'000'000;
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
+  Nanos header_timeout = std::chrono::seconds(10);
 };
 
 const char* kServeUsage =
@@ -42,6 +43,7 @@ const char* kServeUsage =
     "  --shadow-mode            count everything, refuse nothing\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
+    "  --header-timeout DUR     a request's head must arrive within this (default 10s)\n"
     "  --log-level LEVEL        debug, info (default) or error\n";
 
 bool split_address(const std::string& s, std::string& host, std::uint16_t& port) {
@@ -101,6 +103,13 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
         return false;
       }
       f.reload_interval = *d;
+    } else if (name == "--header-timeout") {
+      const auto d = parse_duration(value);
+      if (!d || *d < std::chrono::milliseconds(10)) {
+        error = "--header-timeout: '" + value + "' is not a duration of at least 10ms";
+        return false;
+      }
+      f.header_timeout = *d;
     } else if (name == "--log-level") {
       Level l;
       if (!parse_log_level(value, l)) {
@@ -166,6 +175,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 2;
   }
   public_options.threads = flags.threads;
+  public_options.header_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout);
   admin_options.threads = 1;
 
   // Signals are taken by sigwait below, never by a server thread: block them before any thread starts.

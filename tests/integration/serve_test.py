@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""End-to-end tests of `ratekeeper serve`: the real binary on loopback, real HTTP clients, and the real nginx
+from Debian in front of a real upstream. Run by ctest: serve_test.py BINARY. Ports are free ports, files live in a
+temporary directory, and every process started is stopped at the end.
+"""
+import http.client
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+BINARY = None
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+RULES = """
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: sliding_log, name: per_user}
+  - key: other
+    rate_limit: {unit: hour, requests_per_unit: 100, algorithm: sliding_log}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, what, seconds=10.0):
+    """Polls a condition on a real process (not a clock under test), bounded."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Server:
+    def __init__(self, rules_text, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
+        self.rules = os.path.join(self.dir, "rules.yaml")
+        self.write(rules_text)
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
+             "--admin", "127.0.0.1:%d" % self.admin_port, "--reload-interval", "50ms", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.get("/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
+
+    def write(self, text):
+        tmp = self.rules + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.rules)
+
+    def request(self, method, path, body=None, headers=None, admin=False):
+        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port if admin else self.http_port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def get(self, path, admin=False):
+        return self.request("GET", path, admin=admin)
+
+    def check(self, user, domain="api", key="user"):
+        body = json.dumps({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": user}]}]})
+        status, headers, data = self.request("POST", "/v1/check", body, {"Content-Type": "application/json"})
+        return status, headers, json.loads(data)
+
+    def peek(self, user):
+        body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": user}]}]})
+        status, _, data = self.request("POST", "/v1/admin/peek", body, admin=True)
+        assert status == 200, data
+        return json.loads(data)["statuses"][0]
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ServeTest(unittest.TestCase):
+    def setUp(self):
+        self.server = Server(RULES, extra=["--header-timeout", "500ms"])
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_check_allows_then_refuses(self):
+        for i in range(3):
+            status, headers, body = self.server.check("alice")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["overall_code"], "OK")
+            self.assertEqual(body["statuses"][0]["limit_remaining"], 2 - i)
+            self.assertEqual(body["statuses"][0]["current_limit"]["name"], "per_user")
+        status, headers, body = self.server.check("alice")
+        self.assertEqual(status, 429)
+        self.assertEqual(body["overall_code"], "OVER_LIMIT")
+        self.assertEqual(body["statuses"][0]["code"], "OVER_LIMIT")
+        self.assertIn("Retry-After", headers)
+        self.assertGreater(int(headers["Retry-After"]), 3500)
+        self.assertEqual(headers["RateLimit-Policy"], '"per_user";q=3;w=3600')
+        self.assertTrue(headers["RateLimit"].startswith('"per_user";r=0;t='))
+        # Another user, and an unknown domain, are unaffected.
+        self.assertEqual(self.server.check("bob")[0], 200)
+        status, _, body = self.server.check("alice", domain="nope")
+        self.assertEqual((status, body["overall_code"]), (200, "OK"))
+
+    def bad(self, raw, expect_status):
+        """Sends raw bytes, returns (status, body) of the first answer, or None if the server closed."""
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
+            s.sendall(raw)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            if not data:
+                return None
+            head, _, rest = data.partition(b"\r\n\r\n")
+            status = int(head.split(b" ")[1])
+            self.assertEqual(status, expect_status, data[:500])
+            return status
+
+    def post(self, body, headers=None):
+        return self.server.request("POST", "/v1/check", body, headers or {"Content-Type": "application/json"})
+
+    def test_each_kind_of_bad_input_is_refused_and_changes_nothing(self):
+        self.server.check("carol")
+        cases = [
+            ("{not json", 400, None),
+            ('{"descriptors": [{"entries": [{"key": "user", "value": "carol"}]}]}', 400, "domain"),
+            ('{"domain": 7, "descriptors": []}', 400, "domain"),
+            ('{"domain": "api", "descriptors": []}', 400, "descriptors"),
+            ('{"domain": "api", "descriptors": [{"entries": []}]}', 400, "descriptors[0].entries"),
+            ('{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": 5}]}]}', 400,
+             "descriptors[0].entries[0].value"),
+            ('{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "carol"}]}], '
+             '"hits_addend": 99999999999}', 400, "hits_addend"),
+            ('{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "%s"}]}]}' % ("x" * 5000),
+             400, "descriptors[0].entries[0].value"),
+            ('{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "carol"}]}], "x": 1}', 400, "x"),
+        ]
+        for body, status, field in cases:
+            got, headers, data = self.post(body)
+            self.assertEqual(got, status, body)
+            err = json.loads(data)["error"]
+            self.assertEqual(err["code"], status)
+            self.assertTrue(err["message"])
+            if field:
+                self.assertEqual(err.get("field"), field, body)
+        # A body over 64 KiB, headers over 16 KiB, a wrong method, a path that does not exist.
+        big = '{"domain": "api", "pad": "%s"}' % ("x" * 70000)
+        self.assertEqual(self.post(big)[0], 413)
+        self.assertEqual(self.server.request("POST", "/v1/check", "{}", {"X-Big": "y" * 20000})[0], 431)
+        self.assertEqual(self.server.request("GET", "/v1/check")[0], 405)
+        self.assertEqual(self.server.get("/v2/whatever")[0], 404)
+        self.bad(b"NOT-HTTP\r\n\r\n", 400)
+        # A client that never finishes its headers is cut off after the header timeout.
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
+            s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\n")
+            started = time.monotonic()
+            rest = s.recv(65536)
+            while rest and not rest.endswith(b"}") and time.monotonic() - started < 8:
+                more = s.recv(65536)
+                if not more:
+                    break
+                rest += more
+            self.assertLess(time.monotonic() - started, 8)
+        # Nothing above charged carol: one used, two left; and the service still answers.
+        self.assertEqual(self.server.peek("carol")["limit_remaining"], 1)
+        self.assertEqual(self.server.check("carol")[0], 200)
+        metrics = self.server.get("/metrics", admin=True)[2].decode()
+        self.assertIn('ratekeeper_bad_requests_total{protocol="http",reason="invalid_json"}', metrics)
+
+    def test_admin_peek_reset_rules_metrics(self):
+        self.server.check("dave")
+        self.assertEqual(self.server.peek("dave")["limit_remaining"], 1)
+        self.assertEqual(self.server.peek("dave")["limit_remaining"], 1)  # peeking charges nothing
+        body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "dave"}]}]})
+        status, _, data = self.server.request("POST", "/v1/admin/reset", body, admin=True)
+        self.assertEqual((status, json.loads(data)), (200, {"reset": [True]}))
+        self.assertEqual(self.server.peek("dave")["limit_remaining"], 2)
+        status, _, data = self.server.get("/v1/rules", admin=True)
+        rules = json.loads(data)
+        self.assertEqual(len(rules["version"]), 16)
+        self.assertEqual(rules["domains"][0]["rules"][0]["algorithm"], "sliding_log")
+        metrics = self.server.get("/metrics", admin=True)[2].decode()
+        self.assertIn('ratekeeper_decisions_total{domain="api",result="ok",rule="user"} 1', metrics)
+        self.assertIn('ratekeeper_config_reloads_total{result="success"} 1', metrics)
+        self.assertIn('ratekeeper_store_keys{domain="api",rule="user"}', metrics)
+        # The admin API is not on the public listener.
+        self.assertEqual(self.server.get("/metrics")[0], 404)
+
+    def test_live_reload_keeps_counters_and_survives_broken_files(self):
+        for _ in range(3):
+            self.server.check("erin")
+        self.assertEqual(self.server.check("erin")[0], 429)
+        version = json.loads(self.server.get("/v1/rules", admin=True)[2])["version"]
+        # Another rule changes: erin's rule did not, so erin stays refused.
+        self.server.write(RULES.replace("requests_per_unit: 100", "requests_per_unit: 101"))
+        wait_until(lambda: json.loads(self.server.get("/v1/rules", admin=True)[2])["version"] != version, "a reload")
+        self.assertEqual(self.server.check("erin")[0], 429)
+        # A broken file keeps the last good rules, and says so.
+        version = json.loads(self.server.get("/v1/rules", admin=True)[2])["version"]
+        self.server.write(RULES.replace("unit: hour", "unit: fortnight", 1))
+        wait_until(lambda: 'ratekeeper_config_reloads_total{result="failure"} 1' in
+                   self.server.get("/metrics", admin=True)[2].decode(), "the failed reload to be counted")
+        self.assertEqual(json.loads(self.server.get("/v1/rules", admin=True)[2])["version"], version)
+        self.assertEqual(self.server.check("erin")[0], 429)
+        self.assertIn("rules.yaml:4:23", self.server.output())
+        # erin's own limit changes: a new rule, new counters.
+        self.server.write(RULES.replace("requests_per_unit: 3", "requests_per_unit: 5"))
+        wait_until(lambda: self.server.check("frank")[2]["statuses"][0]["current_limit"]["requests_per_unit"] == 5,
+                   "the new limit")
+        self.assertEqual(self.server.check("erin")[0], 200)
+
+    def test_sigterm_drains_and_exits_zero(self):
+        self.server.check("gina")
+        self.server.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.server.proc.wait(timeout=15), 0)
+        self.assertIn('"msg":"stopped"', self.server.output())
+
+
+class CheckConfigTest(unittest.TestCase):
+    def test_valid_and_broken(self):
+        r = subprocess.run([BINARY, "check-config", os.path.join(ROOT, "examples", "rules.yaml")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("valid", r.stdout)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.yaml")
+            with open(path, "w") as f:
+                f.write("domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: eon, requests_per_unit: 1}\n")
+            r = subprocess.run([BINARY, "check-config", path], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(path + ":4:23: descriptors[0] (a).rate_limit.unit: 'eon' is not a unit", r.stderr)
+
+    def test_serve_refuses_to_start_on_broken_rules(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.yaml")
+            with open(path, "w") as f:
+                f.write("domain: x\ndescriptors: 5\n")
+            r = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:%d" % free_port(),
+                                "--admin", "127.0.0.1:%d" % free_port()], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("bad.yaml:2:14: descriptors: expected a list of descriptors", r.stderr)
+
+
+class Upstream(http.server.BaseHTTPRequestHandler):
+    hits = 0
+    lock = threading.Lock()
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        with Upstream.lock:
+            Upstream.hits += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+class NginxTest(unittest.TestCase):
+    """nginx auth_request in front of an upstream: 200s, then 429 with Retry-After; the upstream never sees the
+    refused requests."""
+
+    def test_forward_auth_through_nginx(self):
+        rules = RULES + """
+forward_auth:
+  deny_status: 403
+  trusted_proxies: [127.0.0.1]
+  descriptors:
+    - entries: [{key: user, from: header, header: X-User}]
+"""
+        server = Server(rules)
+        upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+        threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        nginx_dir = tempfile.mkdtemp(prefix="rk-nginx-")
+        nginx_port = free_port()
+        with open(os.path.join(ROOT, "examples", "nginx", "nginx.conf")) as f:
+            conf = f.read()
+        conf = (conf.replace("127.0.0.1:8080", "127.0.0.1:%d" % server.http_port)
+                    .replace("127.0.0.1:8000", "127.0.0.1:%d" % upstream.server_address[1])
+                    .replace("127.0.0.1:8888", "127.0.0.1:%d" % nginx_port)
+                    .replace("/tmp/ratekeeper-nginx.pid", os.path.join(nginx_dir, "nginx.pid"))
+                    .replace("/v1/auth/edge", "/v1/auth/api"))
+        conf = "daemon off;\n" + conf.replace("http {", "http {\n  client_body_temp_path %s/body;\n"
+                                                   "  proxy_temp_path %s/proxy;" % (nginx_dir, nginx_dir), 1)
+        conf_path = os.path.join(nginx_dir, "nginx.conf")
+        with open(conf_path, "w") as f:
+            f.write(conf)
+        nginx = subprocess.Popen([NGINX, "-p", nginx_dir, "-c", conf_path, "-e", "stderr"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            def through(user):
+                conn = http.client.HTTPConnection("127.0.0.1", nginx_port, timeout=10)
+                conn.request("GET", "/some/page", headers={"X-User": user})
+                r = conn.getresponse()
+                r.read()
+                conn.close()
+                return r.status, dict(r.getheaders())
+            wait_until(lambda: through("probe")[0] == 200, "nginx to serve")
+            Upstream.hits = 0
+            answers = [through("zoe") for _ in range(6)]
+            self.assertEqual([s for s, _ in answers], [200, 200, 200, 429, 429, 429])
+            refused = answers[3][1]
+            self.assertGreater(int(refused["Retry-After"]), 3500)
+            self.assertTrue(refused["RateLimit"].startswith('"per_user";r=0;t='), refused)
+            self.assertEqual(Upstream.hits, 3)  # the refused ones never reached it
+            self.assertEqual(through("yann")[0], 200)
+        finally:
+            nginx.send_signal(signal.SIGQUIT)
+            try:
+                nginx.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                nginx.kill()
+            upstream.shutdown()
+            server.stop()
+            shutil.rmtree(nginx_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    BINARY = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
