@@ -6,12 +6,19 @@
 
 #include "cli/flags.h"
 #include "cli/replay.h"
+#ifdef RK_HAVE_SERVER
+#include "server/app/serve.h"
+#endif
 
 namespace {
 
 void usage(std::ostream& out) {
   out << "usage: ratekeeper <command> [flags]\n\n"
          "commands:\n"
+#ifdef RK_HAVE_SERVER
+         "  serve          run the service: rules from --config, HTTP decision API and forward-auth\n"
+         "  check-config   validate a rules file or directory (exit 0 or 1)\n"
+#endif
          "  replay    read '<time-seconds> <key> [cost]' lines from stdin, print one CSV decision per line\n"
          "  version   print the version\n\n"
          "limit flags (replay):\n"
@@ -29,6 +36,10 @@ int main(int argc, char** argv) {
   const std::string_view command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "replay") return rk::cli::run_replay(args, std::cin, std::cout, std::cerr);
+#ifdef RK_HAVE_SERVER
+  if (command == "serve") return rk::app::run_serve(args);
+  if (command == "check-config") return rk::app::run_check_config(args);
+#endif
   if (command == "version" || command == "--version") {
     std::cout << "ratekeeper 0.1.0\n";
     return 0;

@@ -240,7 +240,7 @@ class ServeTest(unittest.TestCase):
                    self.server.get("/metrics", admin=True)[2].decode(), "the failed reload to be counted")
         self.assertEqual(json.loads(self.server.get("/v1/rules", admin=True)[2])["version"], version)
         self.assertEqual(self.server.check("erin")[0], 429)
-        self.assertIn("rules.yaml:4:23", self.server.output())
+        self.assertIn("rules.yaml:5:24: descriptors[0] (user).rate_limit.unit", self.server.output())
         # erin's own limit changes: a new rule, new counters.
         self.server.write(RULES.replace("requests_per_unit: 3", "requests_per_unit: 5"))
         wait_until(lambda: self.server.check("frank")[2]["statuses"][0]["current_limit"]["requests_per_unit"] == 5,
@@ -266,7 +266,7 @@ class CheckConfigTest(unittest.TestCase):
                 f.write("domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: eon, requests_per_unit: 1}\n")
             r = subprocess.run([BINARY, "check-config", path], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
-            self.assertIn(path + ":4:23: descriptors[0] (a).rate_limit.unit: 'eon' is not a unit", r.stderr)
+            self.assertIn(path + ":4:24: descriptors[0] (a).rate_limit.unit: 'eon' is not a unit", r.stderr)
 
     def test_serve_refuses_to_start_on_broken_rules(self):
         with tempfile.TemporaryDirectory() as d:
@@ -325,16 +325,19 @@ forward_auth:
         conf_path = os.path.join(nginx_dir, "nginx.conf")
         with open(conf_path, "w") as f:
             f.write(conf)
+        nginx_log = open(os.path.join(nginx_dir, "stderr"), "w")
         nginx = subprocess.Popen([NGINX, "-p", nginx_dir, "-c", conf_path, "-e", "stderr"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 stdout=subprocess.DEVNULL, stderr=nginx_log)
         try:
             def through(user):
                 conn = http.client.HTTPConnection("127.0.0.1", nginx_port, timeout=10)
-                conn.request("GET", "/some/page", headers={"X-User": user})
-                r = conn.getresponse()
-                r.read()
-                conn.close()
-                return r.status, dict(r.getheaders())
+                try:
+                    conn.request("GET", "/some/page", headers={"X-User": user})
+                    r = conn.getresponse()
+                    r.read()
+                    return r.status, dict(r.getheaders())
+                finally:
+                    conn.close()
             wait_until(lambda: through("probe")[0] == 200, "nginx to serve")
             Upstream.hits = 0
             answers = [through("zoe") for _ in range(6)]
@@ -350,7 +353,9 @@ forward_auth:
                 nginx.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 nginx.kill()
+            nginx_log.close()
             upstream.shutdown()
+            upstream.server_close()
             server.stop()
             shutil.rmtree(nginx_dir, ignore_errors=True)
 
