@@ -62,7 +62,7 @@ std::string format_ip(const Address& a) {
 bool in_range(const Address& a, const rules::Cidr& c) {
   int bits = c.prefix;
   for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
-    const std::uint8_t mask = bits >= 8 ? 0xff : static_cast<std::uint8_t>(0xff << (8 - bits));
+    const auto mask = static_cast<std::uint8_t>(bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff);
     if ((a.bytes[i] & mask) != (c.bytes[i] & mask)) return false;
   }
   return true;
