@@ -9,6 +9,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "metrics/names.h"
 #include "metrics/registry.h"
@@ -249,13 +250,22 @@ int run_serve(const std::vector<std::string>& args) {
   api::Hooks hooks;
   hooks.decided = [&](std::string_view protocol, std::string_view domain, const CheckResponse& r, Nanos took) {
     (protocol == "auth" ? auth_latency : http_latency).observe(std::chrono::duration<double>(took).count());
+    // The counters by (domain, rule, result), cached per server thread: registration takes the registry's lock.
+    thread_local std::unordered_map<std::string, metrics::Counter*> cache;
+    thread_local std::string id;
+    // A domain no rules file names is labelled "(unknown)": label values must not come from clients unchecked.
+    const bool known = r.rules && r.rules->domain(domain) != nullptr;
     for (const DescriptorStatus& st : r.statuses) {
-      registry
-          .counter(n::kDecisions.name, n::kDecisions.help,
-                   {{"domain", std::string(st.rule ? st.rule->domain : std::string(domain.substr(0, 64)))},
-                    {"rule", st.rule ? st.rule->path : std::string()},
-                    {"result", std::string(result_label(st))}})
-          .inc();
+      const std::string_view d = st.rule ? std::string_view(st.rule->domain) : known ? domain : "(unknown)";
+      const std::string_view rule = st.rule ? std::string_view(st.rule->path) : std::string_view();
+      const std::string_view result = result_label(st);
+      id.assign(d).append(1, '\n').append(rule).append(1, '\n').append(result);
+      metrics::Counter*& c = cache[id];
+      if (!c) {
+        c = &registry.counter(n::kDecisions.name, n::kDecisions.help,
+                              {{"domain", std::string(d)}, {"rule", std::string(rule)}, {"result", std::string(result)}});
+      }
+      c->inc();
     }
     if (log_enabled(Level::kDebug)) {
       log(Level::kDebug, "decision", {{"protocol", std::string(protocol)}, {"domain", std::string(domain)},

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""HTTP benchmark: wrk over loopback keep-alive against ratekeeper's forward-auth endpoint, and in the same run
+against nginx answering `return 200` directly and with `limit_req`, at equal worker threads. Prints requests/s
+and p99 for each and ratekeeper's ratios to nginx; then p99 for each at half of its saturating load.
+
+  bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+RULES = """
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: gcra, burst: 1000}
+forward_auth:
+  descriptors:
+    - entries: [{key: client, from: header, header: X-Client}]
+"""
+
+NGINX = """
+daemon off;
+worker_processes %(threads)d;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %(dir)s/body;
+  proxy_temp_path %(dir)s/proxy;
+  limit_req_zone $http_x_client zone=clients:16m rate=1000000000r/s;
+  server {
+    listen 127.0.0.1:%(port)d;
+    location = /plain { return 200; }
+    location = /limit_req { limit_req zone=clients burst=1000 nodelay; empty_gif; }
+  }
+}
+"""
+
+# 1,000 clients, one header value per request, chosen in turn.
+LUA = """
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", nil, {["X-Client"] = "client-" .. (n %% 1000)})
+end
+%s
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except Exception:
+            time.sleep(0.05)
+    raise SystemExit("not answering: " + url)
+
+
+def to_ms(value, unit):
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def wrk(url, seconds, connections, script, delay_ms=None):
+    lua = LUA % ("" if delay_ms is None else "delay = function() return %d end" % delay_ms)
+    with open(script, "w") as f:
+        f.write(lua)
+    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
+                         capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rps, to_ms(*p99.groups()), int(non2xx.group(1)) if non2xx else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="server threads, and nginx worker processes")
+    ap.add_argument("--connections", type=int, default=64)
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="rk-httpbench-")
+    procs = []
+    try:
+        rules = os.path.join(work, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(RULES)
+        rk_port, admin_port, nginx_port = free_port(), free_port(), free_port()
+        procs.append(subprocess.Popen([args.binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % rk_port,
+                                       "--admin", "127.0.0.1:%d" % admin_port, "--threads", str(args.threads),
+                                       "--log-level", "error"]))
+        with open(os.path.join(work, "nginx.conf"), "w") as f:
+            f.write(NGINX % {"threads": args.threads, "dir": work, "port": nginx_port})
+        procs.append(subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-e", "stderr"],
+                                      stderr=subprocess.DEVNULL))
+        wait_http("http://127.0.0.1:%d/readyz" % rk_port)
+        wait_http("http://127.0.0.1:%d/plain" % nginx_port)
+
+        targets = [
+            ("nginx return 200", "http://127.0.0.1:%d/plain" % nginx_port),
+            ("nginx limit_req", "http://127.0.0.1:%d/limit_req" % nginx_port),
+            ("ratekeeper /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % rk_port),
+        ]
+        script = os.path.join(work, "clients.lua")
+        for _, url in targets:  # warm up
+            wrk(url, 1, args.connections, script)
+        saturated = {}
+        print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores"
+              % (args.connections, args.seconds, args.threads, os.cpu_count()))
+        print("%-22s %12s %10s %8s" % ("", "requests/s", "p99 ms", "non-2xx"))
+        for name, url in targets:
+            rps, p99, bad = wrk(url, args.seconds, args.connections, script)
+            saturated[name] = (rps, p99)
+            print("%-22s %12.0f %10.3f %8d" % (name, rps, p99, bad))
+        rk = saturated["ratekeeper /v1/auth"][0]
+        print("ratekeeper / nginx return 200: %.2fx   (target >= 0.80)" % (rk / saturated["nginx return 200"][0]))
+        print("ratekeeper / nginx limit_req:  %.2fx" % (rk / saturated["nginx limit_req"][0]))
+
+        # Half of each one's saturating load: connections that each pause 1 ms (wrk's finest) between requests,
+        # as many as offer about half the saturating rate together.
+        print("\nat about half of each one's saturating load (connections pausing 1 ms between requests):")
+        print("%-22s %12s %10s %12s" % ("", "requests/s", "p99 ms", "connections"))
+        for name, url in targets:
+            target = saturated[name][0] / 2
+            connections = max(1, round(target / 950))
+            rps, _, _ = wrk(url, 2, connections, script, delay_ms=1)  # calibrate: how much do they offer?
+            connections = max(1, min(1000, round(connections * target / max(rps, 1))))
+            rps, p99, _ = wrk(url, args.seconds, connections, script, delay_ms=1)
+            print("%-22s %12.0f %10.3f %12d%s" % (name, rps, p99, connections,
+                                                  "   (target < 1 ms)" if name.startswith("ratekeeper") else ""))
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM if p is procs[0] else signal.SIGQUIT)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
