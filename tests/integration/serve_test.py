@@ -221,6 +221,11 @@ class ServeTest(unittest.TestCase):
         self.assertIn('ratekeeper_decisions_total{domain="api",result="ok",rule="user"} 1', metrics)
         self.assertIn('ratekeeper_config_reloads_total{result="success"} 1', metrics)
         self.assertIn('ratekeeper_store_keys{domain="api",rule="user"}', metrics)
+        # A domain no rules file names never becomes a label value of its own (clients choose domains).
+        self.server.check("x", domain="attacker-chosen-domain")
+        metrics = self.server.get("/metrics", admin=True)[2].decode()
+        self.assertIn('ratekeeper_decisions_total{domain="(unknown)",result="no_rule",rule=""} 1', metrics)
+        self.assertNotIn("attacker-chosen-domain", metrics)
         # The admin API is not on the public listener.
         self.assertEqual(self.server.get("/metrics")[0], 404)
 
