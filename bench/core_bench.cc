@@ -20,6 +20,10 @@ using rk::Algorithm;
 using rk::Nanos;
 
 constexpr int kKeys = 1'000'000;
+constexpr int kWarmKeys = 10'000;  // fits in cache: store scaling without the memory wall
+
+int key_count(int distinct) { return distinct == 2 ? kWarmKeys : kKeys; }
+const char* key_label(int distinct) { return distinct == 0 ? "|hot" : distinct == 1 ? "|1M" : "|10k"; }
 
 const std::vector<std::string>& keys() {
   static const std::vector<std::string> k = [] {
@@ -47,29 +51,29 @@ rk::LimitSpec spec(Algorithm a) {
 std::int64_t step(Algorithm a) { return a == Algorithm::kSlidingLog ? 10'000'000 : 1'000; }
 
 // One limiter per (algorithm, distinct) pair, shared by the benchmark's threads, built and filled once.
-rk::Limiter& limiter(Algorithm a, bool distinct) {
+rk::Limiter& limiter(Algorithm a, int distinct) {
   static std::mutex mu;
-  static std::map<std::pair<int, bool>, std::unique_ptr<rk::Limiter>> all;
+  static std::map<std::pair<int, int>, std::unique_ptr<rk::Limiter>> all;
   std::lock_guard lock(mu);
   auto& l = all[{static_cast<int>(a), distinct}];
   if (!l) {
     l = std::make_unique<rk::Limiter>(spec(a), rk::StoreOptions{.max_keys = 2'000'000});
     if (distinct) {
-      for (const auto& k : keys()) l->check_at(k, Nanos{0});
+      for (int i = 0; i < key_count(distinct); ++i) l->check_at(keys()[i], Nanos{0});
     }
   }
   return *l;
 }
 
-rk::bench::BaselineStore& baseline(bool distinct) {
+rk::bench::BaselineStore& baseline(int distinct) {
   static std::mutex mu;
-  static std::map<bool, std::unique_ptr<rk::bench::BaselineStore>> all;
+  static std::map<int, std::unique_ptr<rk::bench::BaselineStore>> all;
   std::lock_guard lock(mu);
   auto& b = all[distinct];
   if (!b) {
     b = std::make_unique<rk::bench::BaselineStore>(rk::core::earrrl_params(spec(Algorithm::kEarrrl)), 2'000'000);
     if (distinct) {
-      for (const auto& k : keys()) b->check(k, 0);
+      for (int i = 0; i < key_count(distinct); ++i) b->check(keys()[i], 0);
     }
   }
   return *b;
@@ -77,40 +81,46 @@ rk::bench::BaselineStore& baseline(bool distinct) {
 
 void BM_Ratekeeper(benchmark::State& state) {
   const auto a = static_cast<Algorithm>(state.range(0));
-  const bool distinct = state.range(1) != 0;
+  const int distinct = static_cast<int>(state.range(1));
   rk::Limiter& l = limiter(a, distinct);
   const auto& k = keys();
-  std::size_t i = static_cast<std::size_t>(state.thread_index()) * (kKeys / 2);
+  // With 2 threads each cycles over its own half of the keys: distinct keys, none shared between threads.
+  const std::size_t n = static_cast<std::size_t>(key_count(distinct)) / static_cast<std::size_t>(state.threads());
+  const std::size_t first = static_cast<std::size_t>(state.thread_index()) * n;
+  std::size_t i = 0;
   std::int64_t now = 1'000'000'000;
   const std::int64_t dt = step(a);
   for (auto _ : state) {
     now += dt;
-    const rk::Decision d = l.check_at(distinct ? std::string_view(k[i]) : std::string_view("hot-key-16-bytes"), Nanos{now});
+    const rk::Decision d = l.check_at(distinct ? std::string_view(k[first + i]) : std::string_view("hot-key-16-bytes"), Nanos{now});
     benchmark::DoNotOptimize(d);
-    if (++i == kKeys) i = 0;
+    if (++i == n) i = 0;
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(std::string(rk::algorithm_name(a)) + (distinct ? "|1M" : "|hot"));
+  state.SetLabel(std::string(rk::algorithm_name(a)) + key_label(distinct));
 }
 
 void BM_Baseline(benchmark::State& state) {
-  const bool distinct = state.range(1) != 0;
+  const int distinct = static_cast<int>(state.range(1));
   auto& b = baseline(distinct);
   const auto& k = keys();
-  std::size_t i = static_cast<std::size_t>(state.thread_index()) * (kKeys / 2);
+  // With 2 threads each cycles over its own half of the keys: distinct keys, none shared between threads.
+  const std::size_t n = static_cast<std::size_t>(key_count(distinct)) / static_cast<std::size_t>(state.threads());
+  const std::size_t first = static_cast<std::size_t>(state.thread_index()) * n;
+  std::size_t i = 0;
   std::int64_t now = 1'000'000'000;
   for (auto _ : state) {
     now += 1'000;
-    const rk::Decision d = b.check(distinct ? std::string_view(k[i]) : std::string_view("hot-key-16-bytes"), now);
+    const rk::Decision d = b.check(distinct ? std::string_view(k[first + i]) : std::string_view("hot-key-16-bytes"), now);
     benchmark::DoNotOptimize(d);
-    if (++i == kKeys) i = 0;
+    if (++i == n) i = 0;
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(distinct ? "baseline earrrl|1M" : "baseline earrrl|hot");
+  state.SetLabel(std::string("baseline earrrl") + key_label(distinct));
 }
 
 void register_all(double min_time) {
-  for (int distinct = 0; distinct <= 1; ++distinct) {
+  for (int distinct = 0; distinct <= 2; ++distinct) {
     for (Algorithm a : rk::kAllAlgorithms) {
       benchmark::RegisterBenchmark("ratekeeper", BM_Ratekeeper)
           ->Args({static_cast<int>(a), distinct})
@@ -140,7 +150,8 @@ struct Collector : benchmark::ConsoleReporter {
       const std::string& label = r.report_label;  // "<name>|hot" or "<name>|1M"
       const auto bar = label.rfind('|');
       if (bar == std::string::npos) continue;
-      rate[{label.substr(0, bar), label.substr(bar + 1) == "1M" ? 1 : 0, static_cast<int>(r.threads)}] = it->second.value;
+      const std::string kind = label.substr(bar + 1);
+      rate[{label.substr(0, bar), kind == "1M" ? 1 : kind == "10k" ? 2 : 0, static_cast<int>(r.threads)}] = it->second.value;
     }
   }
 };
@@ -180,20 +191,21 @@ void summary(const Collector& c) {
     return it == c.rate.end() ? 0.0 : it->second;
   };
   std::printf("\nns per decision (1 thread) and decisions/s scaling; ratekeeper vs the baseline store in this run:\n");
-  std::printf("  %-16s %10s %10s %12s %12s %14s\n", "algorithm", "hot ns", "1M-keys ns", "hot 2T/1T", "1M 2T/1T",
-              "1M 2T Mdec/s");
-  for (Algorithm a : rk::kAllAlgorithms) {
-    const std::string n(rk::algorithm_name(a));
-    std::printf("  %-16s %10.1f %10.1f %12.2f %12.2f %14.2f\n", n.c_str(), 1e9 / rate(n, 0, 1), 1e9 / rate(n, 1, 1),
-                rate(n, 0, 2) / rate(n, 0, 1), rate(n, 1, 2) / rate(n, 1, 1), rate(n, 1, 2) / 1e6);
-  }
+  std::printf("  %-16s %8s %8s %8s %10s %10s %10s %12s\n", "algorithm", "hot ns", "10k ns", "1M ns", "hot 2T/1T",
+              "10k 2T/1T", "1M 2T/1T", "1M 2T Mdec/s");
+  auto row = [&](const std::string& n) {
+    std::printf("  %-16s %8.1f %8.1f %8.1f %10.2f %10.2f %10.2f %12.2f\n", n.c_str(), 1e9 / rate(n, 0, 1),
+                1e9 / rate(n, 2, 1), 1e9 / rate(n, 1, 1), rate(n, 0, 2) / rate(n, 0, 1), rate(n, 2, 2) / rate(n, 2, 1),
+                rate(n, 1, 2) / rate(n, 1, 1), rate(n, 1, 2) / 1e6);
+  };
+  for (Algorithm a : rk::kAllAlgorithms) row(std::string(rk::algorithm_name(a)));
   const std::string b = "baseline earrrl";
-  std::printf("  %-16s %10.1f %10.1f %12.2f %12.2f %14.2f\n", b.c_str(), 1e9 / rate(b, 0, 1), 1e9 / rate(b, 1, 1),
-              rate(b, 0, 2) / rate(b, 0, 1), rate(b, 1, 2) / rate(b, 1, 1), rate(b, 1, 2) / 1e6);
+  row(b);
   std::printf("\nearrrl throughput / baseline throughput (higher is better; target >= 2 with 2 threads):\n");
-  for (int distinct = 0; distinct <= 1; ++distinct) {
+  for (int distinct = 0; distinct <= 2; ++distinct) {
     for (int threads = 1; threads <= 2; ++threads) {
-      std::printf("  %-8s %d thread%s  %6.2fx\n", distinct ? "1M keys" : "hot key", threads, threads > 1 ? "s" : " ",
+      std::printf("  %-8s %d thread%s  %6.2fx\n", distinct == 0 ? "hot key" : distinct == 1 ? "1M keys" : "10k keys",
+                  threads, threads > 1 ? "s" : " ",
                   rate("earrrl", distinct, threads) / rate(b, distinct, threads));
     }
   }

@@ -43,6 +43,22 @@ TEST(ShardedLru, EvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(m.stats().keys, 3u);
 }
 
+// Recency is exact to within capacity/8 operations: a key used once every 7/8 of the capacity survives any
+// stream of new keys, and one used less often than the capacity does not.
+TEST(ShardedLru, RecencyWithinAnEighthOfTheCapacity) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 64, .shards = 1, .hash_seed = 1});
+  auto bump = [&](const std::string& k) { return m.update(k, [](Counter& c) { return ++c.value; }); };
+  bump("active");
+  bump("idle");
+  for (int i = 0; i < 10'000; ++i) {
+    if (i % 56 == 0) bump("active");
+    bump(key(i));
+  }
+  EXPECT_EQ(m.read("active", [](const Counter* c) { return c ? c->value : -1; }), 1 + 10'000 / 56 + 1);
+  EXPECT_FALSE(m.read("idle", [](const Counter* c) { return c != nullptr; }));
+  EXPECT_EQ(m.stats().keys, 64u);
+}
+
 TEST(ShardedLru, ReadDoesNotRefreshRecency) {
   ShardedLru<Counter> m(StoreOptions{.max_keys = 2, .hash_seed = 1});
   m.update("a", [](Counter& c) { return ++c.value; });

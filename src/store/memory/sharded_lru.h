@@ -5,6 +5,11 @@
 // intrusive doubly linked LRU list through the entries. A key costs one entry (24-byte key, hash, two links and
 // the state) and 4-8 bytes of index.
 //
+// Recency is kept the way memcached keeps it: a key is moved to the front of its shard's list only if it has not
+// been moved in the last capacity/8 operations on the shard. A hot key then costs no list writes (which would
+// bounce its neighbours' cache lines between cores), and the order is exact to within capacity/8 operations: a
+// key used at least once every 7/8 of a shard's capacity of operations is never the one evicted.
+//
 // Thread safety: every public member locks the shard it touches, and only that shard; the callback passed to
 // update()/read() runs under the shard lock and must not call back into the store.
 // Invariants (per shard): size <= capacity; every live entry is in the index exactly once and in the LRU list
@@ -38,6 +43,7 @@ class ShardedLru {
     shards_ = std::make_unique<Shard[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
+      shards_[i].bump_after = shards_[i].capacity / 8;
     }
   }
 
@@ -50,6 +56,7 @@ class ShardedLru {
     const auto h32 = static_cast<std::uint32_t>(h);
     std::lock_guard guard(s.lock);
     std::uint32_t id = s.find(key, h32);
+    ++s.ops;
     if (id == kNil) {
       id = s.insert(key, h32);
     } else {
@@ -129,6 +136,7 @@ class ShardedLru {
   struct Entry {
     CompactKey key;
     std::uint32_t hash = 0;
+    std::uint32_t moved = 0;    // the shard's `ops` when this entry was last moved to the front
     std::uint32_t prev = kNil;  // towards the most recently used
     std::uint32_t next = kNil;  // towards the least recently used; the free list's link
     State state{};
@@ -139,6 +147,8 @@ class ShardedLru {
     std::vector<std::uint32_t> index;  // 0: empty slot; otherwise entry id + 1
     std::vector<std::unique_ptr<Entry[]>> chunks;
     std::uint32_t capacity = 0;
+    std::uint32_t bump_after = 0;  // capacity / 8: how stale recency may get before a move to the front
+    std::uint32_t ops = 0;         // updates on this shard (wraps; only differences are used)
     std::uint32_t size = 0;
     std::uint32_t allocated = 0;  // ids below this have been handed out at least once
     std::uint32_t free_head = kNil;
@@ -192,7 +202,9 @@ class ShardedLru {
     }
 
     void touch(std::uint32_t id) {
-      if (head == id) return;
+      Entry& e = at(id);
+      if (head == id || ops - e.moved <= bump_after) return;
+      e.moved = ops;
       unlink(id);
       link_front(id);
     }
@@ -215,6 +227,7 @@ class ShardedLru {
       e.key.assign(key);
       key_heap_bytes += e.key.heap_bytes();
       e.hash = h;
+      e.moved = ops;
       e.state = State{};
       place(id);
       link_front(id);
