@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """HTTP benchmark: wrk over loopback keep-alive against ratekeeper's forward-auth endpoint, and in the same run
 against nginx answering `return 200` directly and with `limit_req`, at equal worker threads. Prints requests/s
-and p99 for each and ratekeeper's ratios to nginx; then p99 for each at half of its saturating load.
+and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed loop, fewer connections).
 
   bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1]
 """
@@ -51,9 +51,8 @@ LUA = """
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format("GET", nil, {["X-Client"] = "client-" .. (n %% 1000)})
+  return wrk.format("GET", nil, {["X-Client"] = "client-" .. (n % 1000)})
 end
-%s
 """
 
 
@@ -78,8 +77,8 @@ def to_ms(value, unit):
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
-def wrk(url, seconds, connections, script, delay_ms=None):
-    lua = LUA % ("" if delay_ms is None else "delay = function() return %d end" % delay_ms)
+def wrk(url, seconds, connections, script):
+    lua = LUA
     with open(script, "w") as f:
         f.write(lua)
     out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
@@ -135,17 +134,22 @@ def main():
         print("ratekeeper / nginx return 200: %.2fx   (target >= 0.80)" % (rk / saturated["nginx return 200"][0]))
         print("ratekeeper / nginx limit_req:  %.2fx" % (rk / saturated["nginx limit_req"][0]))
 
-        # Half of each one's saturating load: connections that each pause 1 ms (wrk's finest) between requests,
-        # as many as offer about half the saturating rate together.
-        print("\nat about half of each one's saturating load (connections pausing 1 ms between requests):")
+        # Half of each one's saturating load: fewer connections, each sending its next request as soon as the
+        # answer is in (closed loop), as many as come closest to half the saturating rate. (wrk's own pauses are
+        # whole milliseconds, coarser than what is measured here.)
+        print("\nat about half of each one's saturating load (closed loop, fewer connections):")
         print("%-22s %12s %10s %12s" % ("", "requests/s", "p99 ms", "connections"))
         for name, url in targets:
             target = saturated[name][0] / 2
-            connections = max(1, round(target / 950))
-            rps, _, _ = wrk(url, 2, connections, script, delay_ms=1)  # calibrate: how much do they offer?
-            connections = max(1, min(1000, round(connections * target / max(rps, 1))))
-            rps, p99, _ = wrk(url, args.seconds, connections, script, delay_ms=1)
-            print("%-22s %12.0f %10.3f %12d%s" % (name, rps, p99, connections,
+            best = None
+            for connections in range(1, 9):
+                rps, _, _ = wrk(url, 1, connections, script)
+                if best is None or abs(rps - target) < abs(best[1] - target):
+                    best = (connections, rps)
+                if rps > target:
+                    break
+            rps, p99, _ = wrk(url, args.seconds, best[0], script)
+            print("%-22s %12.0f %10.3f %12d%s" % (name, rps, p99, best[0],
                                                   "   (target < 1 ms)" if name.startswith("ratekeeper") else ""))
     finally:
         for p in procs:
