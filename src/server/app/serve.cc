@@ -18,6 +18,9 @@
 #include "server/app/log.h"
 #include "server/app/service.h"
 #include "server/http/server.h"
+#ifdef RK_HAVE_GRPC
+#include "server/grpc/rls_server.h"
+#endif
 
 namespace rk::app {
 
@@ -27,6 +30,8 @@ struct ServeFlags {
   std::string config;
   std::string http = "127.0.0.1:8080";
   std::string admin = "127.0.0.1:9090";
+  std::string grpc;  // empty: no gRPC listener
+  bool grpc_headers = false;
   int threads = 2;
   bool shadow_mode = false;
   std::size_t max_keys = 1'000'000;
@@ -40,6 +45,8 @@ const char* kServeUsage =
     "  --config PATH            a rules file, or a directory of them (reloaded live)\n"
     "  --http ADDR:PORT         decision API and forward-auth (default 127.0.0.1:8080)\n"
     "  --admin ADDR:PORT        metrics, rules, admin API (default 127.0.0.1:9090)\n"
+    "  --grpc ADDR:PORT         Envoy's rate-limit gRPC API and gRPC health (off unless given)\n"
+    "  --grpc-response-headers  add the RateLimit header fields to gRPC answers\n"
     "  --threads N              HTTP threads per listener (default 2)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
@@ -74,6 +81,10 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       f.shadow_mode = true;
       continue;
     }
+    if (name == "--grpc-response-headers") {
+      f.grpc_headers = true;
+      continue;
+    }
     if (!inline_value) {
       if (i + 1 >= args.size()) {
         error = name + " needs a value";
@@ -87,6 +98,8 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       f.http = value;
     } else if (name == "--admin") {
       f.admin = value;
+    } else if (name == "--grpc") {
+      f.grpc = value;
     } else if (name == "--threads" || name == "--max-keys") {
       unsigned long long n = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
@@ -242,14 +255,18 @@ int run_serve(const std::vector<std::string>& args) {
   Service service(reloader, clock, ServiceOptions{.shadow_mode = flags.shadow_mode, .store = build.store});
   std::atomic<bool> draining{false};
 
-  metrics::Histogram& http_latency = registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help,
-                                                        n::kDecisionDurationBuckets, {{"protocol", "http"}});
-  metrics::Histogram& auth_latency = registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help,
-                                                        n::kDecisionDurationBuckets, {{"protocol", "auth"}});
+  auto latency_for = [&](const char* protocol) {
+    return &registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help, n::kDecisionDurationBuckets,
+                               {{"protocol", protocol}});
+  };
+  metrics::Histogram* const http_latency = latency_for("http");
+  metrics::Histogram* const auth_latency = latency_for("auth");
+  metrics::Histogram* const grpc_latency = flags.grpc.empty() ? nullptr : latency_for("grpc");
   metrics::Gauge& connections = registry.gauge(n::kHttpConnections.name, n::kHttpConnections.help);
   api::Hooks hooks;
   hooks.decided = [&](std::string_view protocol, std::string_view domain, const CheckResponse& r, Nanos took) {
-    (protocol == "auth" ? auth_latency : http_latency).observe(std::chrono::duration<double>(took).count());
+    metrics::Histogram* h = protocol == "auth" ? auth_latency : protocol == "grpc" ? grpc_latency : http_latency;
+    if (h) h->observe(std::chrono::duration<double>(took).count());
     // The counters by (domain, rule, result), cached per server thread: registration takes the registry's lock.
     thread_local std::unordered_map<std::string, metrics::Counter*> cache;
     thread_local std::string id;
@@ -293,6 +310,34 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << e.what() << "\n";
     return 1;
   }
+#ifdef RK_HAVE_GRPC
+  std::unique_ptr<grpcapi::GrpcServer> grpc_server;
+  if (!flags.grpc.empty()) {
+    grpcapi::GrpcHooks grpc_hooks;
+    grpc_hooks.decided = [&](std::string_view domain, const CheckResponse& r, Nanos took) {
+      hooks.decided("grpc", domain, r, took);
+    };
+    grpc_hooks.answered = [&](std::string_view code) {
+      registry.counter(n::kGrpcRequests.name, n::kGrpcRequests.help, {{"method", "ShouldRateLimit"}, {"code", std::string(code)}})
+          .inc();
+      if (code != "OK") hooks.bad_request("grpc", "invalid_argument");
+    };
+    try {
+      grpc_server = std::make_unique<grpcapi::GrpcServer>(
+          service, grpcapi::GrpcOptions{.address = flags.grpc, .response_headers = flags.grpc_headers}, grpc_hooks);
+      grpc_server->start();
+    } catch (const std::exception& e) {
+      std::cerr << "ratekeeper serve: " << e.what() << "\n";
+      return 1;
+    }
+    log(Level::kInfo, "serving gRPC", {{"grpc", flags.grpc.substr(0, flags.grpc.rfind(':')) + ":" + std::to_string(grpc_server->port())}});
+  }
+#else
+  if (!flags.grpc.empty()) {
+    std::cerr << "ratekeeper serve: this build has no gRPC (install libgrpc++-dev and protobuf-compiler-grpc)\n";
+    return 2;
+  }
+#endif
   log(Level::kInfo, "serving",
       {{"http", public_options.address + ":" + std::to_string(public_server->port())},
        {"admin", admin_options.address + ":" + std::to_string(admin_server->port())},
@@ -319,6 +364,9 @@ int run_serve(const std::vector<std::string>& args) {
   sigwait(&signals, &sig);
   log(Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   draining = true;
+#ifdef RK_HAVE_GRPC
+  if (grpc_server) grpc_server->stop();
+#endif
   public_server->stop();
   admin_server->stop();
   reloader.stop();

@@ -1,0 +1,175 @@
+#include "server/grpc/rls_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "server/api/forward_auth.h"
+
+namespace rk::grpcapi {
+
+namespace {
+
+namespace pb = envoy::service::ratelimit::v3;
+using Descriptor = envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+std::optional<rules::Unit> unit_from_proto(envoy::type::v3::RateLimitUnit u) {
+  switch (u) {
+    case envoy::type::v3::SECOND: return rules::Unit::kSecond;
+    case envoy::type::v3::MINUTE: return rules::Unit::kMinute;
+    case envoy::type::v3::HOUR: return rules::Unit::kHour;
+    case envoy::type::v3::DAY: return rules::Unit::kDay;
+    case envoy::type::v3::MONTH: return rules::Unit::kMonth;
+    case envoy::type::v3::YEAR: return rules::Unit::kYear;
+    default: return std::nullopt;
+  }
+}
+
+pb::RateLimitResponse::RateLimit::Unit unit_to_proto(std::optional<rules::Unit> u) {
+  using R = pb::RateLimitResponse::RateLimit;
+  if (!u) return R::UNKNOWN;
+  switch (*u) {
+    case rules::Unit::kSecond: return R::SECOND;
+    case rules::Unit::kMinute: return R::MINUTE;
+    case rules::Unit::kHour: return R::HOUR;
+    case rules::Unit::kDay: return R::DAY;
+    case rules::Unit::kWeek: return R::WEEK;
+    case rules::Unit::kMonth: return R::MONTH;
+    case rules::Unit::kYear: return R::YEAR;
+  }
+  return R::UNKNOWN;
+}
+
+// The wire request as the service's; an override with an unknown unit is a bad request.
+std::optional<app::RequestError> from_proto(const pb::RateLimitRequest& in, app::CheckRequest& out) {
+  out.domain = in.domain();
+  out.hits_addend = in.hits_addend();
+  out.descriptors.reserve(static_cast<std::size_t>(in.descriptors_size()));
+  for (int i = 0; i < in.descriptors_size(); ++i) {
+    const Descriptor& d = in.descriptors(i);
+    app::CheckDescriptor desc;
+    desc.entries.reserve(static_cast<std::size_t>(d.entries_size()));
+    for (const auto& e : d.entries()) desc.entries.emplace_back(e.key(), e.value());
+    if (d.has_hits_addend()) desc.hits_addend = d.hits_addend().value();
+    if (d.has_limit()) {
+      const auto unit = unit_from_proto(d.limit().unit());
+      if (!unit) {
+        return app::RequestError{"descriptors[" + std::to_string(i) + "].limit.unit",
+                                 "must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"};
+      }
+      desc.limit = app::LimitOverride{d.limit().requests_per_unit(), *unit};
+    }
+    out.descriptors.push_back(std::move(desc));
+  }
+  return std::nullopt;
+}
+
+void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse& out) {
+  out.set_overall_code(static_cast<pb::RateLimitResponse::Code>(in.overall));
+  for (const app::DescriptorStatus& st : in.statuses) {
+    auto* s = out.add_statuses();
+    s->set_code(static_cast<pb::RateLimitResponse::Code>(st.code));
+    s->set_limit_remaining(st.limit_remaining);
+    if (st.has_limit) {
+      auto* limit = s->mutable_current_limit();
+      limit->set_requests_per_unit(st.requests_per_unit);
+      limit->set_unit(unit_to_proto(st.unit));
+      limit->set_name(st.name);
+      auto* d = s->mutable_duration_until_reset();
+      d->set_seconds(st.duration_until_reset.count() / 1'000'000'000);
+      d->set_nanos(static_cast<std::int32_t>(st.duration_until_reset.count() % 1'000'000'000));
+    }
+  }
+  if (headers) {
+    for (auto& [k, v] : api::rate_limit_headers(in)) {
+      auto* h = out.add_response_headers_to_add();
+      h->set_key(k);
+      h->set_value(v);
+    }
+  }
+}
+
+}  // namespace
+
+struct GrpcServer::Impl final : pb::RateLimitService::CallbackService {
+  Impl(app::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
+
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context, const pb::RateLimitRequest* request,
+                                            pb::RateLimitResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    const auto start = std::chrono::steady_clock::now();
+    app::CheckRequest check;
+    std::optional<app::RequestError> error = from_proto(*request, check);
+    if (!error) {
+      auto result = service.check(check);
+      if (auto* e = std::get_if<app::RequestError>(&result)) {
+        error = *e;
+      } else {
+        const auto& r = std::get<app::CheckResponse>(result);
+        to_proto(r, options.response_headers, *response);
+        if (hooks.decided) hooks.decided(check.domain, r, std::chrono::steady_clock::now() - start);
+      }
+    }
+    if (error) {
+      if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   (error->field.empty() ? "" : error->field + ": ") + error->message));
+      return reactor;
+    }
+    if (hooks.answered) hooks.answered("OK");
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  app::Service& service;
+  GrpcOptions options;
+  GrpcHooks hooks;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::mutex mu;
+  bool stopped = false;
+};
+
+GrpcServer::GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hooks)
+    : impl_(std::make_unique<Impl>(service, std::move(options), std::move(hooks))) {}
+
+GrpcServer::~GrpcServer() { stop(); }
+
+void GrpcServer::start() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &impl_->port);
+  builder.RegisterService(impl_.get());
+  builder.SetMaxReceiveMessageSize(1 << 20);  // 1 MiB: far above any real request
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || impl_->port == 0) {
+    impl_->server.reset();
+    throw std::runtime_error("cannot listen for gRPC on " + impl_->options.address);
+  }
+  set_serving(true);
+}
+
+int GrpcServer::port() const { return impl_->port; }
+
+void GrpcServer::set_serving(bool serving) {
+  if (!impl_->server) return;
+  if (auto* health = impl_->server->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", serving);
+  }
+}
+
+void GrpcServer::stop() {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->server || impl_->stopped) return;
+  impl_->stopped = true;
+  set_serving(false);
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  impl_->server->Wait();
+}
+
+}  // namespace rk::grpcapi

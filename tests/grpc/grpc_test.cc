@@ -1,0 +1,169 @@
+// Envoy's rate-limit gRPC API with a real gRPC client over loopback.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "server/grpc/rls_server.h"
+
+namespace rk::grpcapi {
+namespace {
+
+namespace pb = envoy::service::ratelimit::v3;
+
+const char* kRules = R"(
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3, name: per_user}
+  - key: plan
+    value: free
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 2, algorithm: earrrl, half_life: 10m}
+  - key: vip
+    rate_limit: {unlimited: true}
+  - key: quiet
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+
+class GrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("rk-grpc-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "edge.yaml") << kRules;
+    reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
+    ASSERT_TRUE(reloader_->load_now().empty());
+    service_ = std::make_unique<app::Service>(*reloader_, clock_);
+    server_ = std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
+                                           GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
+    server_->start();
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials());
+    stub_ = pb::RateLimitService::NewStub(channel_);
+  }
+  void TearDown() override {
+    server_->stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static pb::RateLimitRequest request(const std::string& domain,
+                                      std::vector<std::vector<std::pair<std::string, std::string>>> descriptors) {
+    pb::RateLimitRequest r;
+    r.set_domain(domain);
+    for (const auto& d : descriptors) {
+      auto* desc = r.add_descriptors();
+      for (const auto& [k, v] : d) {
+        auto* e = desc->add_entries();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    }
+    return r;
+  }
+
+  grpc::Status call(const pb::RateLimitRequest& req, pb::RateLimitResponse& resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->ShouldRateLimit(&ctx, req, &resp);
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'000'000'000});
+  std::unique_ptr<rules::Reloader> reloader_;
+  std::unique_ptr<app::Service> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::RateLimitService::Stub> stub_;
+  std::vector<std::string> codes_;
+};
+
+TEST_F(GrpcTest, FixedWindowThenOverLimit) {
+  for (int i = 0; i < 3; ++i) {
+    pb::RateLimitResponse resp;
+    ASSERT_TRUE(call(request("edge", {{{"user", "ann"}}}), resp).ok());
+    EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OK);
+    ASSERT_EQ(resp.statuses_size(), 1);
+    const auto& st = resp.statuses(0);
+    EXPECT_EQ(st.code(), pb::RateLimitResponse::OK);
+    EXPECT_EQ(st.current_limit().requests_per_unit(), 3u);
+    EXPECT_EQ(st.current_limit().unit(), pb::RateLimitResponse::RateLimit::MINUTE);
+    EXPECT_EQ(st.current_limit().name(), "per_user");
+    EXPECT_EQ(st.limit_remaining(), static_cast<std::uint32_t>(2 - i));
+    EXPECT_EQ(st.duration_until_reset().seconds(), 40);  // 1.7e18 ns is 20 s into its minute
+  }
+  pb::RateLimitResponse resp;
+  ASSERT_TRUE(call(request("edge", {{{"user", "ann"}}}), resp).ok());
+  EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(resp.statuses(0).code(), pb::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
+  // The RateLimit header fields, when asked for.
+  ASSERT_GE(resp.response_headers_to_add_size(), 5);
+  EXPECT_EQ(resp.response_headers_to_add(0).key(), "RateLimit-Policy");
+  EXPECT_EQ(resp.response_headers_to_add(0).value(), "\"per_user\";q=3;w=60");
+}
+
+TEST_F(GrpcTest, EnvoySemanticsPerDescriptor) {
+  pb::RateLimitResponse resp;
+  auto req = request("edge", {{{"plan", "free"}, {"user", "bo"}}, {{"vip", "x"}}, {{"nothing", "y"}}, {{"quiet", "q"}}});
+  ASSERT_TRUE(call(req, resp).ok());
+  ASSERT_EQ(resp.statuses_size(), 4);
+  EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 2u);  // nested, earrrl
+  EXPECT_EQ(resp.statuses(1).limit_remaining(), 4294967295u);          // unlimited
+  EXPECT_FALSE(resp.statuses(1).has_current_limit());
+  EXPECT_FALSE(resp.statuses(2).has_current_limit());                  // unmatched: OK, no limit
+  EXPECT_EQ(resp.statuses(2).code(), pb::RateLimitResponse::OK);
+  ASSERT_TRUE(call(req, resp = {}).ok());
+  EXPECT_EQ(resp.statuses(3).code(), pb::RateLimitResponse::OK);       // shadow: over, but OK
+  EXPECT_EQ(resp.statuses(3).limit_remaining(), 0u);
+  // Unknown domain: OK.
+  ASSERT_TRUE(call(request("elsewhere", {{{"user", "ann"}}}), resp = {}).ok());
+  EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OK);
+}
+
+TEST_F(GrpcTest, HitsAddendOnRequestAndDescriptor) {
+  auto req = request("edge", {{{"user", "cy"}}});
+  req.set_hits_addend(2);
+  pb::RateLimitResponse resp;
+  ASSERT_TRUE(call(req, resp).ok());
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 1u);
+  req.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);  // the descriptor's own, even 0, wins
+  ASSERT_TRUE(call(req, resp = {}).ok());
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 1u);
+  req.mutable_descriptors(0)->mutable_hits_addend()->set_value(5);
+  ASSERT_TRUE(call(req, resp = {}).ok());
+  EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OVER_LIMIT);
+}
+
+TEST_F(GrpcTest, EachKindOfBadRequestIsInvalidArgumentAndChangesNothing) {
+  pb::RateLimitResponse resp;
+  ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp).ok());
+  auto huge_hits = request("edge", {{{"user", "dee"}}});
+  huge_hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(1'000'000'000'000ull);
+  auto bad_unit = request("edge", {{{"user", "dee"}}});
+  bad_unit.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(5);
+  const std::pair<pb::RateLimitRequest, std::string> cases[] = {
+      {request("", {{{"user", "dee"}}}), "domain: must not be empty"},
+      {request("edge", {}), "descriptors: must not be empty"},
+      {request("edge", {{}}), "descriptors[0].entries: must not be empty"},
+      {request("edge", {{{"user", std::string(5000, 'x')}}}), "descriptors[0].entries[0].value: is 5000 bytes, over the limit of 1024"},
+      {request("edge", {{{std::string(300, 'k'), "v"}}}), "descriptors[0].entries[0].key: is 300 bytes, over the limit of 256"},
+      {huge_hits, "descriptors[0].hits_addend: 1000000000000 is over the limit of 1000000000"},
+      {bad_unit, "descriptors[0].limit.unit: must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"},
+  };
+  for (const auto& [req, message] : cases) {
+    const grpc::Status s = call(req, resp = {});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+    EXPECT_EQ(s.error_message(), message);
+  }
+  ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 1u);  // only the two good calls counted
+  EXPECT_EQ(std::count(codes_.begin(), codes_.end(), "INVALID_ARGUMENT"), 7);
+}
+
+}  // namespace
+}  // namespace rk::grpcapi
