@@ -6,6 +6,8 @@
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "server/api/forward_auth.h"
@@ -95,40 +97,64 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
 
 }  // namespace
 
-struct GrpcServer::Impl final : pb::RateLimitService::CallbackService {
+// The async API with one completion queue per thread: cheaper per call than the callback API's thread hops.
+struct GrpcServer::Impl {
   Impl(app::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
 
-  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context, const pb::RateLimitRequest* request,
-                                            pb::RateLimitResponse* response) override {
-    auto* reactor = context->DefaultReactor();
+  // One call's life: waiting for a request, then answered, then gone.
+  struct Call {
+    Call(Impl& owner, grpc::ServerCompletionQueue* queue) : impl(owner), cq(queue), responder(&context) {
+      impl.rls.RequestShouldRateLimit(&context, &request, &responder, cq, cq, this);
+    }
+    void proceed(bool ok) {
+      if (answered || !ok) {
+        delete this;
+        return;
+      }
+      new Call(impl, cq);  // the next one waits while this one is answered
+      answered = true;
+      pb::RateLimitResponse response;
+      const grpc::Status status = impl.handle(request, response);
+      responder.Finish(response, status, this);
+    }
+    Impl& impl;
+    grpc::ServerCompletionQueue* cq;
+    grpc::ServerContext context;
+    pb::RateLimitRequest request;
+    grpc::ServerAsyncResponseWriter<pb::RateLimitResponse> responder;
+    bool answered = false;
+  };
+
+  grpc::Status handle(const pb::RateLimitRequest& request, pb::RateLimitResponse& response) {
     const auto start = std::chrono::steady_clock::now();
     app::CheckRequest check;
-    std::optional<app::RequestError> error = from_proto(*request, check);
+    std::optional<app::RequestError> error = from_proto(request, check);
     if (!error) {
       auto result = service.check(check);
       if (auto* e = std::get_if<app::RequestError>(&result)) {
         error = *e;
       } else {
         const auto& r = std::get<app::CheckResponse>(result);
-        to_proto(r, options.response_headers, *response);
+        to_proto(r, options.response_headers, response);
         if (hooks.decided) hooks.decided(check.domain, r, std::chrono::steady_clock::now() - start);
       }
     }
     if (error) {
       if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   (error->field.empty() ? "" : error->field + ": ") + error->message));
-      return reactor;
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          (error->field.empty() ? "" : error->field + ": ") + error->message);
     }
     if (hooks.answered) hooks.answered("OK");
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return grpc::Status::OK;
   }
 
   app::Service& service;
   GrpcOptions options;
   GrpcHooks hooks;
+  pb::RateLimitService::AsyncService rls;
   std::unique_ptr<grpc::Server> server;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  std::vector<std::thread> threads;
   int port = 0;
   std::mutex mu;
   bool stopped = false;
@@ -143,12 +169,24 @@ void GrpcServer::start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &impl_->port);
-  builder.RegisterService(impl_.get());
+  builder.RegisterService(&impl_->rls);
   builder.SetMaxReceiveMessageSize(1 << 20);  // 1 MiB: far above any real request
+  const int threads = std::max(1, impl_->options.threads);
+  for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {
     impl_->server.reset();
     throw std::runtime_error("cannot listen for gRPC on " + impl_->options.address);
+  }
+  for (auto& q : impl_->queues) {
+    grpc::ServerCompletionQueue* cq = q.get();
+    // A few calls waiting per queue, so a burst of new calls is not serialised behind one.
+    for (int i = 0; i < 8; ++i) new Impl::Call(*impl_, cq);
+    impl_->threads.emplace_back([cq] {
+      void* tag;
+      bool ok;
+      while (cq->Next(&tag, &ok)) static_cast<Impl::Call*>(tag)->proceed(ok);
+    });
   }
   set_serving(true);
 }
@@ -169,7 +207,8 @@ void GrpcServer::stop() {
   impl_->stopped = true;
   set_serving(false);
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  impl_->server->Wait();
+  for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted
+  for (auto& t : impl_->threads) t.join();
 }
 
 }  // namespace rk::grpcapi

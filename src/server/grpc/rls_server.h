@@ -5,7 +5,8 @@
 // RateLimitResponse. Bad requests (empty domain, empty descriptors, absurd hits_addend, huge entries) get
 // INVALID_ARGUMENT with a message naming the field, and change nothing.
 //
-// Thread safety: gRPC's callback API runs handlers on its own threads; Service is thread-safe.
+// Thread safety: calls are answered on `threads` threads, each with its own completion queue; Service is
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace rk::grpcapi {
 struct GrpcOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free one (see port())
   bool response_headers = false;        // add the RateLimit header fields to response_headers_to_add
+  int threads = 2;                      // threads, each polling its own completion queue
 };
 
 struct GrpcHooks {
