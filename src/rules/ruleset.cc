@@ -83,13 +83,13 @@ struct Builder {
   }
 };
 
-void append_value(std::string& key, std::string_view v) {
+}  // namespace
+
+void append_key_part(std::string& key, std::string_view v) {
   key += std::to_string(v.size());
   key += ':';
   key += v;
 }
-
-}  // namespace
 
 std::shared_ptr<const RuleSet> RuleSet::build(std::vector<DomainConfig> domains, const RuleSet* previous,
                                               const BuildOptions& options, std::string version) {
@@ -135,7 +135,7 @@ Match RuleSet::match(std::string_view domain, std::span<const Entry> entries) co
     if (!next) next = k.any;
     if (!next) return {};
     // A wildcard rule with share_threshold counts every matching value together.
-    append_value(m.counter_key, next->config->share_threshold ? std::string_view(*next->config->value) : entries[i].value);
+    append_key_part(m.counter_key, next->config->share_threshold ? std::string_view(*next->config->value) : entries[i].value);
     if (i + 1 == entries.size()) {
       m.rule = next->rule;
       if (!m.rule) m.counter_key.clear();

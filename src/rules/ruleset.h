@@ -77,6 +77,10 @@ class RuleSet {
   std::chrono::system_clock::time_point loaded_at_;
 };
 
+// Appends a value to a counter key as "<length>:<value>", so that no value can imitate a separator and two
+// different sequences of values never make the same key.
+void append_key_part(std::string& key, std::string_view value);
+
 // '*' matches any run of characters (also none); everything else matches itself.
 bool wildcard_match(std::string_view pattern, std::string_view value);
 

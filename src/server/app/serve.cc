@@ -110,20 +110,13 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       }
       if (name == "--threads") f.threads = static_cast<int>(n);
       else f.max_keys = static_cast<std::size_t>(n);
-    } else if (name == "--reload-interval") {
+    } else if (name == "--reload-interval" || name == "--header-timeout") {
       const auto d = parse_duration(value);
       if (!d || *d < std::chrono::milliseconds(10)) {
-        error = "--reload-interval: '" + value + "' is not a duration of at least 10ms";
+        error = name + ": '" + value + "' is not a duration of at least 10ms";
         return false;
       }
-      f.reload_interval = *d;
-    } else if (name == "--header-timeout") {
-      const auto d = parse_duration(value);
-      if (!d || *d < std::chrono::milliseconds(10)) {
-        error = "--header-timeout: '" + value + "' is not a duration of at least 10ms";
-        return false;
-      }
-      f.header_timeout = *d;
+      (name == "--reload-interval" ? f.reload_interval : f.header_timeout) = *d;
     } else if (name == "--log-level") {
       Level l;
       if (!parse_log_level(value, l)) {

@@ -11,12 +11,6 @@ namespace {
 
 constexpr std::uint32_t kUnlimitedRemaining = std::numeric_limits<std::uint32_t>::max();
 
-void append_value(std::string& key, std::string_view v) {
-  key += std::to_string(v.size());
-  key += ':';
-  key += v;
-}
-
 std::uint32_t clamp_remaining(double r) {
   if (!(r > 0)) return 0;
   if (r >= 4294967295.0) return kUnlimitedRemaining;
@@ -165,8 +159,8 @@ std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& reque
       st.window = rules::unit_length(d.limit->unit);
       std::string key;
       for (const auto& [k, v] : d.entries) {
-        append_value(key, k);
-        append_value(key, v);
+        rules::append_key_part(key, k);
+        rules::append_key_part(key, v);
       }
       auto limiter = d.limit->requests_per_unit ? override_limiter(request.domain, *d.limit) : nullptr;
       pending.push_back({i, std::move(limiter), std::move(key), hits, false});
