@@ -1,7 +1,7 @@
 // bench/grpc_load.cc: a gRPC load generator for Envoy's rate-limit API: many calls in flight on one completion
 // queue, 1,000 clients in turn; prints decisions/s and latency percentiles.
 //
-//   rk_grpc_load 127.0.0.1:8081 [--seconds 5] [--inflight 64] [--domain bench] [--key client]
+//   rk_grpc_load 127.0.0.1:8081 [--seconds 5] [--inflight 64] [--channels 2] [--domain bench] [--key client]
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -31,19 +31,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string address = argv[1], domain = "bench", key = "client";
-  int seconds = 5, inflight = 64;
+  int seconds = 5, inflight = 64, channels = 2;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--inflight")) inflight = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--domain")) domain = argv[i + 1];
     else if (!std::strcmp(argv[i], "--key")) key = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--channels")) channels = std::max(1, std::atoi(argv[i + 1]));
   }
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    std::fprintf(stderr, "rk_grpc_load: cannot connect to %s\n", address.c_str());
-    return 1;
+  // Several connections, as Envoy opens one per worker thread: one HTTP/2 connection is processed serially.
+  std::vector<std::unique_ptr<pb::RateLimitService::Stub>> stubs;
+  for (int i = 0; i < channels; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt("rk.channel", i);  // distinct arguments: distinct connections
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      std::fprintf(stderr, "rk_grpc_load: cannot connect to %s\n", address.c_str());
+      return 1;
+    }
+    stubs.push_back(pb::RateLimitService::NewStub(channel));
   }
-  auto stub = pb::RateLimitService::NewStub(channel);
   std::vector<pb::RateLimitRequest> requests(1000);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     requests[i].set_domain(domain);
@@ -56,6 +63,7 @@ int main(int argc, char** argv) {
   auto start_call = [&] {
     auto* c = new Call;
     c->started = Clock::now();
+    auto& stub = stubs[next % stubs.size()];
     c->reader = stub->PrepareAsyncShouldRateLimit(&c->context, requests[next++ % requests.size()], &cq);
     c->reader->StartCall();
     c->reader->Finish(&c->response, &c->status, c);
