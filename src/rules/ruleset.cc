@@ -10,11 +10,11 @@ struct RuleSet::Node {
   const Rule* rule = nullptr;
   // Children, by key: exact values, wildcard values in load order, and the key-only default.
   struct ByKey {
-    std::unordered_map<std::string, const Node*> exact;
+    StringMap<const Node*> exact;
     std::vector<const Node*> wildcards;
     const Node* any = nullptr;
   };
-  std::unordered_map<std::string, ByKey> children;
+  StringMap<ByKey> children;
   std::vector<std::unique_ptr<Node>> owned;
 };
 
@@ -109,21 +109,21 @@ std::shared_ptr<const RuleSet> RuleSet::build(std::vector<DomainConfig> domains,
 }
 
 const DomainConfig* RuleSet::domain(std::string_view name) const {
-  const auto it = domain_index_.find(std::string(name));
+  const auto it = domain_index_.find(name);
   return it == domain_index_.end() ? nullptr : &domains_[it->second];
 }
 
 Match RuleSet::match(std::string_view domain, std::span<const Entry> entries) const {
   Match m;
-  const auto it = domain_index_.find(std::string(domain));
+  const auto it = domain_index_.find(domain);
   if (it == domain_index_.end() || entries.empty()) return m;
   const Node* level = roots_[it->second].get();
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto by_key = level->children.find(std::string(entries[i].key));
+    const auto by_key = level->children.find(entries[i].key);
     if (by_key == level->children.end()) return {};
     const Node::ByKey& k = by_key->second;
     const Node* next = nullptr;
-    if (const auto exact = k.exact.find(std::string(entries[i].value)); exact != k.exact.end()) next = exact->second;
+    if (const auto exact = k.exact.find(entries[i].value); exact != k.exact.end()) next = exact->second;
     if (!next) {
       for (const Node* w : k.wildcards) {
         if (wildcard_match(*w->config->value, entries[i].value)) {

@@ -43,6 +43,14 @@ struct Match {
   std::string counter_key;     // the limiter key for these entries
 };
 
+// Lookups by string_view in maps keyed by std::string, without building a string per lookup.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
 struct BuildOptions {
   StoreOptions store;           // for every rule's limiter
   std::shared_ptr<const Clock> clock;
@@ -71,7 +79,7 @@ class RuleSet {
 
   std::vector<DomainConfig> domains_;
   std::vector<std::unique_ptr<Rule>> rules_;
-  std::unordered_map<std::string, std::size_t> domain_index_;
+  StringMap<std::size_t> domain_index_;
   std::vector<std::shared_ptr<Node>> roots_;  // per domain
   std::string version_;
   std::chrono::system_clock::time_point loaded_at_;
