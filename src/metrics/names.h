@@ -1,6 +1,13 @@
 // metrics/names.h: every metric the service exports, in one list, so that no name is spelled twice.
+//
+//   namespace n = rk::metrics::names;
+//   auto& c = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "success"}});
+//
+// A counter's name ends in _total, a unit's name is in the metric's (seconds, not ms). Each entry names its
+// labels in its comment; the registry insists that every series of a metric has the same ones.
 #pragma once
 
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -11,22 +18,43 @@ struct Name {
   std::string_view help;
 };
 
+// counter {domain, rule, result}; result is ok, over_limit, shadow_over_limit (over the limit under a shadow
+// rule: counted, not refused), unlimited or no_rule.
 inline constexpr Name kDecisions{"ratekeeper_decisions_total",
                                  "Decisions per descriptor, by domain, rule and result (ok, over_limit, "
                                  "shadow_over_limit, unlimited, no_rule)."};
+// histogram {protocol}, with kDecisionDurationBuckets.
 inline constexpr Name kDecisionDuration{"ratekeeper_decision_duration_seconds",
                                         "Time to decide one request, by protocol."};
-inline const std::vector<double> kDecisionDurationBuckets = {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
-                                                             5e-4, 1e-3,   2.5e-3, 5e-3, 1e-2,   0.1,  1.0};
+// 1 microsecond to 1 second in steps of 1, 2.5, 5.
+inline const std::vector<double> kDecisionDurationBuckets = {
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+    2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0};
+// gauge {domain, rule}, computed at scrape time.
 inline constexpr Name kStoreKeys{"ratekeeper_store_keys", "Keys tracked in the in-process store, by domain and rule."};
+// counter {domain, rule}, computed at scrape time (Registry::counter_fn).
 inline constexpr Name kStoreEvictions{"ratekeeper_store_evictions_total",
                                       "Keys evicted because a rule's store was full (least recently used)."};
+// counter {result}: success or failure.
 inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules reloads, by result."};
+// gauge, no labels.
 inline constexpr Name kConfigLastReloadSuccess{"ratekeeper_config_last_reload_success_timestamp_seconds",
                                                "When the active rules were loaded (Unix time)."};
+// counter {route, code}.
+inline constexpr Name kHttpRequests{"ratekeeper_http_requests_total", "HTTP requests, by route and status code."};
+// counter {protocol, reason}.
+inline constexpr Name kBadRequests{"ratekeeper_bad_requests_total",
+                                   "Requests refused as malformed, by protocol and reason."};
+// gauge, no labels.
 inline constexpr Name kHttpConnections{"ratekeeper_http_connections", "Open HTTP connections on the public listener."};
-inline constexpr Name kBadRequests{"ratekeeper_bad_requests_total", "Requests refused as malformed, by protocol and reason."};
+// counter {method, code}.
 inline constexpr Name kGrpcRequests{"ratekeeper_grpc_requests_total", "gRPC requests, by method and status code."};
+// gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
+
+// All of the above, for tests that check the list as a whole.
+inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
+                                    kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
+                                    kHttpConnections, kGrpcRequests,    kBuildInfo};
 
 }  // namespace rk::metrics::names

@@ -215,9 +215,9 @@ int run_serve(const std::vector<std::string>& args) {
         auto l = weak.lock();
         return l ? static_cast<double>(l->stats().keys) : 0.0;
       }));
-      rule_metric_ids.push_back(registry.gauge_fn(n::kStoreEvictions.name, n::kStoreEvictions.help, labels, [weak] {
+      rule_metric_ids.push_back(registry.counter_fn(n::kStoreEvictions.name, n::kStoreEvictions.help, labels, [weak] {
         auto l = weak.lock();
-        return l ? static_cast<double>(l->stats().evictions) : 0.0;
+        return l ? l->stats().evictions : std::uint64_t{0};
       }));
     }
   };
