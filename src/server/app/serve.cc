@@ -282,9 +282,17 @@ int run_serve(const std::vector<std::string>& args) {
                                       {"code", std::string(code_name(r.overall))}});
     }
   };
+  // Cached per thread like the decision counters: a flood of bad requests must not queue on the registry's lock.
   hooks.bad_request = [&](std::string_view protocol, std::string_view reason) {
-    registry.counter(n::kBadRequests.name, n::kBadRequests.help, {{"protocol", std::string(protocol)}, {"reason", std::string(reason)}})
-        .inc();
+    thread_local std::unordered_map<std::string, metrics::Counter*> cache;
+    thread_local std::string id;
+    id.assign(protocol).append(1, '\n').append(reason);
+    metrics::Counter*& c = cache[id];
+    if (!c) {
+      c = &registry.counter(n::kBadRequests.name, n::kBadRequests.help,
+                            {{"protocol", std::string(protocol)}, {"reason", std::string(reason)}});
+    }
+    c->inc();
   };
   hooks.ready = [&] { return !draining.load() && reloader.current() != nullptr; };
   hooks.metrics = [&] { return registry.expose(); };
