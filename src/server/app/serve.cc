@@ -300,11 +300,16 @@ int run_serve(const std::vector<std::string>& args) {
   http::ServerEvents events;
   events.on_bad_request = [&](std::string_view reason) { hooks.bad_request("http", reason); };
   events.on_connection = [&](int delta) { connections.add(delta); };
+  events.on_handler_error = [&](std::string_view what) {
+    hooks.bad_request("http", "handler_error");
+    log(Level::kError, "request handler failed; answered 500", {{"error", std::string(what)}});
+  };
 
   std::unique_ptr<http::Server> public_server, admin_server;
   try {
     public_server = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks), events);
-    admin_server = std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks), http::ServerEvents{});
+    admin_server = std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks),
+                                                  http::ServerEvents{.on_handler_error = events.on_handler_error});
     public_server->start();
     admin_server->start();
   } catch (const std::exception& e) {

@@ -1,378 +1,715 @@
+// The connections, threads and listening socket behind server.h.
+//
+// Thread safety / invariants:
+// - Each Worker owns an io_context run by exactly one thread. A Session lives on the worker that accepted it, and
+//   everything it does (reads, writes, the handler, timeouts, stop) runs on that thread: no locks per request.
+// - The workers share one listening socket, each through its own descriptor (a dup), so a thread busy in a
+//   handler does not take new connections from an idle one, and binding fails as usual if the port is taken
+//   (SO_REUSEPORT would let a second server on the same port share it silently).
+// - A Session is owned by the shared_ptrs in its pending completion handlers. It has at most one read and one
+//   write in flight; both at once only while a final answer (an error, a 408) goes out. Each worker keeps an
+//   intrusive list of its sessions, for the timeout sweep and for stop().
+// - Server::Impl::connections counts the sessions admitted under max_connections, across workers (atomic);
+//   `stopping` is set once by stop(); the rest of Impl is written before the threads start.
 #include "server/http/server.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 
+#include "server/http/request_parser.h"
+#include "server/http/response_writer.h"
+
 namespace rk::http {
+
+namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using Message = bhttp::request<bhttp::string_body>;
 using error_code = boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
-namespace {
+constexpr std::size_t kReadSize = 4096;           // the least asked of each read; a longer head grows the buffer
+constexpr std::size_t kBatchBytes = 64 * 1024;    // pipelined answers go out in writes of about this much
+constexpr std::size_t kKeepCapacity = 64 * 1024;  // a buffer grown past this is released once its request is done
+constexpr std::size_t kLingerBytes = 1 << 20;     // after a final answer, discard at most this much...
+constexpr milliseconds kLingerTime{1000};         // ...for at most this long, before closing
+constexpr milliseconds kRejectLinger{100};        // for a 503, which a flood of connections may be getting
+constexpr milliseconds kAcceptRetry{10};          // after accept fails (out of descriptors, say)
+constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-std::string_view view(beast::string_view s) { return {s.data(), s.size()}; }
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += '?';
-    } else {
-      out += static_cast<char>(c);
-    }
+template <class F, class... Args>
+void notify(const F& hook, Args&&... args) noexcept {
+  if (!hook) return;
+  try {
+    hook(std::forward<Args>(args)...);
+  } catch (...) {  // a metrics or log hook must not take a connection down
   }
-  return out;
 }
 
-std::string error_body(int status, std::string_view reason, std::string_view message) {
-  return "{\"error\":{\"code\":" + std::to_string(status) + ",\"reason\":\"" + json_escape(reason) + "\",\"message\":\"" +
-         json_escape(message) + "\"}}";
+std::string peer_ip(const tcp::socket& socket) {
+  error_code ec;
+  const auto address = socket.remote_endpoint(ec).address();
+  if (ec) return {};
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string();
+  }
+  return address.to_string();
+}
+
+// Timeouts are checked by a sweep over the worker's sessions, so a request costs no timer operation; the sweep
+// runs ten times per shortest timeout.
+Clock::duration sweep_interval(const ServerOptions& o) {
+  const auto shortest = std::min(o.header_timeout, o.idle_timeout);
+  return std::clamp<Clock::duration>(shortest / 10, milliseconds(10), milliseconds(1000));
 }
 
 }  // namespace
 
-std::string_view Request::header(std::string_view name) const {
-  const auto& m = *static_cast<const Message*>(message);
-  const auto it = m.find(beast::string_view(name.data(), name.size()));
-  return it == m.end() ? std::string_view{} : view(it->value());
-}
-
-std::vector<std::string_view> Request::headers(std::string_view name) const {
-  const auto& m = *static_cast<const Message*>(message);
-  std::vector<std::string_view> out;
-  const auto [lo, hi] = m.equal_range(beast::string_view(name.data(), name.size()));
-  for (auto it = lo; it != hi; ++it) out.push_back(view(it->value()));
-  return out;
-}
-
+class Worker;
 class Session;
-
-struct Worker {
-  Server::Impl& server;
-  asio::io_context ioc{1};
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer retry{ioc};
-  std::thread thread;
-  std::vector<std::weak_ptr<Session>> sessions;  // this worker's thread only
-  std::size_t accepted = 0;
-
-  explicit Worker(Server::Impl& s) : server(s) {}
-  void accept();
-  void reject(tcp::socket socket);
-};
 
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
   ServerEvents events;
-  std::vector<std::unique_ptr<Worker>> workers;
+  std::uint16_t port = 0;
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> stopping{false};
-  std::uint16_t port = 0;
-  std::mutex mu;  // start/stop
+
+  std::mutex mu;  // start() and stop() from outside the server's threads
   bool started = false;
-  bool stopped = false;
+  bool joined = false;
   std::mutex done_mu;
   std::condition_variable done_cv;
-  int running = 0;
+  std::size_t running = 0;  // threads still in their event loop; under done_mu
 
-  void bad_request(std::string_view reason) const {
-    if (events.on_bad_request) events.on_bad_request(reason);
+  // The listening socket, which each worker's acceptor holds a dup of: shutting it down (stop()) refuses new
+  // connections at once, even while every thread is busy in a handler.
+  int listen_fd = -1;
+  std::vector<std::unique_ptr<Worker>> workers;  // last: destroyed first, while the members above are alive
+
+  ~Impl() { close_listener(); }
+  void close_listener() noexcept {
+    if (listen_fd >= 0) ::close(listen_fd);
+    listen_fd = -1;
   }
+
+  void bad_request(std::string_view reason) const noexcept { notify(events.on_bad_request, reason); }
+  void connection(int delta) const noexcept { notify(events.on_connection, delta); }
+  void handler_error(std::string_view what) const noexcept { notify(events.on_handler_error, what); }
+  bool on_own_thread() const;
+  void request_stop();
+  void bind();
+  void run(Worker& worker);
 };
 
-// One connection: read a request, answer it, repeat while kept alive. Lives on its worker's thread.
-class Session : public std::enable_shared_from_this<Session> {
+namespace {
+thread_local const Server::Impl* tls_server = nullptr;  // the server whose thread this is, if any
+}  // namespace
+
+bool Server::Impl::on_own_thread() const { return tls_server == this; }
+
+// One thread's event loop, its descriptor of the listening socket, and its sessions.
+class Worker {
  public:
-  Session(tcp::socket socket, Worker& worker) : stream_(std::move(socket)), worker_(worker), server_(worker.server) {
-    error_code ec;
-    const auto peer = stream_.socket().remote_endpoint(ec);
-    if (!ec) {
-      const auto a = peer.address();
-      remote_ip_ = a.is_v6() && a.to_v6().is_v4_mapped()
-                       ? asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string()
-                       : a.to_string();
-    }
-    server_.connections.fetch_add(1, std::memory_order_relaxed);
-    if (server_.events.on_connection) server_.events.on_connection(+1);
+  explicit Worker(Server::Impl& s) : server(s), tick(sweep_interval(s.options)) {
+    ioc.emplace(1);
+    acceptor.emplace(*ioc);
+    sweep.emplace(*ioc);
+    retry.emplace(*ioc);
+  }
+  ~Worker() {
+    // Asio objects go before their io_context; destroying it destroys the pending handlers, and with them the
+    // sessions, which unlink themselves from `sessions` (still alive).
+    acceptor.reset();
+    sweep.reset();
+    retry.reset();
+    ioc.reset();
   }
 
-  ~Session() {
-    server_.connections.fetch_sub(1, std::memory_order_relaxed);
-    if (server_.events.on_connection) server_.events.on_connection(-1);
-  }
+  void accept();
+  void arm_sweep();
+  void begin_stop();
+  void link(Session* s) noexcept;
+  void unlink(Session* s) noexcept;
 
-  void start() { read_header(); }
-
-  // stop(): an idle connection closes now; a busy one after its answer.
-  void close_if_idle() {
-    closing_ = true;
-    if (idle_) {
-      error_code ec;
-      stream_.socket().close(ec);
-    }
-  }
+  Server::Impl& server;
+  const Clock::duration tick;
+  Session* sessions = nullptr;  // intrusive list, this worker's thread only
+  bool stopping = false;        // this worker's thread only
+  std::thread thread;
+  std::optional<asio::io_context> ioc;
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<asio::steady_timer> sweep;
+  std::optional<asio::steady_timer> retry;
 
  private:
-  void read_header() {
-    idle_ = buffer_.size() == 0;
-    if (closing_ && idle_) return shutdown();
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header_bytes));
-    parser_->body_limit(server_.options.max_body_bytes);
-    stream_.expires_after(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec, true); });
-  }
-
-  void on_read(error_code ec, bool header_only) {
-    idle_ = false;
-    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-        ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
-      return shutdown();
-    }
-    if (ec == beast::error::timeout) {
-      // The stream closed itself. Something had arrived: a slow or stalled client; nothing: an idle keep-alive.
-      if (buffer_.size() > 0 || !header_only) server_.bad_request("timeout");
-      return;
-    }
-    if (ec == bhttp::error::header_limit) return fail(431, "header_too_large", "the request head is over the limit");
-    if (ec == bhttp::error::body_limit) return fail(413, "body_too_large", "the request body is over the limit");
-    if (ec) return fail(400, "malformed", ec.message());
-    if (header_only && !parser_->is_done()) {
-      const auto expect = parser_->get()[bhttp::field::expect];
-      if (beast::iequals(expect, "100-continue")) {
-        static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        asio::async_write(stream_, asio::buffer(kContinue),
-                          [self = shared_from_this()](error_code wec, std::size_t) {
-                            if (wec) return self->shutdown();
-                            self->read_body();
-                          });
-        return;
-      }
-      return read_body();
-    }
-    handle();
-  }
-
-  void read_body() {
-    stream_.expires_after(server_.options.header_timeout);
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec, false); });
-  }
-
-  void handle() {
-    const Message& msg = parser_->get();
-    Request req;
-    req.method = view(msg.method_string());
-    req.target = view(msg.target());
-    const auto q = req.target.find('?');
-    req.path = req.target.substr(0, q);
-    req.query = q == std::string_view::npos ? std::string_view{} : req.target.substr(q + 1);
-    req.body = msg.body();
-    req.remote_ip = remote_ip_;
-    req.message = &msg;
-    Response res;
-    try {
-      server_.handler(req, res);
-    } catch (const std::exception& e) {
-      res = Response{500, "application/json", {}, error_body(500, "handler_error", e.what())};
-      server_.bad_request("handler_error");
-    } catch (...) {
-      res = Response{500, "application/json", {}, error_body(500, "handler_error", "unknown error")};
-      server_.bad_request("handler_error");
-    }
-    const bool keep = msg.keep_alive() && !closing_ && !server_.stopping.load(std::memory_order_relaxed);
-    respond(res, msg.version(), keep, msg.method() == bhttp::verb::head);
-  }
-
-  // Writes the answer as one buffer, serialised here: cheaper than Beast's serializer for these small answers.
-  void respond(Response& res, unsigned version, bool keep, bool head) {
-    first_ = false;
-    const int status = res.status >= 100 && res.status <= 999 ? res.status : 500;
-    out_.clear();
-    out_ += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-    out_ += std::to_string(status);
-    out_ += ' ';
-    const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
-    out_.append(reason.data(), reason.size());
-    out_ += "\r\n";
-    auto header = [this](std::string_view name, std::string_view value) {
-      out_ += name;
-      out_ += ": ";
-      for (char c : value) out_ += (c == '\r' || c == '\n') ? ' ' : c;  // no header injection, whatever the value
-      out_ += "\r\n";
-    };
-    if (!res.content_type.empty()) header("Content-Type", res.content_type);
-    for (const auto& [k, v] : res.headers) header(k, v);
-    header("Content-Length", std::to_string(res.body.size()));
-    if (!keep && version != 10) header("Connection", "close");
-    if (keep && version == 10) header("Connection", "keep-alive");
-    out_ += "\r\n";
-    if (!head) out_ += res.body;
-    stream_.expires_after(server_.options.idle_timeout);
-    asio::async_write(stream_, asio::buffer(out_), [self = shared_from_this(), keep](error_code ec, std::size_t) {
-      if (ec || !keep) return self->shutdown();
-      self->read_header();
-    });
-  }
-
-  void fail(int status, std::string_view reason, std::string_view message) {
-    server_.bad_request(reason);
-    Response res{status, "application/json", {}, error_body(status, reason, message)};
-    respond(res, 11, false, false);
-  }
-
-  void shutdown() {
-    error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.socket().close(ec);
-  }
-
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::string out_;  // the answer being written, reused across requests
-  Worker& worker_;
-  Server::Impl& server_;
-  std::string remote_ip_;
-  bool first_ = true;
-  bool idle_ = true;
-  bool closing_ = false;
+  void on_accept(tcp::socket socket);
 };
 
-void Worker::accept() {
-  acceptor.async_accept([this](error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+// One connection: read requests, answer them in order, until either side closes or a limit is hit.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Worker& worker, bool counted);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void start() noexcept;
+  void reject() noexcept;  // over max_connections: 503, then close
+  void on_tick(Clock::time_point now) noexcept;
+  void on_stop() noexcept;
+
+  Session* prev = nullptr;  // Worker::sessions
+  Session* next = nullptr;
+
+ private:
+  // kIdle: waiting for a request's first byte; kHead, kBody: a request is arriving; kLinger: the final answer is
+  // out and our side is shut; what the client still sends is discarded until it closes.
+  enum class Phase : std::uint8_t { kIdle, kHead, kBody, kLinger, kClosed };
+
+  template <class F>
+  void guarded(F&& f) noexcept;  // any exception closes this connection, and only it
+  void read();
+  void on_read(error_code ec, std::size_t n);
+  void process();
+  void skip_empty_lines();
+  void begin_request();
+  bool head_over_limit(std::size_t used, error_code ec);
+  void on_head();
+  void answer();
+  void run_handler(const Request& req);
+  void fail(error_code ec);
+  void write();
+  void on_write(error_code ec);
+  void linger();
+  void close() noexcept;
+  bool quiet();
+
+  tcp::socket socket_;
+  Worker& worker_;
+  Server::Impl& server_;
+  const bool counted_;  // admitted under max_connections (a rejected one is not)
+  std::string remote_ip_;
+  beast::flat_buffer buffer_;
+  detail::RequestData data_;
+  std::optional<detail::RequestParser> parser_;
+  Response response_;
+  std::string out_;  // answers not yet written, in order
+  Phase phase_ = Phase::kIdle;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool final_ = false;                  // out_ ends with the connection's last answer
+  bool first_ = true;                   // no request answered yet
+  bool closing_ = false;                // the server is stopping: answer what has begun, then close
+  Clock::time_point deadline_{};        // of the phase
+  Clock::time_point write_deadline_{};  // while writing_
+  Clock::duration linger_time_ = kLingerTime;
+  std::size_t head_bytes_ = 0;  // of the current request's head, parsed so far
+  std::size_t lingered_ = 0;
+};
+
+// ---- Session ----
+
+Session::Session(tcp::socket socket, Worker& worker, bool counted)
+    : socket_(std::move(socket)), worker_(worker), server_(worker.server), counted_(counted) {
+  error_code ec;
+  socket_.set_option(tcp::no_delay(true), ec);
+  remote_ip_ = peer_ip(socket_);
+  worker_.link(this);  // last: nothing after it throws
+  if (counted_) server_.connection(+1);
+}
+
+Session::~Session() {
+  worker_.unlink(this);
+  if (counted_) {
+    server_.connections.fetch_sub(1, std::memory_order_relaxed);
+    server_.connection(-1);
+  }
+}
+
+template <class F>
+void Session::guarded(F&& f) noexcept {
+  try {
+    f();
+  } catch (...) {  // out of memory, say: lose this connection, not the thread
+    close();
+  }
+}
+
+void Session::start() noexcept {
+  guarded([&] {
+    deadline_ = Clock::now() + server_.options.header_timeout;
+    read();
+  });
+}
+
+void Session::reject() noexcept {
+  guarded([&] {
+    detail::append_error(out_, 503, "too_many_connections", "the server has too many connections; try again later");
+    final_ = true;
+    linger_time_ = kRejectLinger;
+    write();
+  });
+}
+
+void Session::read() {
+  reading_ = true;
+  const std::size_t size = std::max(kReadSize, buffer_.capacity() - buffer_.size());
+  socket_.async_read_some(buffer_.prepare(size), [self = shared_from_this()](error_code ec, std::size_t n) {
+    self->guarded([&] { self->on_read(ec, n); });
+  });
+}
+
+void Session::on_read(error_code ec, std::size_t n) {
+  reading_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (phase_ == Phase::kLinger) {
+    lingered_ += n;
+    if (ec || lingered_ > kLingerBytes) return close();
+    return read();
+  }
+  if (final_) return;      // the last answer is being written; its completion lingers
+  if (ec) return close();  // the client closed or reset; a request it had begun goes with it
+  buffer_.commit(n);
+  process();
+}
+
+// Parses and answers every complete request in the buffer, then writes the answers or reads for more.
+void Session::process() {
+  while (!final_) {
+    if (phase_ == Phase::kIdle) {
+      skip_empty_lines();
+      if (buffer_.size() == 0) break;
+      begin_request();
+    }
+    if (buffer_.size() == 0) break;
+    error_code ec;
+    const std::size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (phase_ == Phase::kHead && head_over_limit(used, ec)) ec = bhttp::error::header_limit;
+    if (ec == bhttp::error::need_more) break;
     if (ec) {
-      // Out of descriptors, say: try again shortly rather than spin.
-      retry.expires_after(std::chrono::milliseconds(10));
-      retry.async_wait([this](error_code wec) {
-        if (!wec) accept();
+      fail(ec);
+      break;
+    }
+    if (phase_ == Phase::kHead && parser_->is_header_done()) on_head();
+    if (parser_->is_done()) {
+      answer();
+      if (out_.size() >= kBatchBytes) break;
+    } else if (used == 0) {
+      break;
+    }
+  }
+  if (!out_.empty()) return write();
+  if (closing_ && phase_ == Phase::kIdle && quiet()) return close();
+  read();
+}
+
+// RFC 9112 2.2: ignore empty lines before a request line (some clients send CRLF after a body).
+void Session::skip_empty_lines() {
+  const auto* p = static_cast<const char*>(buffer_.data().data());
+  std::size_t n = 0;
+  while (n < buffer_.size() && (p[n] == '\r' || p[n] == '\n')) ++n;
+  buffer_.consume(n);
+}
+
+// Beast applies its header limit to the request line and to the fields apart; the limit is on the two together.
+bool Session::head_over_limit(std::size_t used, error_code ec) {
+  head_bytes_ += used;
+  if (ec && ec != bhttp::error::need_more) return false;
+  const std::size_t seen = head_bytes_ + (parser_->is_header_done() ? 0 : buffer_.size());
+  return seen > server_.options.max_header_bytes;
+}
+
+void Session::begin_request() {
+  data_.clear();
+  parser_.emplace(data_);
+  parser_->header_limit(static_cast<std::uint32_t>(
+      std::min<std::size_t>(server_.options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+  parser_->body_limit(server_.options.max_body_bytes);
+  phase_ = Phase::kHead;
+  head_bytes_ = 0;
+  deadline_ = Clock::now() + server_.options.header_timeout;
+}
+
+void Session::on_head() {
+  phase_ = Phase::kBody;
+  deadline_ = Clock::now() + server_.options.header_timeout;
+  if (!parser_->is_done() && data_.expect_continue() && data_.version() >= 11 && buffer_.size() == 0) {
+    out_.append(k100Continue);
+  }
+}
+
+void Session::answer() {
+  Request req;
+  req.method = data_.method();
+  req.target = data_.target();
+  const auto q = req.target.find('?');
+  req.path = req.target.substr(0, q);
+  req.query = q == std::string_view::npos ? std::string_view{} : req.target.substr(q + 1);
+  req.body = data_.body();
+  req.remote_ip = remote_ip_;
+  req.fields = data_.fields();
+  run_handler(req);
+
+  const bool keep = parser_->keep_alive() && !closing_ && !server_.stopping.load(std::memory_order_relaxed) &&
+                    !detail::asks_to_close(response_);
+  detail::append_response(out_, response_,
+                          {.head_only = req.method == "HEAD", .keep_alive = keep, .http10 = data_.version() == 10});
+  if (data_.body().capacity() > kKeepCapacity) std::string().swap(data_.body());
+  if (response_.body.capacity() > kKeepCapacity) std::string().swap(response_.body);
+  if (buffer_.capacity() > kKeepCapacity && buffer_.size() < kReadSize) buffer_.shrink_to_fit();
+  phase_ = Phase::kIdle;
+  first_ = false;
+  final_ = !keep;
+}
+
+// The handler fills response_, reused from the last request so that its strings keep their capacity.
+void Session::run_handler(const Request& req) {
+  response_.status = 200;
+  response_.content_type.assign("application/json");
+  response_.headers.clear();
+  response_.body.clear();
+  std::string problem;
+  try {
+    server_.handler(req, response_);
+    problem = detail::check_response(response_);
+  } catch (const std::exception& e) {
+    problem = std::string("the handler threw: ") + e.what();
+  } catch (...) {
+    problem = "the handler threw something other than a std::exception";
+  }
+  if (problem.empty()) return;
+  server_.handler_error(problem);
+  response_.status = 500;
+  response_.content_type.assign("application/json");
+  response_.headers.clear();
+  response_.body = detail::error_json(500, "handler_error", "the server could not answer this request");
+}
+
+void Session::fail(error_code ec) {
+  if (ec == bhttp::error::header_limit) {
+    server_.bad_request("header_too_large");
+    detail::append_error(out_, 431, "header_too_large",
+                         "the request head is over " + std::to_string(server_.options.max_header_bytes) + " bytes");
+  } else if (ec == bhttp::error::body_limit) {
+    server_.bad_request("body_too_large");
+    detail::append_error(out_, 413, "body_too_large",
+                         "the request body is over " + std::to_string(server_.options.max_body_bytes) + " bytes");
+  } else {
+    server_.bad_request("malformed");
+    detail::append_error(out_, 400, "malformed", "malformed request: " + ec.message());
+  }
+  final_ = true;
+}
+
+void Session::write() {
+  writing_ = true;
+  write_deadline_ = Clock::now() + server_.options.idle_timeout;
+  asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](error_code ec, std::size_t) {
+    self->guarded([&] { self->on_write(ec); });
+  });
+}
+
+void Session::on_write(error_code ec) {
+  writing_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (ec) return close();
+  out_.clear();
+  if (out_.capacity() > kKeepCapacity) std::string().swap(out_);
+  if (final_) return linger();
+  if (phase_ == Phase::kIdle) deadline_ = Clock::now() + server_.options.idle_timeout;
+  process();  // pipelined requests may be waiting in the buffer
+}
+
+// Shut our side and discard what still comes, so that closing does not reset the connection (which can destroy
+// the answer before the client reads it) while the client is still sending, a rejected body say.
+void Session::linger() {
+  phase_ = Phase::kLinger;
+  buffer_.clear();
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return close();
+  deadline_ = Clock::now() + std::min<Clock::duration>(linger_time_, server_.options.idle_timeout);
+  if (!reading_) read();
+}
+
+void Session::close() noexcept {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosed;
+  error_code ec;
+  socket_.close(ec);  // pending operations end with operation_aborted; the last handler frees the session
+}
+
+// Idle, with nothing more from the client in our buffer or the kernel's.
+bool Session::quiet() {
+  error_code ec;
+  return buffer_.size() == 0 && (socket_.available(ec) == 0 || ec);
+}
+
+void Session::on_tick(Clock::time_point now) noexcept {
+  guarded([&] {
+    if (phase_ == Phase::kClosed) return;
+    if (writing_) {
+      if (now < write_deadline_) return;
+      server_.bad_request("timeout");  // the client does not read what it asked for
+      return close();
+    }
+    if (now < deadline_) return;
+    switch (phase_) {
+      case Phase::kIdle:
+        if (first_) server_.bad_request("timeout");  // connected, and sent nothing within header_timeout
+        return close();
+      case Phase::kHead:
+      case Phase::kBody:
+        server_.bad_request("timeout");
+        detail::append_error(
+            out_, 408, "timeout",
+            "the request did not arrive within " + std::to_string(server_.options.header_timeout.count()) + " ms");
+        final_ = true;
+        return write();  // alongside the pending read, which will see final_
+      case Phase::kLinger:
+      case Phase::kClosed:
+        return close();
+    }
+  });
+}
+
+void Session::on_stop() noexcept {
+  guarded([&] {
+    closing_ = true;
+    if (phase_ == Phase::kIdle && !writing_ && !final_ && quiet()) close();
+  });
+}
+
+// ---- Worker ----
+
+void Worker::link(Session* s) noexcept {
+  s->next = sessions;
+  if (sessions) sessions->prev = s;
+  sessions = s;
+}
+
+void Worker::unlink(Session* s) noexcept {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  if (stopping && !sessions && sweep) sweep->cancel();  // drained: let the event loop end
+}
+
+void Worker::accept() {
+  acceptor->async_accept([this](error_code ec, tcp::socket socket) {
+    if (stopping || server.stopping.load(std::memory_order_relaxed) || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors, say: try again shortly rather than spin on an error that has not gone away.
+      retry->expires_after(kAcceptRetry);
+      retry->async_wait([this](error_code wec) {
+        if (!wec && !stopping) accept();
       });
       return;
     }
-    if (server.connections.load(std::memory_order_relaxed) >= server.options.max_connections) {
-      reject(std::move(socket));
-    } else {
-      error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      auto session = std::make_shared<Session>(std::move(socket), *this);
-      if (++accepted % 1024 == 0) {
-        std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
-      }
-      sessions.push_back(session);
-      session->start();
+    try {
+      on_accept(std::move(socket));
+    } catch (...) {  // out of memory: the socket closes; keep accepting
     }
     accept();
   });
 }
 
-void Worker::reject(tcp::socket socket) {
-  server.bad_request("too_many_connections");
-  const std::string body = error_body(503, "too_many_connections", "the server has too many connections");
-  const std::string response = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: "
-                               "close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+void Worker::on_accept(tcp::socket socket) {
+  if (server.connections.fetch_add(1, std::memory_order_relaxed) >= server.options.max_connections) {
+    server.connections.fetch_sub(1, std::memory_order_relaxed);
+    server.bad_request("too_many_connections");
+    std::make_shared<Session>(std::move(socket), *this, false)->reject();
+    return;
+  }
+  std::shared_ptr<Session> session;
+  try {
+    session = std::make_shared<Session>(std::move(socket), *this, true);
+  } catch (...) {
+    server.connections.fetch_sub(1, std::memory_order_relaxed);
+    throw;
+  }
+  session->start();
+}
+
+void Worker::arm_sweep() {
+  sweep->expires_after(tick);
+  sweep->async_wait([this](error_code ec) {
+    if (ec) return;
+    const auto now = Clock::now();
+    for (Session* s = sessions; s;) {
+      Session* following = s->next;  // on_tick never frees s: its pending handlers own it
+      s->on_tick(now);
+      s = following;
+    }
+    if (!(stopping && !sessions)) arm_sweep();
+  });
+}
+
+void Worker::begin_stop() {
+  stopping = true;
   error_code ec;
-  asio::write(socket, asio::buffer(response), ec);
-  socket.shutdown(tcp::socket::shutdown_send, ec);
-  socket.close(ec);
+  acceptor->close(ec);
+  retry->cancel();
+  for (Session* s = sessions; s;) {
+    Session* following = s->next;
+    s->on_stop();
+    s = following;
+  }
+  if (!sessions) sweep->cancel();
+}
+
+// ---- Server ----
+
+void Server::Impl::bind() {
+  const bool v6 = options.address.find(':') != std::string::npos;
+  const std::string where = (v6 ? "[" + options.address + "]" : options.address) + ":" + std::to_string(options.port);
+  error_code ec;
+  const auto address = asio::ip::make_address(options.address, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + where + ": '" + options.address + "' is not an IP address");
+  const tcp::endpoint endpoint(address, options.port);
+  tcp::acceptor& first = *workers.front()->acceptor;
+  first.open(endpoint.protocol(), ec);
+  if (!ec) first.set_option(asio::socket_base::reuse_address(true), ec);  // restart despite TIME_WAIT
+  if (!ec) first.bind(endpoint, ec);
+  if (!ec) first.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
+  port = first.local_endpoint().port();
+  listen_fd = ::dup(first.native_handle());
+  if (listen_fd < 0)
+    throw std::runtime_error("cannot listen on " + where + ": " + std::system_category().message(errno));
+  for (std::size_t i = 1; i < workers.size(); ++i) {
+    const int fd = ::dup(listen_fd);
+    if (fd >= 0) workers[i]->acceptor->assign(endpoint.protocol(), fd, ec);
+    if (fd < 0 || ec) {
+      if (fd >= 0) ::close(fd);
+      throw std::runtime_error("cannot listen on " + where + ": " +
+                               (fd < 0 ? std::system_category().message(errno) : ec.message()));
+    }
+  }
+}
+
+void Server::Impl::run(Worker& worker) {
+  tls_server = this;
+  for (;;) {
+    try {
+      worker.ioc->run();
+      break;
+    } catch (...) {  // every handler guards itself; this is the last resort, and the loop goes on
+    }
+  }
+  {
+    std::lock_guard lock(done_mu);
+    --running;
+  }
+  done_cv.notify_all();
+}
+
+void Server::Impl::request_stop() {
+  if (stopping.exchange(true)) return;
+  // Linux: shutting down a listening socket stops it listening (later connects are refused) and fails the
+  // acceptors' pending accepts; the descriptor itself stays ours until close_listener().
+  ::shutdown(listen_fd, SHUT_RD);
+  for (auto& w : workers) {
+    Worker* worker = w.get();
+    asio::post(*worker->ioc, [worker] { worker->begin_stop(); });
+  }
 }
 
 Server::Server(ServerOptions options, Handler handler, ServerEvents events) : impl_(std::make_unique<Impl>()) {
+  if (options.threads < 1) {
+    throw std::invalid_argument("ServerOptions::threads is " + std::to_string(options.threads) +
+                                "; it must be at least 1");
+  }
+  if (!handler) throw std::invalid_argument("the Server's handler is empty");
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
   impl_->events = std::move(events);
+  for (int i = 0; i < impl_->options.threads; ++i) impl_->workers.push_back(std::make_unique<Worker>(*impl_));
+  impl_->bind();
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  impl_->workers.clear();
+}
 
 void Server::start() {
-  std::lock_guard lock(impl_->mu);
-  if (impl_->started) return;
   Impl& s = *impl_;
-  const std::string where = s.options.address + ":" + std::to_string(s.options.port);
-  error_code ec;
-  const auto address = asio::ip::make_address(s.options.address, ec);
-  if (ec) throw std::runtime_error("cannot listen on " + where + ": '" + s.options.address + "' is not an IP address");
-  std::uint16_t port = s.options.port;
-  const int threads = std::max(1, s.options.threads);
-  for (int i = 0; i < threads; ++i) {
-    auto w = std::make_unique<Worker>(s);
-    const tcp::endpoint endpoint(address, port);
-    w->acceptor.open(endpoint.protocol(), ec);
-    if (!ec) w->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) {
-      const int one = 1;
-      if (::setsockopt(w->acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
-        ec.assign(errno, boost::system::system_category());
-      }
-    }
-    if (!ec) w->acceptor.bind(endpoint, ec);
-    if (!ec) w->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
-    port = w->acceptor.local_endpoint().port();  // the one picked for port 0, shared by the other acceptors
-    s.workers.push_back(std::move(w));
-  }
-  s.port = port;
-  s.running = threads;
+  std::lock_guard lock(s.mu);
+  if (s.started || s.stopping.load()) return;
+  s.started = true;
   for (auto& w : s.workers) {
-    w->accept();
-    Worker* raw = w.get();
-    w->thread = std::thread([raw, &s] {
-      raw->ioc.run();
+    Worker* worker = w.get();
+    worker->accept();
+    worker->arm_sweep();
+    {
+      std::lock_guard done(s.done_mu);
+      ++s.running;
+    }
+    try {
+      worker->thread = std::thread([&s, worker] { s.run(*worker); });
+    } catch (...) {
       std::lock_guard done(s.done_mu);
       --s.running;
-      s.done_cv.notify_all();
-    });
+      throw;
+    }
   }
-  s.started = true;
 }
 
 std::uint16_t Server::port() const { return impl_->port; }
 
 void Server::stop() {
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
-  if (!s.started || s.stopped) return;
-  s.stopped = true;
-  s.stopping = true;
-  for (auto& w : s.workers) {
-    Worker* raw = w.get();
-    asio::post(raw->ioc, [raw] {
-      error_code ec;
-      raw->acceptor.close(ec);
-      raw->retry.cancel();
-      for (auto& weak : raw->sessions) {
-        if (auto session = weak.lock()) session->close_if_idle();
-      }
-    });
+  if (s.on_own_thread()) {  // from a handler: begin the drain; joining is for another thread
+    s.request_stop();
+    return;
   }
+  std::lock_guard lock(s.mu);
+  s.request_stop();
+  if (!s.started) {  // no thread will run the posted stop: close the listening socket here
+    for (auto& w : s.workers) {
+      error_code ec;
+      w->acceptor->close(ec);
+    }
+    return;
+  }
+  if (s.joined) return;
   {
     std::unique_lock done(s.done_mu);
     if (!s.done_cv.wait_for(done, s.options.drain_timeout, [&] { return s.running == 0; })) {
-      for (auto& w : s.workers) w->ioc.stop();
+      for (auto& w : s.workers) w->ioc->stop();  // each loop ends once its current handler returns
     }
   }
   for (auto& w : s.workers) {
     if (w->thread.joinable()) w->thread.join();
   }
+  s.joined = true;
+  s.workers.clear();  // closes the connections a timed-out drain left open
+  s.close_listener();
 }
 
 }  // namespace rk::http

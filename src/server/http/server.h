@@ -1,32 +1,61 @@
-// server/http/server.h: an HTTP/1.1 server for ratekeeper's listeners, on Boost.Beast, with its types hidden.
+// server/http/server.h: ratekeeper's HTTP/1.1 server, the protocol adapter between sockets and a Handler.
 //
-//   rk::http::Server server({.address = "127.0.0.1", .port = 8080, .threads = 2},
-//                           [](const rk::http::Request& req, rk::http::Response& res) { res.body = "{}"; });
-//   server.start();   // bound and serving when it returns; port() tells a port picked for port 0
+// It parses requests, calls one function per request, and writes its answer; it knows nothing of rate limits.
+// Boost.Beast and Asio stay inside the library's .cc files: nothing here needs them, so the code base does not
+// compile Beast.
+//
+//   rk::http::Server server({.port = 8080, .threads = 2},
+//                           [](const rk::http::Request& req, rk::http::Response& res) {
+//                             if (req.path != "/hello") { res.status = 404; res.body = R"({"error":"no"})"; return; }
+//                             res.headers.emplace_back("X-Seen", std::string(req.header("user-agent")));
+//                             res.body = R"({"hello":"world"})";
+//                           });
+//   server.start();  // serving when it returns; port() tells the port picked for port 0
 //   ...
-//   server.stop();    // stops accepting, finishes requests in flight (up to drain_timeout), joins its threads
+//   server.stop();   // refuses new connections, lets requests in flight finish, joins its threads
 //
-// Keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests answered in order, on `threads`
-// threads, each with its own event loop and its own SO_REUSEPORT acceptor: no thread per connection.
+// How it serves: `threads` threads, each with its own event loop, all accepting from one listening socket; a
+// connection stays on the thread that accepted it (no thread per connection, no locks per request). HTTP/1.1
+// connections are kept alive, HTTP/1.0 ones when the request asks; pipelined requests are answered in order.
+// `Expect: 100-continue` is honoured. The server writes Content-Length (Content-Type from Response) and
+// `Connection: close` when it will close; HEAD gets the head only; 204 and 304 get no body. A handler's own
+// Content-Length, Transfer-Encoding and Connection headers are dropped (`Connection: close` still closes).
 //
-// Limits, each answered and counted through ServerEvents::on_bad_request(reason), never a crash:
-//   malformed request                 400 and close            "malformed"
-//   body over max_body_bytes          413 and close            "body_too_large"
-//   head over max_header_bytes        431 and close            "header_too_large"
-//   head not in within header_timeout 408 (if anything came) and close   "timeout"
-//   idle keep-alive past idle_timeout close
-//   over max_connections              503 and close            "too_many_connections"
-//   the handler throws                500, connection kept     "handler_error"
-// A kept-alive connection must send each next head within idle_timeout.
+// Limits, defaults in brackets. Each refusal calls ServerEvents::on_bad_request(reason), and none can crash the
+// process. Error answers are JSON: {"error":{"code":N,"reason":"<reason>","message":"<what was wrong>"}}.
 //
-// Thread safety: the handler runs on a server thread, many at once; it must not block for long. stop() may be
-// called from any thread, more than once.
+//   input                                                        answer                reason
+//   malformed request line, header or chunked body; a            400, then close       "malformed"
+//     Transfer-Encoding other than chunked (any, in HTTP/1.0)
+//   body over max_body_bytes [64 KiB], chunked or not            413, then close       "body_too_large"
+//   request line and headers over max_header_bytes [16 KiB]      431, then close       "header_too_large"
+//   request head not in within header_timeout [10 s] of its      408, then close       "timeout"
+//     first byte, or its body not within a further header_timeout
+//   a new connection that sends nothing within header_timeout    close                 "timeout"
+//   a client that does not read its answers for idle_timeout     close                 "timeout"
+//   a kept-alive connection idle for idle_timeout [60 s]         close                 (not counted)
+//   a connection beyond max_connections [10,000]                 503, then close       "too_many_connections"
+//   the handler throws, or answers what cannot be sent (status   500, connection kept  (on_handler_error)
+//     outside 200-599; a header name not a token; CR, LF or NUL in a value)
+// Timeouts are checked every tenth of the shorter of header_timeout and idle_timeout (10 ms to 1 s), so one
+// fires up to that much late. After a last answer (an error, `Connection: close`) the server shuts its side and
+// discards what the client still sends, for up to 1 s or 1 MiB (0.1 s after a 503), so that the client reads the
+// answer rather than a reset. Each connection keeps its buffers from one request to the next (a buffer grown past
+// 64 KiB is released): a kept-alive request costs the server no heap allocation.
+//
+// Thread safety: the handler runs on the server's threads, many calls at once; it must not block for long, since
+// the other connections of its thread wait. Events are called on the server's threads too (and on the thread of
+// stop() for connections a timed-out drain leaves). start() and stop() may be called from any thread, stop() any
+// number of times and from several threads at once; it is not async-signal-safe (call it from a thread that
+// sigwait()s, not from a signal handler). stop() from inside a handler only begins the drain (a thread cannot
+// join itself); the destructor, which must not run on a server thread, finishes it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,54 +63,72 @@
 
 namespace rk::http {
 
+struct Field {
+  std::string_view name;
+  std::string_view value;
+};
+
+// One request, valid only during the handler call: every view points into the connection's buffers.
 struct Request {
   std::string_view method;
   std::string_view target;  // path and query as received
-  std::string_view path;    // without the query
-  std::string_view query;
+  std::string_view path;    // the target up to '?'
+  std::string_view query;   // after '?', "" if none
   std::string_view body;
-  std::string_view remote_ip;
-  std::string_view header(std::string_view name) const;                 // case-insensitive; "" if absent
-  std::vector<std::string_view> headers(std::string_view name) const;   // every value, in order
-  const void* message = nullptr;  // the parsed message, for header lookups
+  std::string_view remote_ip;     // the peer's address without the port; IPv4-mapped IPv6 shown as IPv4
+  std::span<const Field> fields;  // every header field in the order received (trailers of a chunked body left out)
+
+  // Case-insensitive; the first value, "" if absent.
+  std::string_view header(std::string_view name) const;
+  // Case-insensitive; every value, in order.
+  std::vector<std::string_view> headers(std::string_view name) const;
 };
 
 struct Response {
   int status = 200;
-  std::string content_type = "application/json";
+  std::string content_type = "application/json";  // "" for no Content-Type
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
 };
 
+// Called on a server thread; must not block long. An exception it throws becomes a 500.
 using Handler = std::function<void(const Request&, Response&)>;
 
 struct ServerOptions {
-  std::string address = "127.0.0.1";
-  std::uint16_t port = 0;  // 0: a free port, see port()
+  std::string address = "127.0.0.1";  // an IPv4 or IPv6 address, not a host name
+  std::uint16_t port = 0;             // 0: a free port, see port()
   int threads = 2;
   std::size_t max_body_bytes = 64 * 1024;
-  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_header_bytes = 16 * 1024;  // request line and header fields
   std::size_t max_connections = 10000;
-  std::chrono::milliseconds header_timeout{10000};
-  std::chrono::milliseconds idle_timeout{60000};
-  std::chrono::milliseconds drain_timeout{5000};
+  std::chrono::milliseconds header_timeout{10000};  // a request head must be in within this of its first byte
+  std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
+  std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
 };
 
+// Optional hooks, for metrics and logs; called on the server's threads. An exception they throw is ignored.
 struct ServerEvents {
+  // "malformed", "body_too_large", "header_too_large", "timeout" or "too_many_connections".
   std::function<void(std::string_view reason)> on_bad_request;
-  std::function<void(int delta)> on_connection;  // +1 when a connection opens, -1 when it closes
+  std::function<void(int delta)> on_connection;  // +1 when a connection is accepted, -1 when it is gone
+  // The handler threw (what() of the exception) or answered something that cannot be sent. The client gets a
+  // 500 that does not repeat this text.
+  std::function<void(std::string_view what)> on_handler_error;
 };
 
 class Server {
  public:
-  // Throws std::runtime_error naming the address if it cannot listen.
+  // Binds and listens, so a bad address or a port in use throws std::runtime_error here, like
+  // "cannot listen on 127.0.0.1:80: Permission denied". Connections wait in the backlog until start().
   Server(ServerOptions options, Handler handler, ServerEvents events = {});
-  ~Server();
+  ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  void start();
-  std::uint16_t port() const;
+  void start();                // starts the threads; does nothing if started or stopped already
+  std::uint16_t port() const;  // the port listened on, valid from construction on
+  // Stops accepting, closes idle connections, lets requests in flight finish and answers them with
+  // `Connection: close` (up to drain_timeout), then joins the threads.
   void stop();
 
   struct Impl;

@@ -1,0 +1,132 @@
+#include "server/http/response_writer.h"
+
+#include <boost/beast/http/status.hpp>
+#include <charconv>
+
+#include "server/http/ascii.h"
+
+namespace rk::http::detail {
+
+namespace {
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool is_field_value(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+// Framing is the server's: a handler's own copy would contradict it.
+bool is_framing(std::string_view name) {
+  return iequals(name, "content-length") || iequals(name, "transfer-encoding") || iequals(name, "connection");
+}
+
+void append_number(std::string& out, std::size_t n) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  out.append(digits, end);
+}
+
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out.append("\\u00");
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string check_response(const Response& res) {
+  if (res.status < 200 || res.status > 599) return "the handler answered status " + std::to_string(res.status);
+  if (!is_field_value(res.content_type)) return "the handler's Content-Type has CR, LF or NUL in it";
+  for (const auto& [name, value] : res.headers) {
+    if (!is_token(name)) return "the handler's header name '" + name.substr(0, 64) + "' is not a token";
+    if (!is_field_value(value)) return "the handler's header " + name + " has CR, LF or NUL in its value";
+  }
+  return {};
+}
+
+bool asks_to_close(const Response& res) {
+  for (const auto& [name, value] : res.headers) {
+    if (!iequals(name, "connection")) continue;
+    std::string_view rest = value;  // a list of tokens: "close", "close, x-foo"...
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      std::string_view token = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+      if (iequals(token, "close")) return true;
+    }
+  }
+  return false;
+}
+
+void append_response(std::string& out, const Response& res, const Framing& framing) {
+  const auto status = static_cast<unsigned>(res.status);
+  // RFC 9110 6.4.1: 204 and 304 never have a body; a Content-Length would describe some other response's.
+  const bool bodiless = status == 204 || status == 304;
+  const auto phrase = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
+  std::string_view reason(phrase.data(), phrase.size());
+  if (reason.starts_with('<')) reason = "Unknown";  // Beast's "<unknown-status>"
+  out.append("HTTP/1.1 ");
+  append_number(out, status);
+  out.append(" ").append(reason).append("\r\n");
+  if (!res.content_type.empty() && !bodiless) append_field(out, "Content-Type", res.content_type);
+  for (const auto& [name, value] : res.headers) {
+    if (!is_framing(name)) append_field(out, name, value);
+  }
+  if (!bodiless) {
+    out.append("Content-Length: ");
+    append_number(out, res.body.size());
+    out.append("\r\n");
+  }
+  if (!framing.keep_alive) {
+    out.append("Connection: close\r\n");
+  } else if (framing.http10) {
+    out.append("Connection: keep-alive\r\n");
+  }
+  out.append("\r\n");
+  if (!framing.head_only && !bodiless) out.append(res.body);
+}
+
+std::string error_json(int status, std::string_view reason, std::string_view message) {
+  std::string out = "{\"error\":{\"code\":";
+  append_number(out, static_cast<std::size_t>(status));
+  out.append(",\"reason\":");
+  append_json_string(out, reason);
+  out.append(",\"message\":");
+  append_json_string(out, message);
+  out.append("}}");
+  return out;
+}
+
+void append_error(std::string& out, int status, std::string_view reason, std::string_view message) {
+  const Response res{.status = status, .body = error_json(status, reason, message)};
+  append_response(out, res, {.keep_alive = false});
+}
+
+}  // namespace rk::http::detail
