@@ -157,6 +157,7 @@ struct HttpServer : ::testing::Test {
   }
 
   void handle(const Request& req, Response& res) {
+    if (req.path.starts_with("/defer")) return defer(req);
     if (req.path == "/throw") throw std::runtime_error("secret detail");
     if (req.path == "/throw-int") throw 42;
     if (req.path == "/inject") res.headers.emplace_back("X-Bad", "a\r\nSet-Cookie: x=1");
@@ -173,6 +174,31 @@ struct HttpServer : ::testing::Test {
     res.body = std::string(req.method) + " " + std::string(req.path) + " q=" + std::string(req.query) +
                " ip=" + std::string(req.remote_ip) + " n=" + std::to_string(req.headers("X-MULTI").size()) +
                " body=" + std::string(req.body);
+  }
+
+  // /defer parks its Reply for the test to send; /defer-thread answers from another thread at once; -drop drops
+  // it unsent; -twice calls defer() twice; -throw throws after deferring, parking the stale Reply.
+  void defer(const Request& req) {
+    rk::http::Reply reply = req.defer();
+    const std::string body = "deferred " + std::string(req.query);
+    if (req.path == "/defer-drop") return;
+    if (req.path == "/defer-twice") (void)req.defer();
+    if (req.path == "/defer-thread") {
+      std::thread([reply = std::move(reply), body]() mutable { reply.send({.body = body}); }).detach();
+      return;
+    }
+    std::lock_guard lock(mu);
+    parked.push_back(std::move(reply));
+    cv.notify_all();
+    if (req.path == "/defer-throw") throw std::runtime_error("after deferring");
+  }
+  rk::http::Reply take_parked() {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, 5s, [&] { return !parked.empty(); });
+    if (parked.empty()) return {};
+    rk::http::Reply r = std::move(parked.front());
+    parked.erase(parked.begin());
+    return r;
   }
 
   int count(const std::string& reason) {
@@ -193,6 +219,7 @@ struct HttpServer : ::testing::Test {
   bool release = false;  // under mu
   std::map<std::string, int> reasons;
   std::vector<std::string> handler_errors;
+  std::vector<rk::http::Reply> parked;  // under mu
   std::atomic<int> connections{0};
   std::unique_ptr<Server> server;  // last: stopped before the members its handler uses go
 };
@@ -552,6 +579,82 @@ TEST_F(HttpServer, ManyClientsAtOnce) {
   for (auto& c : clients) c.join();
   EXPECT_EQ(ok.load(), kClients * kRequests);
   EXPECT_EQ(bad_requests(), 0);
+}
+
+TEST_F(HttpServer, ADeferredAnswerComesFromAnotherThreadAndKeepsPipelinedOrder) {
+  start();
+  Client c(port());
+  ASSERT_TRUE(c.send("GET /defer?a HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\nHost: t\r\n\r\n"));
+  rk::http::Reply reply = take_parked();
+  ASSERT_TRUE(reply);
+  std::thread([&] { reply.send({.status = 429, .headers = {{"Retry-After", "3"}}, .body = "later"}); }).join();
+  const auto first = c.read();
+  EXPECT_EQ(first.status, 429);
+  EXPECT_EQ(first.header("retry-after"), "3");
+  EXPECT_EQ(first.body, "later");
+  const auto second = c.read();
+  EXPECT_EQ(second.status, 200);
+  EXPECT_TRUE(second.body.starts_with("GET /after")) << second.body;
+  reply.send({.body = "again"});  // a second send does nothing
+  EXPECT_EQ(c.get("/x").status, 200);
+}
+
+TEST_F(HttpServer, ManyDeferredAnswersFromOtherThreads) {
+  start({.threads = 2});
+  std::vector<std::thread> clients;
+  std::atomic<int> right{0};
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&, t] {
+      Client c(port());
+      for (int i = 0; i < 50; ++i) {
+        const std::string q = std::to_string(t) + "-" + std::to_string(i);
+        const auto r = c.get("/defer-thread?" + q);
+        right += r.status == 200 && r.body == "deferred " + q;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(right.load(), 300);
+}
+
+TEST_F(HttpServer, ADroppedOrDoubleDeferralIs500AndTheConnectionGoesOn) {
+  start();
+  Client c(port());
+  EXPECT_EQ(c.get("/defer-drop").status, 500);
+  EXPECT_EQ(c.get("/defer-twice").status, 500);
+  EXPECT_EQ(c.get("/defer-throw").status, 500);
+  take_parked().send({.body = "stale"});  // the handler threw after deferring: its Reply is stale
+  EXPECT_TRUE(c.get("/x").body.starts_with("GET /x"));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(handler_errors.size(), 3u);
+  EXPECT_NE(handler_errors[0].find("dropped"), std::string::npos) << handler_errors[0];
+  EXPECT_NE(handler_errors[1].find("twice"), std::string::npos) << handler_errors[1];
+  EXPECT_NE(handler_errors[2].find("after deferring"), std::string::npos) << handler_errors[2];
+}
+
+TEST_F(HttpServer, AReplySentAfterTheServerStoppedIsDiscarded) {
+  start({.drain_timeout = 200ms});
+  Client c(port());
+  ASSERT_TRUE(c.send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
+  rk::http::Reply reply = take_parked();
+  server->stop();  // the drain times out on the waiting connection
+  server.reset();
+  reply.send({.body = "too late"});  // must touch nothing of the server
+  EXPECT_TRUE(c.closed());
+}
+
+TEST_F(HttpServer, StopWaitsForADeferredAnswerAndClosesAfterIt) {
+  start();
+  Client c(port());
+  ASSERT_TRUE(c.send("GET /defer?x HTTP/1.1\r\nHost: t\r\n\r\n"));
+  rk::http::Reply reply = take_parked();
+  std::thread stopper([&] { server->stop(); });
+  ASSERT_TRUE(eventually([&] { return !Client(port()).connected(); }));  // no longer accepting
+  reply.send({.body = "in time"});
+  const auto r = c.read();
+  stopper.join();
+  EXPECT_EQ(r.body, "in time");
+  EXPECT_EQ(lower(r.header("connection")), "close");
 }
 
 TEST(HttpServerStart, CannotListenIsAClearError) {

@@ -87,6 +87,37 @@ Clock::duration sweep_interval(const ServerOptions& o) {
 class Worker;
 class Session;
 
+}  // namespace rk::http
+
+namespace rk::http::detail {
+
+// The way back to a connection for a deferred answer (Reply). Thread safety: deliver() from any thread; open()
+// and close() on the connection's thread. `mu_` guards `open_`, closed before the connection or its event loop
+// goes, so that a late Reply never touches either.
+class ReplyChannel : public std::enable_shared_from_this<ReplyChannel> {
+ public:
+  ReplyChannel(asio::io_context::executor_type executor, std::weak_ptr<Session> session, Session* raw)
+      : executor_(executor), session_(std::move(session)), raw_(raw) {}
+
+  Reply defer();  // from the handler, on the connection's thread
+  void deliver(std::uint64_t seq, Response response, bool dropped) noexcept;
+  void close() noexcept {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+
+ private:
+  asio::io_context::executor_type executor_;
+  std::weak_ptr<Session> session_;
+  Session* raw_;  // for defer(), which runs inside the session's own handler call
+  std::mutex mu_;
+  bool open_ = true;
+};
+
+}  // namespace rk::http::detail
+
+namespace rk::http {
+
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
@@ -137,14 +168,7 @@ class Worker {
     sweep.emplace(*ioc);
     retry.emplace(*ioc);
   }
-  ~Worker() {
-    // Asio objects go before their io_context; destroying it destroys the pending handlers, and with them the
-    // sessions, which unlink themselves from `sessions` (still alive).
-    acceptor.reset();
-    sweep.reset();
-    retry.reset();
-    ioc.reset();
-  }
+  ~Worker();
 
   void accept();
   void arm_sweep();
@@ -179,13 +203,20 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_tick(Clock::time_point now) noexcept;
   void on_stop() noexcept;
 
+  // Reply's side: the handler deferred its answer; the answer arrives (on this session's thread).
+  std::uint64_t begin_deferral();
+  void on_reply(std::uint64_t seq, Response response, bool dropped) noexcept;
+  // Server teardown: no deferred answer can arrive any more; returns the session's hold on itself, if any.
+  std::shared_ptr<Session> abandon() noexcept;
+
   Session* prev = nullptr;  // Worker::sessions
   Session* next = nullptr;
 
  private:
-  // kIdle: waiting for a request's first byte; kHead, kBody: a request is arriving; kLinger: the final answer is
-  // out and our side is shut; what the client still sends is discarded until it closes.
-  enum class Phase : std::uint8_t { kIdle, kHead, kBody, kLinger, kClosed };
+  // kIdle: waiting for a request's first byte; kHead, kBody: a request is arriving; kWaiting: its handler deferred
+  // the answer (nothing more is read meanwhile); kLinger: the final answer is out and our side is shut; what the
+  // client still sends is discarded until it closes.
+  enum class Phase : std::uint8_t { kIdle, kHead, kBody, kWaiting, kLinger, kClosed };
 
   template <class F>
   void guarded(F&& f) noexcept;  // any exception closes this connection, and only it
@@ -197,7 +228,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool head_over_limit(std::size_t used, error_code ec);
   void on_head();
   void answer();
+  void finish_answer();
   void run_handler(const Request& req);
+  void handler_failed(const std::string& problem);
   void fail(error_code ec);
   void write();
   void on_write(error_code ec);
@@ -226,6 +259,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::duration linger_time_ = kLingerTime;
   std::size_t head_bytes_ = 0;  // of the current request's head, parsed so far
   std::size_t lingered_ = 0;
+  std::shared_ptr<detail::ReplyChannel> channel_;  // made by start(), for deferred answers
+  std::uint64_t seq_ = 0;                          // of the request whose answer is deferred
+  bool deferring_ = false;                         // the running handler called defer()
+  std::shared_ptr<Session> held_;                  // while kWaiting: nothing else keeps the session alive
 };
 
 // ---- Session ----
@@ -240,6 +277,7 @@ Session::Session(tcp::socket socket, Worker& worker, bool counted)
 }
 
 Session::~Session() {
+  if (channel_) channel_->close();
   worker_.unlink(this);
   if (counted_) {
     server_.connections.fetch_sub(1, std::memory_order_relaxed);
@@ -258,6 +296,7 @@ void Session::guarded(F&& f) noexcept {
 
 void Session::start() noexcept {
   guarded([&] {
+    channel_ = std::make_shared<detail::ReplyChannel>(worker_.ioc->get_executor(), weak_from_this(), this);
     deadline_ = Clock::now() + server_.options.header_timeout;
     read();
   });
@@ -296,7 +335,7 @@ void Session::on_read(error_code ec, std::size_t n) {
 
 // Parses and answers every complete request in the buffer, then writes the answers or reads for more.
 void Session::process() {
-  while (!final_) {
+  while (!final_ && phase_ != Phase::kWaiting) {
     if (phase_ == Phase::kIdle) {
       skip_empty_lines();
       if (buffer_.size() == 0) break;
@@ -321,6 +360,7 @@ void Session::process() {
     }
   }
   if (!out_.empty()) return write();
+  if (phase_ == Phase::kWaiting) return;  // on_reply goes on
   if (closing_ && phase_ == Phase::kIdle && quiet()) return close();
   read();
 }
@@ -370,12 +410,21 @@ void Session::answer() {
   req.body = data_.body();
   req.remote_ip = remote_ip_;
   req.fields = data_.fields();
+  req.channel = channel_.get();
   run_handler(req);
+  if (deferring_) {
+    phase_ = Phase::kWaiting;
+    held_ = shared_from_this();
+    return;
+  }
+  finish_answer();
+}
 
+void Session::finish_answer() {
   const bool keep = parser_->keep_alive() && !closing_ && !server_.stopping.load(std::memory_order_relaxed) &&
                     !detail::asks_to_close(response_);
   detail::append_response(out_, response_,
-                          {.head_only = req.method == "HEAD", .keep_alive = keep, .http10 = data_.version() == 10});
+                          {.head_only = data_.method() == "HEAD", .keep_alive = keep, .http10 = data_.version() == 10});
   if (data_.body().capacity() > kKeepCapacity) std::string().swap(data_.body());
   if (response_.body.capacity() > kKeepCapacity) std::string().swap(response_.body);
   if (buffer_.capacity() > kKeepCapacity && buffer_.size() < kReadSize) buffer_.shrink_to_fit();
@@ -390,21 +439,57 @@ void Session::run_handler(const Request& req) {
   response_.content_type.assign("application/json");
   response_.headers.clear();
   response_.body.clear();
+  deferring_ = false;
   std::string problem;
   try {
     server_.handler(req, response_);
-    problem = detail::check_response(response_);
+    if (!deferring_) problem = detail::check_response(response_);
   } catch (const std::exception& e) {
     problem = std::string("the handler threw: ") + e.what();
   } catch (...) {
     problem = "the handler threw something other than a std::exception";
   }
   if (problem.empty()) return;
+  handler_failed(problem);
+}
+
+void Session::handler_failed(const std::string& problem) {
+  deferring_ = false;  // a Reply the handler made before it threw is stale: its seq is passed
+  ++seq_;
   server_.handler_error(problem);
   response_.status = 500;
   response_.content_type.assign("application/json");
   response_.headers.clear();
   response_.body = detail::error_json(500, "handler_error", "the server could not answer this request");
+}
+
+std::uint64_t Session::begin_deferral() {
+  if (deferring_) throw std::logic_error("Request::defer() called twice for one request");
+  deferring_ = true;
+  return ++seq_;
+}
+
+void Session::on_reply(std::uint64_t seq, Response response, bool dropped) noexcept {
+  if (phase_ != Phase::kWaiting || seq != seq_) return;  // stale, or the connection has closed meanwhile
+  const std::shared_ptr<Session> self = std::move(held_);
+  guarded([&] {
+    deferring_ = false;
+    phase_ = Phase::kBody;
+    if (dropped) {
+      handler_failed("the handler's deferred Reply was dropped unsent");
+    } else {
+      response_ = std::move(response);
+      if (std::string problem = detail::check_response(response_); !problem.empty()) handler_failed(problem);
+    }
+    finish_answer();
+    process();
+  });
+}
+
+std::shared_ptr<Session> Session::abandon() noexcept {
+  if (channel_) channel_->close();
+  ++seq_;
+  return std::move(held_);
 }
 
 void Session::fail(error_code ec) {
@@ -475,7 +560,7 @@ void Session::on_tick(Clock::time_point now) noexcept {
       server_.bad_request("timeout");  // the client does not read what it asked for
       return close();
     }
-    if (now < deadline_) return;
+    if (phase_ == Phase::kWaiting || now < deadline_) return;  // a deferred answer is the handler's to bound
     switch (phase_) {
       case Phase::kIdle:
         if (first_) server_.bad_request("timeout");  // connected, and sent nothing within header_timeout
@@ -488,6 +573,7 @@ void Session::on_tick(Clock::time_point now) noexcept {
             "the request did not arrive within " + std::to_string(server_.options.header_timeout.count()) + " ms");
         final_ = true;
         return write();  // alongside the pending read, which will see final_
+      case Phase::kWaiting:
       case Phase::kLinger:
       case Phase::kClosed:
         return close();
@@ -503,6 +589,22 @@ void Session::on_stop() noexcept {
 }
 
 // ---- Worker ----
+
+Worker::~Worker() {
+  // No deferred answer may reach a session from here on (a Reply sent now is discarded), and a session waiting
+  // for one, which holds itself, is let go while `sessions` is still walkable.
+  std::vector<std::shared_ptr<Session>> held;
+  for (Session* s = sessions; s; s = s->next) {
+    if (auto self = s->abandon()) held.push_back(std::move(self));
+  }
+  held.clear();
+  // Asio objects go before their io_context; destroying it destroys the pending handlers, and with them the
+  // sessions, which unlink themselves from `sessions` (still alive).
+  acceptor.reset();
+  sweep.reset();
+  retry.reset();
+  ioc.reset();
+}
 
 void Worker::link(Session* s) noexcept {
   s->next = sessions;
@@ -710,6 +812,51 @@ void Server::stop() {
   s.joined = true;
   s.workers.clear();  // closes the connections a timed-out drain left open
   s.close_listener();
+}
+
+// ---- Reply ----
+
+namespace detail {
+
+Reply ReplyChannel::defer() { return Reply(shared_from_this(), raw_->begin_deferral()); }
+
+void ReplyChannel::deliver(std::uint64_t seq, Response response, bool dropped) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    if (!open_) return;
+    asio::post(executor_, [session = session_, seq, dropped, r = std::move(response)]() mutable {
+      if (auto s = session.lock()) s->on_reply(seq, std::move(r), dropped);
+    });
+  } catch (...) {  // out of memory: the connection's answer is lost; it closes with the server
+  }
+}
+
+}  // namespace detail
+
+Reply::Reply(Reply&& other) noexcept : channel_(std::move(other.channel_)), seq_(other.seq_) {}
+
+Reply& Reply::operator=(Reply&& other) noexcept {
+  if (this != &other) {
+    if (channel_) channel_->deliver(seq_, Response{}, true);
+    channel_ = std::move(other.channel_);
+    seq_ = other.seq_;
+  }
+  return *this;
+}
+
+Reply::~Reply() {
+  if (channel_) channel_->deliver(seq_, Response{}, true);
+}
+
+void Reply::send(Response response) {
+  if (!channel_) return;
+  const auto channel = std::move(channel_);
+  channel->deliver(seq_, std::move(response), false);
+}
+
+Reply Request::defer() const {
+  if (!channel) return {};
+  return channel->defer();
 }
 
 }  // namespace rk::http

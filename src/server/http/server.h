@@ -63,6 +63,42 @@
 
 namespace rk::http {
 
+struct Response;
+namespace detail {
+class ReplyChannel;  // in server.cc
+}  // namespace detail
+
+// An answer given later, from any thread: what Request::defer() hands out.
+//
+//   handler = [&](const Request& req, Response&) {
+//     auto body = std::string(req.body);      // copy what the answer needs: the request's views die on return
+//     store.lookup_async(body, [reply = req.defer()](std::string found) mutable {
+//       reply.send({.body = std::move(found)});  // on any thread, once
+//     });
+//   };
+//
+// The connection waits (reading nothing more) until the answer is sent; pipelined requests behind it are answered
+// after it, in order. A Reply dropped unsent answers 500 (and calls on_handler_error); one sent after its server
+// has stopped, or its connection has gone, is discarded.
+class Reply {
+ public:
+  Reply() = default;
+  Reply(Reply&& other) noexcept;
+  Reply& operator=(Reply&& other) noexcept;
+  Reply(const Reply&) = delete;
+  Reply& operator=(const Reply&) = delete;
+  ~Reply();
+
+  void send(Response response);  // at most once; later calls do nothing
+  explicit operator bool() const { return channel_ != nullptr; }
+
+ private:
+  friend class detail::ReplyChannel;
+  Reply(std::shared_ptr<detail::ReplyChannel> channel, std::uint64_t seq) : channel_(std::move(channel)), seq_(seq) {}
+  std::shared_ptr<detail::ReplyChannel> channel_;
+  std::uint64_t seq_ = 0;
+};
+
 struct Field {
   std::string_view name;
   std::string_view value;
@@ -82,6 +118,12 @@ struct Request {
   std::string_view header(std::string_view name) const;
   // Case-insensitive; every value, in order.
   std::vector<std::string_view> headers(std::string_view name) const;
+
+  // Answer this request later through the Reply rather than through the handler's Response, which is then
+  // ignored. At most once per request (a second call throws std::logic_error); null outside a server.
+  Reply defer() const;
+
+  detail::ReplyChannel* channel = nullptr;  // set by the server
 };
 
 struct Response {
@@ -91,7 +133,8 @@ struct Response {
   std::string body;
 };
 
-// Called on a server thread; must not block long. An exception it throws becomes a 500.
+// Called on a server thread; must not block long (answer through req.defer() instead of waiting). An exception it
+// throws becomes a 500.
 using Handler = std::function<void(const Request&, Response&)>;
 
 struct ServerOptions {
