@@ -78,11 +78,17 @@ struct ForwardAuth {
   std::vector<std::vector<EntrySource>> descriptors;
 };
 
+// Where a domain's counters live, and what to answer when that store cannot be reached (docs/redis.md).
+enum class StoreKind : std::uint8_t { kDefault, kMemory, kRedis };  // kDefault: Redis if the service has one
+enum class FailurePolicy : std::uint8_t { kDefault, kFailOpen, kFailClosed, kLocal };  // kDefault: the service's
+
 struct DomainConfig {
   std::string domain;
   std::vector<Descriptor> descriptors;
   bool shadow_mode = false;      // every rule of the domain counts but never refuses
   bool all_or_nothing = false;   // a request's descriptors are charged only if none is over the limit
+  StoreKind store = StoreKind::kDefault;
+  FailurePolicy redis_failure = FailurePolicy::kDefault;
   ForwardAuth forward_auth;
   std::string file;
 };

@@ -465,7 +465,8 @@ void Parser::domain(const YAML::Node& root, DomainConfig& out) {
     errors_.push_back({{file_, 1, 1}, "a rules file is a map with a domain and its descriptors"});
     return;
   }
-  check_map(root, "rules", {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth"});
+  check_map(root, "rules", {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth",
+                            "store", "redis_failure"});
   if (!root["domain"]) {
     errors_.push_back({{file_, 1, 1}, "domain: missing (every rules file names its domain)"});
   } else if (auto d = string(root["domain"], "domain")) {
@@ -475,6 +476,21 @@ void Parser::domain(const YAML::Node& root, DomainConfig& out) {
   if (root["defaults"]) defaults(root["defaults"]);
   if (root["shadow_mode"]) out.shadow_mode = boolean(root["shadow_mode"], "shadow_mode").value_or(false);
   if (root["all_or_nothing"]) out.all_or_nothing = boolean(root["all_or_nothing"], "all_or_nothing").value_or(false);
+  if (root["store"]) {
+    if (auto s = string(root["store"], "store")) {
+      if (*s == "memory") out.store = StoreKind::kMemory;
+      else if (*s == "redis") out.store = StoreKind::kRedis;
+      else fail(root["store"], "store: unknown store '" + *s + "' (memory, redis)");
+    }
+  }
+  if (root["redis_failure"]) {
+    if (auto s = string(root["redis_failure"], "redis_failure")) {
+      if (*s == "fail_open") out.redis_failure = FailurePolicy::kFailOpen;
+      else if (*s == "fail_closed") out.redis_failure = FailurePolicy::kFailClosed;
+      else if (*s == "local") out.redis_failure = FailurePolicy::kLocal;
+      else fail(root["redis_failure"], "redis_failure: unknown policy '" + *s + "' (fail_open, fail_closed, local)");
+    }
+  }
   if (root["descriptors"]) descriptors(root["descriptors"], "descriptors", 1, out.descriptors);
   if (root["forward_auth"]) forward_auth(root["forward_auth"], out.forward_auth);
 }

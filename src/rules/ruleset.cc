@@ -55,6 +55,7 @@ struct Builder {
       if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
         rule->identity = domain.domain + "\n" + identity + "\n" +
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);
+        rule->store_prefix = "rk:" + content_hash(rule->identity) + ":";
         rule->limiter = reuse(rule->identity);
         if (!rule->limiter) rule->limiter = std::make_shared<Limiter>(d.rate_limit->spec, options.store, options.clock);
       }

@@ -31,6 +31,7 @@ struct Rule {
   bool quota_mode;
   std::shared_ptr<Limiter> limiter;  // null for unlimited and blocked rules
   std::string identity;
+  std::string store_prefix;  // "rk:<hash of identity>:": the rule's keys in a shared store (Redis) start with it
 };
 
 struct Entry {

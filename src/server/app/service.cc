@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <set>
 
@@ -49,6 +50,7 @@ struct Pending {
   std::string key;
   std::uint64_t hits;
   bool shadow;
+  std::string store_prefix;  // the key's prefix in a remote store
 };
 
 }  // namespace
@@ -63,7 +65,9 @@ std::string_view code_name(Code c) {
 }
 
 Service::Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, ServiceOptions options)
-    : rules_(rules), clock_(std::move(clock)), options_(std::move(options)) {}
+    : rules_(rules), clock_(std::move(clock)), options_(std::move(options)) {
+  if (options_.remote) breaker_ = std::make_unique<CircuitBreaker>(clock_, options_.breaker);
+}
 
 std::optional<RequestError> Service::validate(const CheckRequest& r) const {
   const RequestLimits& l = options_.limits;
@@ -117,40 +121,109 @@ std::shared_ptr<Limiter> Service::override_limiter(const std::string& domain, co
   return limiter;
 }
 
-std::variant<CheckResponse, RequestError> Service::check(const CheckRequest& request) { return run(request, true); }
-std::variant<CheckResponse, RequestError> Service::dry_run(const CheckRequest& request) { return run(request, false); }
+struct Service::Job {
+  CheckRequest request;
+  CheckResponse resp;
+  std::vector<Pending> pending;
+  std::int64_t now = 0;
+  bool charge = false;
+  bool charge_all = false;  // all_or_nothing: false once a limit refused in the look
+  const rules::DomainConfig* domain = nullptr;
+  rules::FailurePolicy policy = rules::FailurePolicy::kFailOpen;
+  std::vector<Decision> looked;                 // all_or_nothing's look, per pending
+  std::vector<rules::FailurePolicy> fell_back;  // per pending: the policy that decided, or kDefault
+  std::vector<std::string> store_errors;        // per pending
+  CheckDone done;
+
+  // Whether pending k is charged in the final pass (after the look, if there was one).
+  bool charged_in_final(std::size_t k) const {
+    return charge && (charge_all || (!looked[k].allowed && !pending[k].shadow));
+  }
+};
+
+namespace {
+
+template <class F>
+CheckResult wait_for(F&& start) {
+  std::promise<CheckResult> promise;
+  auto future = promise.get_future();
+  start([&promise](CheckResult r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+}  // namespace
+
+void Service::check_async(CheckRequest request, CheckDone done) { run(std::move(request), true, std::move(done)); }
+void Service::dry_run_async(CheckRequest request, CheckDone done) { run(std::move(request), false, std::move(done)); }
+CheckResult Service::check(const CheckRequest& request) {
+  return wait_for([&](CheckDone done) { check_async(request, std::move(done)); });
+}
+CheckResult Service::dry_run(const CheckRequest& request) {
+  return wait_for([&](CheckDone done) { dry_run_async(request, std::move(done)); });
+}
+
+bool Service::uses_remote(const rules::DomainConfig* domain) const {
+  if (!options_.remote) return false;
+  return !domain || domain->store != rules::StoreKind::kMemory;  // request overrides of unknown domains too
+}
 
 std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
   if (auto e = validate(request)) return *e;
   std::vector<bool> out(request.descriptors.size(), false);
   const auto set = rules_.current();
   if (!set) return out;
+  const bool remote = uses_remote(set->domain(request.domain));
   std::vector<rules::Entry> entries;
+  std::vector<std::string> keys;
+  std::vector<std::size_t> at;
   for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
     entries.clear();
     for (const auto& [k, v] : request.descriptors[i].entries) entries.push_back({k, v});
     const rules::Match m = set->match(request.domain, entries);
-    if (m.rule && m.rule->limiter) out[i] = m.rule->limiter->reset(m.counter_key);
+    if (!m.rule || !m.rule->limiter) continue;
+    out[i] = m.rule->limiter->reset(m.counter_key);  // the local fallback's state too
+    if (remote) {
+      keys.push_back(m.rule->store_prefix + m.counter_key);
+      at.push_back(i);
+    }
+  }
+  if (!keys.empty()) {
+    std::promise<std::vector<std::optional<bool>>> promise;
+    auto future = promise.get_future();
+    options_.remote->reset(std::move(keys),
+                           [&promise](std::vector<std::optional<bool>> r) { promise.set_value(std::move(r)); });
+    const auto existed = future.get();
+    for (std::size_t j = 0; j < at.size() && j < existed.size(); ++j) {
+      if (existed[j].value_or(false)) out[at[j]] = true;
+    }
   }
   return out;
 }
 
-std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& request, bool charge) {
-  if (auto e = validate(request)) return *e;
-  CheckResponse resp;
+void Service::run(CheckRequest request, bool charge, CheckDone done) {
+  if (auto e = validate(request)) return done(std::move(*e));
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  job->charge = job->charge_all = charge;
+  job->done = std::move(done);
+  const CheckRequest& req = job->request;
+  CheckResponse& resp = job->resp;
   resp.rules = rules_.current();
-  resp.statuses.resize(request.descriptors.size());
-  const std::int64_t now = clock_->now().count();
+  resp.statuses.resize(req.descriptors.size());
+  job->now = clock_->now().count();
   const rules::RuleSet* set = resp.rules.get();
-  const rules::DomainConfig* domain = set ? set->domain(request.domain) : nullptr;
+  const rules::DomainConfig* domain = set ? set->domain(req.domain) : nullptr;
+  job->domain = domain;
+  job->policy = domain && domain->redis_failure != rules::FailurePolicy::kDefault ? domain->redis_failure
+                                                                                   : options_.redis_failure;
+  std::vector<Pending>& pending = job->pending;
 
   // 1. Match every descriptor to its limit.
-  std::vector<Pending> pending;
   std::vector<rules::Entry> entries;
-  for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
-    const CheckDescriptor& d = request.descriptors[i];
+  for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
+    const CheckDescriptor& d = req.descriptors[i];
     DescriptorStatus& st = resp.statuses[i];
-    const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, request.hits_addend);
+    const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, req.hits_addend);
     if (d.limit) {
       st.has_limit = true;
       st.name = "override";
@@ -162,14 +235,16 @@ std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& reque
         rules::append_key_part(key, k);
         rules::append_key_part(key, v);
       }
-      auto limiter = d.limit->requests_per_unit ? override_limiter(request.domain, *d.limit) : nullptr;
-      pending.push_back({i, std::move(limiter), std::move(key), hits, false});
+      auto limiter = d.limit->requests_per_unit ? override_limiter(req.domain, *d.limit) : nullptr;
+      const std::string id =
+          req.domain + "\n" + std::to_string(d.limit->requests_per_unit) + "/" + std::string(rules::unit_name(d.limit->unit));
+      pending.push_back({i, std::move(limiter), std::move(key), hits, false, "rk:override:" + rules::content_hash(id) + ":"});
       continue;
     }
     if (!domain) continue;
     entries.clear();
     for (const auto& [k, v] : d.entries) entries.push_back({k, v});
-    rules::Match m = set->match(request.domain, entries);
+    rules::Match m = set->match(req.domain, entries);
     if (!m.rule) continue;
     st.rule = m.rule;
     if (m.rule->limit->unlimited) {
@@ -179,7 +254,8 @@ std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& reque
       continue;
     }
     describe(st, *m.rule->limit, m.rule->name);
-    pending.push_back({i, m.rule->limiter, std::move(m.counter_key), hits, m.rule->shadow_mode || options_.shadow_mode});
+    pending.push_back({i, m.rule->limiter, std::move(m.counter_key), hits, m.rule->shadow_mode || options_.shadow_mode,
+                       m.rule->store_prefix});
   }
 
   // 2. A limit named in another matched limit's `replaces` is dropped.
@@ -198,35 +274,149 @@ std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& reque
       return true;
     });
   }
+  job->looked.resize(pending.size());
+  job->fell_back.resize(pending.size(), rules::FailurePolicy::kDefault);
+  job->store_errors.resize(pending.size());
 
   // 3. Decide. all_or_nothing: look first, and charge nothing but the refusing limits if any limit refuses.
-  bool charge_all = charge;
-  std::vector<Decision> looked(pending.size());
-  if (charge && domain && domain->all_or_nothing && pending.size() > 1) {
+  const bool look = charge && domain && domain->all_or_nothing && pending.size() > 1;
+  if (!uses_remote(domain)) {
+    decide_local(*job, look);
+    return finish(*job);
+  }
+  decide_remote(std::move(job), look);
+}
+
+void Service::decide_local(Job& job, bool look) {
+  const Nanos now{job.now};
+  if (look) {
     bool refused = false;
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      const Pending& p = pending[k];
+    for (std::size_t k = 0; k < job.pending.size(); ++k) {
+      const Pending& p = job.pending[k];
       if (!p.limiter) {
         refused |= !p.shadow;
         continue;
       }
-      looked[k] = p.limiter->peek_at(p.key, Nanos{now}, p.hits);
-      refused |= !looked[k].allowed && !p.shadow;
+      job.looked[k] = p.limiter->peek_at(p.key, now, p.hits);
+      refused |= !job.looked[k].allowed && !p.shadow;
     }
-    charge_all = !refused;
+    job.charge_all = !refused;
   }
-  for (std::size_t k = 0; k < pending.size(); ++k) {
-    const Pending& p = pending[k];
-    DescriptorStatus& st = resp.statuses[p.index];
+  for (std::size_t k = 0; k < job.pending.size(); ++k) {
+    const Pending& p = job.pending[k];
+    DescriptorStatus& st = job.resp.statuses[p.index];
     if (!p.limiter) {
-      apply_blocked(st, now);
-    } else if (charge_all || (charge && !looked[k].allowed && !p.shadow)) {
-      apply(st, p.limiter->check_at(p.key, Nanos{now}, p.hits));
+      apply_blocked(st, job.now);
+    } else if (job.charged_in_final(k)) {
+      apply(st, p.limiter->check_at(p.key, now, p.hits));
       st.charged = true;
     } else {
-      apply(st, charge ? looked[k] : p.limiter->peek_at(p.key, Nanos{now}, p.hits));
+      apply(st, job.charge ? job.looked[k] : p.limiter->peek_at(p.key, now, p.hits));
     }
-    if (st.code == Code::kOverLimit && p.shadow) {
+  }
+}
+
+// The domain's policy decides for a descriptor the store did not answer.
+Decision Service::fallback(Job& job, std::size_t k, const RemoteResult& r, bool looking) {
+  const Pending& p = job.pending[k];
+  job.fell_back[k] = job.policy;
+  job.store_errors[k] = r.error;
+  remote_stats_.fallbacks[static_cast<int>(job.policy)].fetch_add(1, std::memory_order_relaxed);
+  const LimitSpec& spec = p.limiter->spec();
+  switch (job.policy) {
+    case rules::FailurePolicy::kFailClosed:
+      return Decision{.allowed = false,
+                      .limit = spec.limit,
+                      .retry_after = options_.fail_closed_retry_after,
+                      .reset_after = options_.fail_closed_retry_after};
+    case rules::FailurePolicy::kLocal:
+      if (looking || !job.charged_in_final(k)) return p.limiter->peek_at(p.key, Nanos{job.now}, p.hits);
+      return p.limiter->check_at(p.key, Nanos{job.now}, p.hits);
+    case rules::FailurePolicy::kFailOpen:
+    case rules::FailurePolicy::kDefault:
+      break;
+  }
+  return Decision{.allowed = true, .limit = spec.limit};
+}
+
+void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
+  std::vector<RemoteOp> ops;
+  std::vector<std::size_t> of_op;  // the pending index of each op
+  for (std::size_t k = 0; k < job->pending.size(); ++k) {
+    const Pending& p = job->pending[k];
+    if (!p.limiter) continue;
+    if (!looking && job->charge && !job->charged_in_final(k)) continue;  // the look's decision stands
+    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, looking || !job->charge});
+    of_op.push_back(k);
+  }
+  auto on_results = [this, job, looking, of_op](std::vector<RemoteResult> results) mutable {
+    results.resize(of_op.size());  // a store answering short: the missing ones are unavailable
+    std::uint64_t unavailable = 0, errors = 0;
+    for (std::size_t j = 0; j < of_op.size(); ++j) {
+      const std::size_t k = of_op[j];
+      const RemoteResult& r = results[j];
+      Decision d;
+      if (r.status == RemoteResult::Status::kOk) {
+        d = r.decision;
+      } else {
+        (r.status == RemoteResult::Status::kError ? errors : unavailable) += 1;
+        d = fallback(*job, k, r, looking);
+      }
+      if (looking) {
+        job->looked[k] = d;
+        continue;
+      }
+      DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
+      apply(st, d);
+      const auto fb = job->fell_back[k];
+      st.charged = job->charge && fb != rules::FailurePolicy::kFailOpen && fb != rules::FailurePolicy::kFailClosed;
+    }
+    remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
+    remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
+    if (looking) {
+      bool refused = false;
+      for (std::size_t k = 0; k < job->pending.size(); ++k) {
+        const Pending& p = job->pending[k];
+        refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
+      }
+      job->charge_all = !refused;
+      return decide_remote(std::move(job), false);
+    }
+    for (std::size_t k = 0; k < job->pending.size(); ++k) {
+      const Pending& p = job->pending[k];
+      DescriptorStatus& st = job->resp.statuses[p.index];
+      if (!p.limiter) {
+        apply_blocked(st, job->now);
+      } else if (job->charge && !job->charged_in_final(k)) {
+        apply(st, job->looked[k]);
+      }
+    }
+    finish(*job);
+  };
+  if (ops.empty()) return on_results({});
+  if (!breaker_->allow()) {
+    std::vector<RemoteResult> open(ops.size());
+    for (auto& r : open) r.error = "the circuit breaker is open: the store failed recently";
+    return on_results(std::move(open));
+  }
+  remote_stats_.calls.fetch_add(1, std::memory_order_relaxed);
+  CircuitBreaker* breaker = breaker_.get();
+  options_.remote->decide(std::move(ops), Nanos{job->now},
+                          [breaker, on_results = std::move(on_results)](std::vector<RemoteResult> results) mutable {
+                            bool available = !results.empty();
+                            for (const auto& r : results) available &= r.status != RemoteResult::Status::kUnavailable;
+                            breaker->record(available);
+                            on_results(std::move(results));
+                          });
+}
+
+void Service::finish(Job& job) {
+  CheckResponse& resp = job.resp;
+  for (std::size_t k = 0; k < job.pending.size(); ++k) {
+    DescriptorStatus& st = resp.statuses[job.pending[k].index];
+    st.fallback = job.fell_back[k];
+    st.store_error = std::move(job.store_errors[k]);
+    if (st.code == Code::kOverLimit && job.pending[k].shadow) {
       st.code = Code::kOk;
       st.shadowed = true;
     }
@@ -245,7 +435,8 @@ std::variant<CheckResponse, RequestError> Service::run(const CheckRequest& reque
     }
   }
   resp.overall = over || (quota > 0 && quota_over == quota) ? Code::kOverLimit : Code::kOk;
-  return resp;
+  CheckDone done = std::move(job.done);
+  done(std::move(resp));
 }
 
 }  // namespace rk::app

@@ -8,7 +8,9 @@
 // Thread safety: check() may be called from any number of threads at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +21,7 @@
 
 #include "ratekeeper/clock.h"
 #include "rules/reloader.h"
+#include "server/app/remote.h"
 
 namespace rk::app {
 
@@ -58,6 +61,9 @@ struct DescriptorStatus {
   bool shadowed = false;                    // over the limit, let through by shadow mode
   bool unlimited = false;
   bool charged = false;                     // counted in the rule's state
+  // The remote store did not answer for this descriptor (or the breaker is open): the domain's policy decided.
+  rules::FailurePolicy fallback = rules::FailurePolicy::kDefault;  // kDefault: no fallback
+  std::string store_error;                  // why, when fallback is set
 };
 
 struct CheckResponse {
@@ -86,20 +92,43 @@ struct ServiceOptions {
   RequestLimits limits;
   StoreOptions store;        // for request overrides' limiters
   std::size_t max_overrides = 1000;
+  // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
+  std::shared_ptr<RemoteStore> remote;
+  rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
+  BreakerOptions breaker;
+  Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
 };
+
+// Counters of the remote store's use, for metrics.
+struct RemoteStats {
+  std::atomic<std::uint64_t> calls{0};        // batches sent to the store
+  std::atomic<std::uint64_t> unavailable{0};  // descriptors the store did not answer (incl. breaker open)
+  std::atomic<std::uint64_t> errors{0};       // descriptors the store refused with an error
+  std::atomic<std::uint64_t> fallbacks[4]{};  // by FailurePolicy: [kFailOpen], [kFailClosed], [kLocal]
+};
+
+using CheckResult = std::variant<CheckResponse, RequestError>;
+using CheckDone = std::function<void(CheckResult)>;
 
 class Service {
  public:
   Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, ServiceOptions options = {});
 
-  std::variant<CheckResponse, RequestError> check(const CheckRequest& request);
+  // Decides and charges. `done` runs exactly once: at once (in-process domains, bad requests), or later on the
+  // remote store's thread. check() waits for it: for tests and tools, not for a server's event loop.
+  void check_async(CheckRequest request, CheckDone done);
+  CheckResult check(const CheckRequest& request);
 
   // The matcher alone, for the admin dry run: which rule each descriptor would use, charging nothing.
-  std::variant<CheckResponse, RequestError> dry_run(const CheckRequest& request);
+  void dry_run_async(CheckRequest request, CheckDone done);
+  CheckResult dry_run(const CheckRequest& request);
 
   // Forgets the state of each descriptor's key under its matched rule (admin). One entry per descriptor: whether
-  // a key was tracked.
+  // a key was tracked. Waits for the remote store.
   std::variant<std::vector<bool>, RequestError> reset(const CheckRequest& request);
+
+  const RemoteStats& remote_stats() const { return remote_stats_; }
+  const CircuitBreaker* breaker() const { return breaker_.get(); }
 
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
@@ -108,13 +137,21 @@ class Service {
  private:
   std::optional<RequestError> validate(const CheckRequest& request) const;
   std::shared_ptr<Limiter> override_limiter(const std::string& domain, const LimitOverride& o);
-  std::variant<CheckResponse, RequestError> run(const CheckRequest& request, bool charge);
+  void run(CheckRequest request, bool charge, CheckDone done);
+  struct Job;
+  void decide_local(Job& job, bool look);
+  void decide_remote(std::shared_ptr<Job> job, bool looking);
+  void finish(Job& job);
+  Decision fallback(Job& job, std::size_t k, const RemoteResult& r, bool looking);
+  bool uses_remote(const rules::DomainConfig* domain) const;
 
   rules::Reloader& rules_;
   std::shared_ptr<const Clock> clock_;
   ServiceOptions options_;
   std::mutex overrides_mu_;
   std::unordered_map<std::string, std::shared_ptr<Limiter>> overrides_;
+  std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
+  RemoteStats remote_stats_;
 };
 
 }  // namespace rk::app
