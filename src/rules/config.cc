@@ -29,4 +29,21 @@ std::string ConfigError::to_string() const {
   return s + ": " + message;
 }
 
+std::string_view failure_policy_name(FailurePolicy p) {
+  switch (p) {
+    case FailurePolicy::kFailOpen: return "fail_open";
+    case FailurePolicy::kFailClosed: return "fail_closed";
+    case FailurePolicy::kLocal: return "local";
+    case FailurePolicy::kDefault: break;
+  }
+  return "";
+}
+
+std::optional<FailurePolicy> parse_failure_policy(std::string_view name) {
+  if (name == "fail_open") return FailurePolicy::kFailOpen;
+  if (name == "fail_closed") return FailurePolicy::kFailClosed;
+  if (name == "local") return FailurePolicy::kLocal;
+  return std::nullopt;
+}
+
 }  // namespace rk::rules

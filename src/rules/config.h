@@ -81,6 +81,8 @@ struct ForwardAuth {
 // Where a domain's counters live, and what to answer when that store cannot be reached (docs/redis.md).
 enum class StoreKind : std::uint8_t { kDefault, kMemory, kRedis };  // kDefault: Redis if the service has one
 enum class FailurePolicy : std::uint8_t { kDefault, kFailOpen, kFailClosed, kLocal };  // kDefault: the service's
+std::string_view failure_policy_name(FailurePolicy p);  // "fail_open", "fail_closed", "local"; "" for kDefault
+std::optional<FailurePolicy> parse_failure_policy(std::string_view name);
 
 struct DomainConfig {
   std::string domain;

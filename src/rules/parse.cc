@@ -485,9 +485,7 @@ void Parser::domain(const YAML::Node& root, DomainConfig& out) {
   }
   if (root["redis_failure"]) {
     if (auto s = string(root["redis_failure"], "redis_failure")) {
-      if (*s == "fail_open") out.redis_failure = FailurePolicy::kFailOpen;
-      else if (*s == "fail_closed") out.redis_failure = FailurePolicy::kFailClosed;
-      else if (*s == "local") out.redis_failure = FailurePolicy::kLocal;
+      if (auto p = parse_failure_policy(*s)) out.redis_failure = *p;
       else fail(root["redis_failure"], "redis_failure: unknown policy '" + *s + "' (fail_open, fail_closed, local)");
     }
   }

@@ -167,6 +167,10 @@ std::string check_response_json(const app::CheckResponse& r) {
     if (st.rule) s["rule"] = st.rule->path;
     if (st.unlimited) s["unlimited"] = true;
     if (st.shadowed) s["shadowed"] = true;
+    if (st.fallback != rules::FailurePolicy::kDefault) {
+      s["fallback"] = rules::failure_policy_name(st.fallback);  // the store did not answer; the policy decided
+      s["store_error"] = st.store_error;
+    }
     if (st.estimate) s["estimate"] = *st.estimate;
     statuses.push_back(std::move(s));
   }

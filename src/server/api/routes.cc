@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <mutex>
+#include <optional>
 
 #include "server/api/check_json.h"
 #include "server/api/forward_auth.h"
@@ -35,6 +37,42 @@ bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
   return false;
 }
 
+// Runs a check and answers through `answer(result, response)`: into the handler's Response when the service decides
+// at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
+// the race between the handler returning and the store answering on its own thread.
+template <class Answer>
+void decide(app::Service& service, const http::Request& req, http::Response& res, app::CheckRequest request,
+            bool charge, Answer answer) {
+  struct Pending {
+    std::mutex mu;
+    bool deferred = false;  // under mu: the handler has returned; answer through `reply`
+    std::optional<app::CheckResult> early;
+    http::Reply reply;
+  };
+  auto pending = std::make_shared<Pending>();
+  auto done = [pending, answer](app::CheckResult result) mutable {
+    {
+      std::lock_guard lock(pending->mu);
+      if (!pending->deferred) {
+        pending->early = std::move(result);
+        return;
+      }
+    }
+    http::Response out;
+    answer(result, out);
+    pending->reply.send(std::move(out));
+  };
+  if (charge) {
+    service.check_async(std::move(request), std::move(done));
+  } else {
+    service.dry_run_async(std::move(request), std::move(done));
+  }
+  std::lock_guard lock(pending->mu);
+  if (pending->early) return answer(*pending->early, res);
+  pending->reply = req.defer();
+  pending->deferred = true;
+}
+
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
 std::optional<app::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
                                             std::string_view protocol) {
@@ -55,16 +93,18 @@ void check(app::Service& service, const Hooks& hooks, const http::Request& req, 
   auto request = check_body(req, res, hooks, "http");
   if (!request) return;
   const auto start = std::chrono::steady_clock::now();
-  auto result = service.check(*request);
-  if (auto* e = std::get_if<app::RequestError>(&result)) {
-    error(res, hooks, "http", 400, "invalid_request", e->field, e->message);
-    return;
-  }
-  const auto& response = std::get<app::CheckResponse>(result);
-  if (hooks.decided) hooks.decided("http", request->domain, response, std::chrono::steady_clock::now() - start);
-  res.status = response.overall == app::Code::kOverLimit ? 429 : 200;
-  res.body = check_response_json(response);
-  res.headers = rate_limit_headers(response);
+  std::string domain = request->domain;
+  decide(service, req, res, std::move(*request), true,
+         [&hooks, start, domain = std::move(domain)](const app::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<app::RequestError>(&result)) {
+             return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
+           }
+           const auto& response = std::get<app::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
+           out.status = response.overall == app::Code::kOverLimit ? 429 : 200;
+           out.body = check_response_json(response);
+           out.headers = rate_limit_headers(response);
+         });
 }
 
 void forward_auth(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res,
@@ -88,22 +128,25 @@ void forward_auth(app::Service& service, const Hooks& hooks, const http::Request
       .host = first("x-forwarded-host", "host", ""),
       .headers = [&req](std::string_view name) { return req.headers(name); },
   };
-  const app::CheckRequest request = build_descriptors(*domain, proxied);
+  app::CheckRequest request = build_descriptors(*domain, proxied);
   if (request.descriptors.empty()) return;  // nothing in this request to limit on: 200
   const auto start = std::chrono::steady_clock::now();
-  auto result = service.check(request);
-  if (auto* e = std::get_if<app::RequestError>(&result)) {
-    // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
-    error(res, hooks, "auth", 400, "invalid_request", e->field, e->message);
-    return;
-  }
-  const auto& response = std::get<app::CheckResponse>(result);
-  if (hooks.decided) hooks.decided("auth", request.domain, response, std::chrono::steady_clock::now() - start);
-  AuthAnswer answer = auth_answer(response, domain->forward_auth.deny_status);
-  res.status = answer.status;
-  res.headers = std::move(answer.headers);
-  res.body = std::move(answer.body);
-  res.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
+  std::string name = request.domain;
+  const int deny_status = domain->forward_auth.deny_status;
+  decide(service, req, res, std::move(request), true,
+         [&hooks, start, deny_status, name = std::move(name)](const app::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<app::RequestError>(&result)) {
+             // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
+             return error(out, hooks, "auth", 400, "invalid_request", e->field, e->message);
+           }
+           const auto& response = std::get<app::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("auth", name, response, std::chrono::steady_clock::now() - start);
+           AuthAnswer answer = auth_answer(response, deny_status);
+           out.status = answer.status;
+           out.headers = std::move(answer.headers);
+           out.body = std::move(answer.body);
+           out.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
+         });
 }
 
 }  // namespace
@@ -134,12 +177,13 @@ http::Handler admin_routes(app::Service& service, Hooks hooks) {
     if (req.path == "/v1/admin/peek") {
       auto request = check_body(req, res, hooks, "admin");
       if (!request) return;
-      auto result = service.dry_run(*request);
-      if (auto* e = std::get_if<app::RequestError>(&result)) {
-        return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
-      }
-      res.body = check_response_json(std::get<app::CheckResponse>(result));
-      return;
+      return decide(service, req, res, std::move(*request), false,
+                    [&hooks](const app::CheckResult& result, http::Response& out) {
+                      if (auto* e = std::get_if<app::RequestError>(&result)) {
+                        return error(out, hooks, "admin", 400, "invalid_request", e->field, e->message);
+                      }
+                      out.body = check_response_json(std::get<app::CheckResponse>(result));
+                    });
     }
     if (req.path == "/v1/admin/reset") {
       auto request = check_body(req, res, hooks, "admin");

@@ -113,39 +113,40 @@ struct GrpcServer::Impl {
       }
       new Call(impl, cq);  // the next one waits while this one is answered
       answered = true;
-      pb::RateLimitResponse response;
-      const grpc::Status status = impl.handle(request, response);
-      responder.Finish(response, status, this);
+      // Answered at once for in-process domains; from the remote store's thread otherwise (Finish may be called
+      // from any thread; its completion comes back to this queue).
+      impl.handle(request, response, [this](const grpc::Status& status) { responder.Finish(response, status, this); });
     }
     Impl& impl;
     grpc::ServerCompletionQueue* cq;
     grpc::ServerContext context;
     pb::RateLimitRequest request;
+    pb::RateLimitResponse response;
     grpc::ServerAsyncResponseWriter<pb::RateLimitResponse> responder;
     bool answered = false;
   };
 
-  grpc::Status handle(const pb::RateLimitRequest& request, pb::RateLimitResponse& response) {
+  template <class Finish>
+  void handle(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
     const auto start = std::chrono::steady_clock::now();
     app::CheckRequest check;
-    std::optional<app::RequestError> error = from_proto(request, check);
-    if (!error) {
-      auto result = service.check(check);
-      if (auto* e = std::get_if<app::RequestError>(&result)) {
-        error = *e;
-      } else {
-        const auto& r = std::get<app::CheckResponse>(result);
-        to_proto(r, options.response_headers, response);
-        if (hooks.decided) hooks.decided(check.domain, r, std::chrono::steady_clock::now() - start);
-      }
-    }
-    if (error) {
-      if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          (error->field.empty() ? "" : error->field + ": ") + error->message);
-    }
-    if (hooks.answered) hooks.answered("OK");
-    return grpc::Status::OK;
+    if (std::optional<app::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
+    std::string domain = check.domain;
+    service.check_async(std::move(check), [this, start, &response, finish, domain = std::move(domain)](
+                                              app::CheckResult result) mutable {
+      if (auto* e = std::get_if<app::RequestError>(&result)) return finish(invalid(*e));
+      const auto& r = std::get<app::CheckResponse>(result);
+      to_proto(r, options.response_headers, response);
+      if (hooks.decided) hooks.decided(domain, r, std::chrono::steady_clock::now() - start);
+      if (hooks.answered) hooks.answered("OK");
+      finish(grpc::Status::OK);
+    });
+  }
+
+  grpc::Status invalid(const app::RequestError& error) const {
+    if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        (error.field.empty() ? "" : error.field + ": ") + error.message);
   }
 
   app::Service& service;
