@@ -49,12 +49,26 @@ inline constexpr Name kBadRequests{"ratekeeper_bad_requests_total",
 inline constexpr Name kHttpConnections{"ratekeeper_http_connections", "Open HTTP connections on the public listener."};
 // counter {method, code}.
 inline constexpr Name kGrpcRequests{"ratekeeper_grpc_requests_total", "gRPC requests, by method and status code."};
+// counter, no labels: batches of decisions sent to the remote store (Redis).
+inline constexpr Name kRemoteCalls{"ratekeeper_redis_calls_total", "Batches of decisions sent to Redis."};
+// counter {result}: unavailable (no answer in time, not connected, breaker open) or error (Redis refused the op).
+inline constexpr Name kRemoteFailures{"ratekeeper_redis_failures_total",
+                                      "Descriptors Redis did not decide, by result (unavailable, error)."};
+// counter {policy}: fail_open, fail_closed or local.
+inline constexpr Name kRemoteFallbacks{"ratekeeper_redis_fallbacks_total",
+                                       "Descriptors decided by the domain's failure policy instead of Redis."};
+// gauge, no labels: 0 closed, 1 open, 2 half-open.
+inline constexpr Name kBreakerState{"ratekeeper_redis_breaker_state",
+                                    "The Redis circuit breaker: 0 closed, 1 open, 2 half-open (one probe out)."};
+// counter, no labels.
+inline constexpr Name kBreakerOpened{"ratekeeper_redis_breaker_opened_total", "Times the Redis circuit breaker opened."};
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
-                                    kHttpConnections, kGrpcRequests,    kBuildInfo};
+                                    kHttpConnections, kGrpcRequests,    kRemoteCalls,     kRemoteFailures,
+                                    kRemoteFallbacks, kBreakerState,    kBreakerOpened,   kBuildInfo};
 
 }  // namespace rk::metrics::names

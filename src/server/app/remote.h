@@ -49,6 +49,11 @@ class RemoteStore {
   // Forgets keys; `done` gets, per key, whether it existed (nullopt: unavailable).
   virtual void reset(std::vector<std::string> keys, std::function<void(std::vector<std::optional<bool>>)> done) = 0;
   virtual std::string describe() const = 0;  // "redis://127.0.0.1:6379", for logs
+  // Answers what is in flight as unavailable and stops the store's threads; later calls fail at once. Called
+  // once the servers that wait on the store have stopped, before the Service goes.
+  virtual void close() = 0;
+  // Sends at once whatever the store batches for later (the near cache's counted refusals).
+  virtual void flush() {}
 };
 
 struct BreakerOptions {

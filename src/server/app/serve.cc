@@ -16,6 +16,7 @@
 #include "rules/reloader.h"
 #include "server/api/routes.h"
 #include "server/app/log.h"
+#include "server/app/redis_remote.h"
 #include "server/app/service.h"
 #include "server/http/server.h"
 #ifdef RK_HAVE_GRPC
@@ -38,6 +39,12 @@ struct ServeFlags {
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
   Nanos header_timeout = std::chrono::seconds(10);
+  std::string redis;  // empty: every domain in memory
+  bool redis_local_clock = false;
+  bool redis_near_cache = false;
+  Nanos redis_timeout = std::chrono::milliseconds(100);
+  int redis_connections = 2;
+  rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
 };
 
 const char* kServeUsage =
@@ -52,6 +59,13 @@ const char* kServeUsage =
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
     "  --header-timeout DUR     a request's head must arrive within this (default 10s)\n"
+    "  --redis URL              share limits through Redis: redis://[user:pass@]host:port[/db],\n"
+    "                           redis+cluster://h1:p1,h2:p2, redis+sentinel://h:p/primary (default: in memory)\n"
+    "  --redis-clock SOURCE     redis (default: Redis's own TIME) or local (this server's clock)\n"
+    "  --redis-timeout DUR      per command; past it the domain's failure policy decides (default 100ms)\n"
+    "  --redis-connections N    connections per Redis node (default 2)\n"
+    "  --redis-failure POLICY   fail_open (default), fail_closed or local, for domains that name none\n"
+    "  --redis-near-cache       answer keys Redis refused until a known time here, without a round trip\n"
     "  --log-level LEVEL        debug, info (default) or error\n";
 
 bool split_address(const std::string& s, std::string& host, std::uint16_t& port) {
@@ -81,6 +95,10 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       f.shadow_mode = true;
       continue;
     }
+    if (name == "--redis-near-cache") {
+      f.redis_near_cache = true;
+      continue;
+    }
     if (name == "--grpc-response-headers") {
       f.grpc_headers = true;
       continue;
@@ -100,15 +118,38 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       f.admin = value;
     } else if (name == "--grpc") {
       f.grpc = value;
-    } else if (name == "--threads" || name == "--max-keys") {
+    } else if (name == "--redis") {
+      f.redis = value;
+    } else if (name == "--redis-clock") {
+      if (value != "redis" && value != "local") {
+        error = "--redis-clock: '" + value + "' is not redis or local";
+        return false;
+      }
+      f.redis_local_clock = value == "local";
+    } else if (name == "--redis-failure") {
+      const auto p = rules::parse_failure_policy(value);
+      if (!p) {
+        error = "--redis-failure: '" + value + "' is not fail_open, fail_closed or local";
+        return false;
+      }
+      f.redis_failure = *p;
+    } else if (name == "--redis-timeout") {
+      const auto d = parse_duration(value);
+      if (!d || *d < std::chrono::milliseconds(1) || *d > std::chrono::seconds(60)) {
+        error = "--redis-timeout: '" + value + "' is not a duration from 1ms to 60s";
+        return false;
+      }
+      f.redis_timeout = *d;
+    } else if (name == "--threads" || name == "--max-keys" || name == "--redis-connections") {
       unsigned long long n = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      const unsigned long long max = name == "--threads" ? 64 : (1ull << 40);
+      const unsigned long long max = name == "--threads" ? 64 : name == "--redis-connections" ? 64 : (1ull << 40);
       if (ec != std::errc{} || p != value.data() + value.size() || n < 1 || n > max) {
         error = name + ": '" + value + "' is not a whole number from 1 to " + std::to_string(max);
         return false;
       }
       if (name == "--threads") f.threads = static_cast<int>(n);
+      else if (name == "--redis-connections") f.redis_connections = static_cast<int>(n);
       else f.max_keys = static_cast<std::size_t>(n);
     } else if (name == "--reload-interval" || name == "--header-timeout") {
       const auto d = parse_duration(value);
@@ -245,7 +286,42 @@ int run_serve(const std::vector<std::string>& args) {
   }
   reloader.start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
 
-  Service service(reloader, clock, ServiceOptions{.shadow_mode = flags.shadow_mode, .store = build.store});
+  std::shared_ptr<RemoteStore> remote;
+  if (!flags.redis.empty()) {
+    try {
+      remote = make_redis_remote({.url = flags.redis,
+                                  .caller_clock = flags.redis_local_clock,
+                                  .timeout = flags.redis_timeout,
+                                  .connections = flags.redis_connections,
+                                  .near_cache = flags.redis_near_cache});
+    } catch (const std::exception& e) {
+      std::cerr << "ratekeeper serve: --redis: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  Service service(reloader, clock,
+                  ServiceOptions{.shadow_mode = flags.shadow_mode,
+                                 .store = build.store,
+                                 .remote = remote,
+                                 .redis_failure = flags.redis_failure});
+  if (remote) {
+    const RemoteStats& rs = service.remote_stats();
+    registry.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });
+    registry.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "unavailable"}},
+                        [&rs] { return rs.unavailable.load(); });
+    registry.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "error"}},
+                        [&rs] { return rs.errors.load(); });
+    for (auto p : {rules::FailurePolicy::kFailOpen, rules::FailurePolicy::kFailClosed, rules::FailurePolicy::kLocal}) {
+      registry.counter_fn(n::kRemoteFallbacks.name, n::kRemoteFallbacks.help,
+                          {{"policy", std::string(rules::failure_policy_name(p))}},
+                          [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
+    }
+    registry.gauge_fn(n::kBreakerState.name, n::kBreakerState.help, {},
+                      [&service] { return static_cast<double>(service.breaker()->state()); });
+    registry.counter_fn(n::kBreakerOpened.name, n::kBreakerOpened.help, {},
+                        [&service] { return service.breaker()->opened(); });
+    log(Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});
+  }
   std::atomic<bool> draining{false};
 
   auto latency_for = [&](const char* protocol) {
@@ -375,6 +451,7 @@ int run_serve(const std::vector<std::string>& args) {
 #endif
   public_server->stop();
   admin_server->stop();
+  if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
   reloader.stop();
   {
     std::lock_guard lock(sweep_mu);

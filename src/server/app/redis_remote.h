@@ -1,0 +1,36 @@
+// server/app/redis_remote.h: the remote store of `ratekeeper serve --redis URL`: each decision one Lua script in
+// Redis (src/store/redis/lua/), sent through our pipelining RESP client (src/store/redis/client.h).
+//
+//   auto store = rk::app::make_redis_remote({.url = "redis://127.0.0.1:6379"});  // throws on a bad URL
+//   rk::app::Service service(reloader, clock, {.remote = store});
+//
+// Thread safety: as RemoteStore. Destroying the store fails what is still in flight (as unavailable) and joins
+// its threads; destroy it after the servers that wait on its answers have stopped.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/app/remote.h"
+
+namespace rk::app {
+
+struct RedisRemoteOptions {
+  std::string url;                                       // redis://, redis+cluster://, redis+sentinel://
+  bool caller_clock = false;                             // true: the caller's time; false: Redis's own TIME
+  Nanos timeout = std::chrono::milliseconds(100);        // per command, after which the decision falls back
+  Nanos connect_timeout = std::chrono::milliseconds(500);
+  int connections = 2;                                   // per Redis node
+  // Near cache: once Redis refuses a key until a known time, attempts (of at least the same cost) before then are
+  // refused here without a round trip; where refused attempts count (earrrl; fixed_window with count_refused),
+  // their hits go to Redis in one batch per key every `near_cache_flush`. Off by default: docs/redis.md says what
+  // it can change.
+  bool near_cache = false;
+  Nanos near_cache_flush = std::chrono::milliseconds(50);
+  std::size_t near_cache_keys = 100'000;                 // at most; a full cache takes no new keys
+};
+
+// Throws std::invalid_argument naming what is wrong with the URL or options.
+std::shared_ptr<RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
+
+}  // namespace rk::app

@@ -1,0 +1,23 @@
+-- earrrl: as src/core/earrrl.cc. State {n, t}.
+local lambda, rate, n_saturate, n_forget, window_ns, limit = param(5), param(6), param(7), param(8), param(9), param(10)
+local count_refused = ARGV[11] == '1'
+local n, t = 0, 0
+if st then n, t = st[3], st[4] end
+local n_before = 0
+if n ~= 0 then
+  local dt = now - t
+  if dt < 0 then dt = 0 end -- a clock that goes backwards does not make the estimate grow
+  n_before = n * math.exp(-lambda * dt)
+end
+local estimate = n_before * lambda
+local allowed = not (estimate > rate)
+local n_after = n_before
+if allowed or count_refused then n_after = math.min(1e300, n_before + cost) end
+local new_t = now
+if n_before ~= 0 then new_t = math.max(t, now) end
+local remaining = math.max(0, n_saturate - n_after)
+local retry = 0
+if not allowed then retry = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1 end
+local reset = 0
+if n_after > n_forget then reset = ceil_ns(math.log(n_after / n_forget) / lambda) end
+return finish(allowed, limit, remaining, retry, reset, 0, estimate * window_ns, {n_after, new_t + shift})

@@ -1,0 +1,142 @@
+#include "store/redis/scripts.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "core/numeric.h"
+#include "core/params.h"
+#include "store/redis/lua_sources.h"
+
+namespace rk::redis {
+
+namespace {
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string script_text(std::string_view name, std::initializer_list<std::string_view> parts) {
+  std::string s = "local ALGORITHM = '" + std::string(name) + "'\n";
+  s += lua::kPrelude;
+  for (std::string_view p : parts) s += p;
+  return s;
+}
+
+struct Table {
+  std::string text[std::size(kAllAlgorithms)];
+  ScriptSource sources[std::size(kAllAlgorithms)];
+  Table() {
+    for (Algorithm a : kAllAlgorithms) {
+      const auto i = static_cast<std::size_t>(a);
+      const std::string_view name = algorithm_name(a);
+      switch (a) {
+        case Algorithm::kEarrrl: text[i] = script_text(name, {lua::kEarrrl}); break;
+        case Algorithm::kGcra:
+        case Algorithm::kLeakyQueue: text[i] = script_text(name, {lua::kGcra}); break;
+        case Algorithm::kTokenBucket:
+        case Algorithm::kLeakyBucket: text[i] = script_text(name, {lua::kFluid}); break;
+        case Algorithm::kFixedWindow: text[i] = script_text(name, {lua::kWindows, lua::kFixedWindow}); break;
+        case Algorithm::kSlidingLog: text[i] = script_text(name, {lua::kWindows, lua::kSlidingLog}); break;
+        case Algorithm::kSlidingWindow: text[i] = script_text(name, {lua::kWindows, lua::kSlidingWindow}); break;
+      }
+      sources[i] = {name, text[i]};
+    }
+  }
+};
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
+
+bool parse(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && p == s.data() + s.size() && std::isfinite(out);
+}
+
+Nanos duration(double v) {
+  if (v < 0) return kNever;
+  if (v >= 9.2e18) return Nanos{core::kMaxI64};
+  return Nanos{static_cast<std::int64_t>(v)};
+}
+
+}  // namespace
+
+const ScriptSource& script_for(Algorithm algorithm) { return table().sources[static_cast<std::size_t>(algorithm)]; }
+
+std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t cost, bool peek) {
+  std::vector<std::string> a;
+  if (now) {
+    const std::int64_t t = now->count();
+    const std::int64_t us = core::floor_div(t, 1000);
+    a.push_back(std::to_string(us));
+    a.push_back(std::to_string(t - us * 1000));
+  } else {
+    a.emplace_back();
+    a.emplace_back("0");
+  }
+  a.push_back(std::to_string(cost));
+  a.push_back(peek ? "1" : "0");
+  switch (spec.algorithm) {
+    case Algorithm::kEarrrl: {
+      const core::EarrrlParams p = core::earrrl_params(spec);
+      for (double v : {p.lambda, p.rate, p.n_saturate, p.n_forget, p.window_ns, p.limit}) a.push_back(num(v));
+      a.push_back(p.count_refused ? "1" : "0");
+      break;
+    }
+    case Algorithm::kGcra:
+    case Algorithm::kLeakyQueue: {
+      const core::GcraParams p = core::gcra_params(spec);
+      a.push_back(std::to_string(p.interval_ns));
+      a.push_back(std::to_string(p.tolerance_ns));
+      a.push_back(num(p.limit));
+      a.push_back(spec.algorithm == Algorithm::kLeakyQueue ? "1" : "0");
+      break;
+    }
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket: {
+      const core::FluidParams p = core::fluid_params(spec);
+      a.push_back(num(p.capacity));
+      a.push_back(num(p.rate));
+      break;
+    }
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingLog:
+    case Algorithm::kSlidingWindow: {
+      const core::WindowParams p = core::window_params(spec);
+      a.push_back(std::to_string(p.window_ns));
+      a.push_back(std::to_string(p.limit));
+      a.push_back(p.count_refused ? "1" : "0");
+      a.push_back(p.calendar != core::Calendar::kNone ? "1" : "0");
+      break;
+    }
+  }
+  return a;
+}
+
+std::variant<Decision, std::string> decode_reply(std::span<const std::string> e) {
+  if (e.size() != 7) return "the script's reply has " + std::to_string(e.size()) + " elements, not 7";
+  Decision d;
+  if (e[0] != "0" && e[0] != "1") return "the script's reply says allowed='" + e[0].substr(0, 32) + "'";
+  d.allowed = e[0] == "1";
+  double retry = 0, reset = 0, delay = 0;
+  if (!parse(e[1], d.limit) || !parse(e[2], d.remaining) || !parse(e[3], retry) || !parse(e[4], reset) ||
+      !parse(e[5], delay)) {
+    return "the script's reply has a field that is not a number";
+  }
+  d.retry_after = duration(retry);
+  d.reset_after = duration(reset);
+  d.delay = duration(delay);
+  if (!e[6].empty()) {
+    double est = 0;
+    if (!parse(e[6], est)) return "the script's reply has an estimate that is not a number";
+    d.estimate = est;
+  }
+  return d;
+}
+
+}  // namespace rk::redis

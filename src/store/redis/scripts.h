@@ -1,0 +1,33 @@
+// store/redis/scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
+// its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
+//
+//   const auto& s = rk::redis::script_for(rk::Algorithm::kEarrrl);
+//   script.eval(client, {key}, rk::redis::script_args(spec, now, 1, false), ...);  // EVALSHA s.source
+//   auto d = rk::redis::decode_reply(elements);                              // Decision, or an error message
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ratekeeper/decision.h"
+#include "ratekeeper/params.h"
+
+namespace rk::redis {
+
+struct ScriptSource {
+  std::string_view name;    // "earrrl", ...
+  std::string_view source;  // the whole Lua text: prelude.lua, then the algorithm's own file
+};
+const ScriptSource& script_for(Algorithm algorithm);
+
+// ARGV for one decision; `now` absent: the script calls Redis's TIME. The spec must be valid (rk::validate).
+std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t cost, bool peek);
+
+// The script's reply elements as strings; the Decision, or a message naming what was wrong with the reply.
+std::variant<Decision, std::string> decode_reply(std::span<const std::string> elements);
+
+}  // namespace rk::redis
