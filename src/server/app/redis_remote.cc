@@ -180,7 +180,14 @@ class RedisRemote final : public RemoteStore {
     if (it == near_.end()) return false;
     NearEntry& e = it->second;
     if (now >= e.until || op.hits < e.min_cost) {
-      if (now >= e.until && e.pending_hits == 0) near_.erase(it);
+      if (now >= e.until) {
+        // Redis decides again: first it counts the refusals batched here (on the key's own connection, so in
+        // order), or it would judge on a state that misses them.
+        if (e.pending_hits > 0) {
+          send(e.spec, op.key, e.pending_at, e.pending_hits, false, [](const redis::Result&) {});
+        }
+        near_.erase(it);
+      }
       return false;
     }
     out.status = RemoteResult::Status::kOk;

@@ -291,7 +291,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   }
 
   void send_to(Node& node, Pending p, bool asking) {
-    Conn* conn = pick(node);
+    Conn* conn = pick(node, p.key);
     const auto now = Clock::now();
     if (conn->state == Conn::State::kDown) {
       if (now < node.down_until) {
@@ -317,19 +317,16 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     if (conn->state == Conn::State::kReady && !conn->busy) flush(*conn);
   }
 
-  // Round robin over the node's connections, preferring one that is up.
-  Conn* pick(Node& node) {
+  // A key always goes on the same connection while it is up, so that one key's commands keep their order; keyless
+  // commands take turns.
+  Conn* pick(Node& node, std::string_view key) {
     const std::size_t n = node.conns.size();
+    const std::size_t first = key.empty() ? node.next++ % n : std::hash<std::string_view>{}(key) % n;
     for (std::size_t i = 0; i < n; ++i) {
-      Conn* c = node.conns[(node.next + i) % n].get();
-      if (c->state != Conn::State::kDown) {
-        node.next = (node.next + i + 1) % n;
-        return c;
-      }
+      Conn* c = node.conns[(first + i) % n].get();
+      if (c->state != Conn::State::kDown) return c;
     }
-    Conn* c = node.conns[node.next % n].get();
-    node.next = (node.next + 1) % n;
-    return c;
+    return node.conns[first].get();
   }
 
   void connect(Conn& c) {
@@ -381,12 +378,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                               }});
     }
     std::string head;
+    for (const Pending& h : hello) encode(head, h.args);
+    c.out.insert(0, head);
     for (auto it = hello.rbegin(); it != hello.rend(); ++it) {
       it->deadline = c.connect_deadline + options.command_timeout;
       c.sent.push_front(std::move(*it));
     }
-    for (const Pending& h : hello) encode(head, h.args);
-    c.out.insert(0, head);
     const std::uint64_t gen = c.gen;
     c.socket.async_connect(tcp::endpoint(address, node.endpoint.port), [this, &c, gen](error_code e) {
       if (gen != c.gen || c.state != Conn::State::kConnecting) return;

@@ -1,0 +1,411 @@
+#!/usr/bin/python3
+"""`ratekeeper serve --redis`: real redis-server processes (a single server and a 3-primary Cluster) on loopback,
+real ratekeeper processes sharing them, real HTTP clients. Run by ctest: redis_test.py BINARY.
+
+Each test starts what it needs on free ports in a temporary directory and stops it at the end. Waiting is on real
+processes (Redis starting, a Cluster failing over), polled with deadlines.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+BINARY = None
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, what, seconds=15.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def cli(port, *args):
+    out = subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip()
+
+
+class Redis:
+    """One redis-server; stop() kills it, start() brings it back on the same port."""
+
+    def __init__(self, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="rk-redis-")
+        self.port = free_port()
+        self.extra = list(extra)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "redis.log"), "a")
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: cli(self.port, "PING") == "PONG", "redis-server on %d" % self.port)
+
+    def kill(self, sig=signal.SIGKILL):
+        self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Cluster:
+    """Three primaries, each with one replica, made with redis-cli --cluster create."""
+
+    def __init__(self):
+        self.nodes = [Redis(["--cluster-enabled", "yes", "--cluster-config-file", "nodes-%d.conf" % i,
+                             "--cluster-node-timeout", "1000"]) for i in range(6)]
+        addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
+        subprocess.run([REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        wait_until(lambda: all("cluster_state:ok" in cli(n.port, "CLUSTER", "INFO") for n in self.nodes),
+                   "the cluster to be ok", 30)
+
+    def url(self):
+        return "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in self.nodes[:3])
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+
+
+class Server:
+    def __init__(self, rules_text, redis_url, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
+        self.rules = os.path.join(self.dir, "rules.yaml")
+        with open(self.rules, "w") as f:
+            f.write(rules_text)
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
+             "--admin", "127.0.0.1:%d" % self.admin_port, "--redis", redis_url, "--threads", "2", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.request("GET", "/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
+
+    def request(self, method, path, body=None, admin=False, conn=None):
+        own = conn is None
+        if own:
+            conn = http.client.HTTPConnection("127.0.0.1", self.admin_port if admin else self.http_port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            if own:
+                conn.close()
+
+    def check(self, value, domain="api", key="user", conn=None):
+        body = json.dumps({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": value}]}]})
+        status, _, data = self.request("POST", "/v1/check", body, conn=conn)
+        return status, json.loads(data)
+
+    def metric(self, name):
+        _, _, text = self.request("GET", "/metrics", admin=True)
+        total = 0.0
+        for line in text.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("ratekeeper did not stop on SIGTERM:\n" + self.output())
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+WINDOW_RULES = """
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}
+"""
+
+POLICY_RULES = """
+domain: %s
+redis_failure: %s
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket}
+"""
+
+
+def hammer(servers, attempts, threads_per_server=4, value="shared"):
+    """Sends `attempts` checks spread over the servers from several threads; returns (allowed, refused, other)."""
+    counts = {"allowed": 0, "refused": 0, "other": 0}
+    lock = threading.Lock()
+    per_thread = attempts // (len(servers) * threads_per_server)
+
+    def run(server):
+        conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+        mine = {"allowed": 0, "refused": 0, "other": 0}
+        for _ in range(per_thread):
+            status, body = server.check(value, conn=conn)
+            fell_back = any("fallback" in s for s in body.get("statuses", []))
+            key = "other" if fell_back else "allowed" if status == 200 else "refused" if status == 429 else "other"
+            mine[key] += 1
+        conn.close()
+        with lock:
+            for k, v in mine.items():
+                counts[k] += v
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in servers for _ in range(threads_per_server)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+def same_hour(a, b):
+    return int(a // 3600) == int(b // 3600)
+
+
+class SharedLimitTest(unittest.TestCase):
+    def exact_global_limit(self, url):
+        servers = [Server(WINDOW_RULES, url), Server(WINDOW_RULES, url)]
+        try:
+            for attempt in range(2):  # a run that straddles the hour sees two windows: run it again
+                value = "user-%d-%d" % (os.getpid(), attempt)
+                start = time.time()
+                counts = hammer(servers, 4000, value=value)
+                if same_hour(start, time.time()):
+                    break
+            self.assertEqual(counts, {"allowed": 1000, "refused": 3000, "other": 0})
+        finally:
+            for s in servers:
+                s.stop()
+
+    def test_two_servers_sharing_one_redis_admit_exactly_the_limit(self):
+        redis = Redis()
+        try:
+            self.exact_global_limit("redis://127.0.0.1:%d" % redis.port)
+        finally:
+            redis.close()
+
+    def test_two_servers_sharing_a_cluster_admit_exactly_the_limit(self):
+        cluster = Cluster()
+        try:
+            self.exact_global_limit(cluster.url())
+        finally:
+            cluster.close()
+
+
+class FailureTest(unittest.TestCase):
+    def setUp(self):
+        self.redis = Redis()
+        self.url = "redis://127.0.0.1:%d" % self.redis.port
+
+    def tearDown(self):
+        self.redis.close()
+
+    def test_each_policy_answers_in_time_when_redis_is_killed_and_redis_is_used_again_after(self):
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            for policy in ["fail_open", "fail_closed", "local"]:
+                with open(os.path.join(d, policy + ".yaml"), "w") as f:
+                    f.write(POLICY_RULES % (policy, policy))
+            server = ServerDir(d, self.url, ["--redis-timeout", "200ms"])
+            try:
+                for policy in ["fail_open", "fail_closed", "local"]:
+                    status, body = server.check("u", domain=policy)
+                    self.assertEqual(status, 200, body)
+                    self.assertNotIn("fallback", body["statuses"][0])
+                self.assertEqual(len(cli(self.redis.port, "KEYS", "rk:*").split()), 3)
+
+                self.redis.kill()
+                answers = {}
+                for policy in ["fail_open", "fail_closed", "local"]:
+                    for _ in range(3):
+                        t0 = time.monotonic()
+                        status, body = server.check("u", domain=policy)
+                        took = time.monotonic() - t0
+                        self.assertLess(took, 2.0, "an answer took %.3f s with Redis dead" % took)
+                        self.assertEqual(body["statuses"][0].get("fallback"), policy, body)
+                        answers.setdefault(policy, []).append(status)
+                self.assertEqual(answers["fail_open"], [200, 200, 200])
+                self.assertEqual(answers["fail_closed"], [429, 429, 429])
+                self.assertEqual(answers["local"], [200, 200, 429])  # the in-process limit of 2 per hour
+                self.assertGreaterEqual(server.metric("ratekeeper_redis_breaker_opened_total"), 1)
+                self.assertGreaterEqual(server.metric("ratekeeper_redis_fallbacks_total"), 9)
+
+                self.redis.start()  # an empty Redis on the same port
+
+                def back():
+                    status, body = server.check("v", domain="fail_closed")
+                    return status == 200 and "fallback" not in body["statuses"][0]
+                wait_until(back, "decisions to go back to Redis")
+                self.assertIn("v", cli(self.redis.port, "--scan", "--pattern", "rk:*"))
+            finally:
+                server.stop()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_redis_killed_under_load_every_request_answered_in_time(self):
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(POLICY_RULES % ("api", "fail_open"))
+            server = ServerDir(d, self.url, ["--redis-timeout", "100ms"])
+            stop = threading.Event()
+            stats = {"answered": 0, "failed": 0, "slowest": 0.0}
+            lock = threading.Lock()
+
+            def load(i):
+                conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+                n = 0
+                while not stop.is_set():
+                    t0 = time.monotonic()
+                    try:
+                        status, _ = server.check("load-%d-%d" % (i, n), conn=conn)
+                        ok = status in (200, 429)
+                    except (OSError, http.client.HTTPException, ValueError):
+                        ok = False
+                        conn.close()
+                        conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+                    took = time.monotonic() - t0
+                    n += 1
+                    with lock:
+                        stats["answered" if ok else "failed"] += 1
+                        stats["slowest"] = max(stats["slowest"], took)
+                conn.close()
+
+            threads = [threading.Thread(target=load, args=(i,)) for i in range(4)]
+            try:
+                for t in threads:
+                    t.start()
+                wait_until(lambda: stats["answered"] > 200, "load to run")
+                self.redis.kill()
+                before = stats["answered"]
+                wait_until(lambda: stats["answered"] > before + 500, "answers with Redis dead")
+                self.redis.start()
+                wait_until(lambda: server.metric("ratekeeper_redis_breaker_state") == 0 and
+                           cli(self.redis.port, "DBSIZE") not in ("", "0"), "the service to use Redis again")
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+                server.stop()
+            self.assertEqual(stats["failed"], 0, stats)
+            self.assertLess(stats["slowest"], 1.0, stats)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class ServerDir(Server):
+    """A server over a directory of rules files."""
+
+    def __init__(self, rules_dir, redis_url, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
+        self.rules = rules_dir
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--config", rules_dir, "--http", "127.0.0.1:%d" % self.http_port,
+             "--admin", "127.0.0.1:%d" % self.admin_port, "--redis", redis_url, *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.request("GET", "/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
+
+
+class ClusterFailoverTest(unittest.TestCase):
+    def test_a_primary_failing_over_is_survived(self):
+        cluster = Cluster()
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(WINDOW_RULES)
+            server = ServerDir(d, cluster.url(), ["--redis-timeout", "200ms"])
+            try:
+                users = ["u%d" % i for i in range(30)]  # spread over all three primaries' slots
+                for u in users:
+                    status, body = server.check(u)
+                    self.assertEqual(status, 200)
+                    self.assertNotIn("fallback", body["statuses"][0], body)
+                cluster.nodes[0].kill()  # a primary: its replica takes over after the node timeout
+
+                def all_from_redis():
+                    for u in users:
+                        _, body = server.check(u)
+                        if "fallback" in body["statuses"][0]:
+                            return False
+                    return True
+                wait_until(all_from_redis, "every key to be served by the cluster again", 30)
+                # Counted across the failover: each user has spent at least 2 of 1000 (more for those on the
+                # failed primary, whose replica may have lost the last writes, and whose retries in the interim
+                # fell open).
+                _, body = server.check(users[0])
+                self.assertLessEqual(body["statuses"][0]["limit_remaining"], 998)
+            finally:
+                server.stop()
+        finally:
+            cluster.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class BadRedisFlagsTest(unittest.TestCase):
+    def test_bad_redis_urls_and_flags_are_refused_with_a_message(self):
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            path = os.path.join(d, "r.yaml")
+            with open(path, "w") as f:
+                f.write(WINDOW_RULES)
+            for args, expected in [
+                (["--redis", "http://127.0.0.1:6379"], "--redis"),
+                (["--redis", "redis://127.0.0.1:99999"], "--redis"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-clock", "sundial"], "--redis-clock: 'sundial'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-failure", "panic"], "--redis-failure: 'panic'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-timeout", "0ms"], "--redis-timeout: '0ms'"),
+            ]:
+                out = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:0", "--admin",
+                                      "127.0.0.1:0", *args], capture_output=True, text=True, timeout=10)
+                self.assertEqual(out.returncode, 2, (args, out.stderr))
+                self.assertIn(expected, out.stderr, args)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    BINARY = sys.argv.pop(1)
+    unittest.main(verbosity=2)

@@ -1,0 +1,250 @@
+// Our RESP parser and Redis client: the parser on every kind of reply and of malformed input, URLs, slots and
+// SHA-1 against published vectors, then the client against a real redis-server: pipelining from many threads,
+// timeouts on a paused server, a killed and restarted one, AUTH, and NOSCRIPT after a SCRIPT FLUSH.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "redis_process.h"
+#include "store/redis/client.h"
+
+namespace rk::redis {
+namespace {
+
+using namespace std::chrono_literals;
+using redis_test::RedisProcess;
+
+std::vector<Reply> parse_all(std::string_view bytes, bool one_at_a_time, std::string* error = nullptr) {
+  Parser p;
+  std::vector<Reply> out;
+  auto drain = [&] {
+    while (auto r = p.next()) out.push_back(std::move(*r));
+  };
+  if (one_at_a_time) {
+    for (char c : bytes) {
+      p.feed(std::string_view(&c, 1));
+      drain();
+    }
+  } else {
+    p.feed(bytes);
+    drain();
+  }
+  if (error) *error = p.error();
+  return out;
+}
+
+TEST(RespParser, EveryKindOfReplyWholeAndByteByByte) {
+  const std::string wire = "+OK\r\n-ERR bad\r\n:-42\r\n$5\r\nhe\r\no\r\n$-1\r\n*2\r\n*1\r\n:1\r\n$0\r\n\r\n*-1\r\n*0\r\n";
+  for (bool bytewise : {false, true}) {
+    const auto r = parse_all(wire, bytewise);
+    ASSERT_EQ(r.size(), 8u);
+    EXPECT_EQ(r[0].type, Reply::Type::kSimple);
+    EXPECT_EQ(r[0].str, "OK");
+    EXPECT_EQ(r[1].type, Reply::Type::kError);
+    EXPECT_EQ(r[1].str, "ERR bad");
+    EXPECT_EQ(r[2].integer, -42);
+    EXPECT_EQ(r[3].str, "he\r\no");  // a bulk string may hold CRLF
+    EXPECT_EQ(r[4].type, Reply::Type::kNil);
+    ASSERT_EQ(r[5].elements.size(), 2u);
+    EXPECT_EQ(r[5].elements[0].elements[0].integer, 1);
+    EXPECT_EQ(r[5].elements[1].str, "");
+    EXPECT_EQ(r[6].type, Reply::Type::kNil);
+    EXPECT_EQ(r[7].type, Reply::Type::kArray);
+    EXPECT_TRUE(r[7].elements.empty());
+  }
+}
+
+TEST(RespParser, MalformedInputIsAnErrorThatNamesIt) {
+  struct Case {
+    std::string bytes, message;
+  };
+  const Case cases[] = {
+      {"?what\r\n", "unknown reply type byte 63"},
+      {":12x\r\n", "not a number: '12x'"},
+      {"$-5\r\n", "bulk length -5"},
+      {"$99999999999\r\n", "bulk length 99999999999"},
+      {"*-2\r\n", "array length -2"},
+      {"$3\r\nabcde\r\n", "a bulk string not followed by CRLF"},
+      {std::string(20, '*').replace(0, 20, "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n") + "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
+       "arrays nested deeper than 16"},
+      {"+" + std::string(70000, 'a'), "a reply line longer than 64 KiB"},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    EXPECT_TRUE(parse_all(c.bytes, false, &error).empty()) << c.bytes.substr(0, 20);
+    EXPECT_NE(error.find(c.message), std::string::npos) << "got '" << error << "' for " << c.bytes.substr(0, 20);
+  }
+}
+
+TEST(RespEncode, ArraysOfBulkStrings) {
+  std::string out;
+  encode(out, {"SET", "k", std::string("a\0b", 3)});
+  EXPECT_EQ(out, std::string("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na\0b\r\n", 29));
+}
+
+TEST(RedisUrl, GoodAndBad) {
+  auto o = ClientOptions::parse_url("redis://u:p@127.0.0.1:7000/3");
+  EXPECT_EQ(o.mode, ClientOptions::Mode::kSingle);
+  EXPECT_EQ(o.username, "u");
+  EXPECT_EQ(o.password, "p");
+  EXPECT_EQ(o.endpoints[0].port, 7000);
+  EXPECT_EQ(o.db, 3);
+  o = ClientOptions::parse_url("redis+cluster://127.0.0.1:7000,[::1]:7001");
+  ASSERT_EQ(o.endpoints.size(), 2u);
+  EXPECT_EQ(o.endpoints[1].host, "::1");
+  o = ClientOptions::parse_url("redis+sentinel://127.0.0.1/mymaster");
+  EXPECT_EQ(o.endpoints[0].port, 26379);
+  EXPECT_EQ(o.primary_name, "mymaster");
+  EXPECT_EQ(ClientOptions::parse_url("redis://localhost").endpoints[0].host, "127.0.0.1");
+  const std::pair<const char*, const char*> bad[] = {
+      {"http://127.0.0.1", "the scheme must be"},
+      {"redis://127.0.0.1:0", "port '0'"},
+      {"redis://127.0.0.1:99999", "port '99999'"},
+      {"redis://db.example:6379", "not an IP address"},
+      {"redis://127.0.0.1,127.0.0.2", "takes one host"},
+      {"redis://127.0.0.1/99", "database '99'"},
+      {"redis+sentinel://127.0.0.1:26379", "needs the primary's name"},
+      {"redis://", "no host"},
+  };
+  for (const auto& [url, message] : bad) {
+    try {
+      ClientOptions::parse_url(url);
+      ADD_FAILURE() << url << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << url << ": " << e.what();
+    }
+  }
+}
+
+TEST(RedisSlots, Crc16HashTagsAndSha1AgainstPublishedVectors) {
+  EXPECT_EQ(crc16("123456789"), 0x31C3);  // the Cluster specification's check value
+  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
+  EXPECT_EQ(key_slot("foo{}{bar}"), crc16("foo{}{bar}") & 16383);  // an empty tag is no tag
+  EXPECT_EQ(key_slot("foo{{bar}}zap"), crc16("{bar") & 16383);
+  EXPECT_EQ(sha1_hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+  EXPECT_EQ(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  EXPECT_EQ(sha1_hex(std::string(1000, 'a')), "291e9a6c66994949b57ba5e650361e98fc36b1ba");
+}
+
+Result run(Client& c, std::vector<std::string> args) {
+  std::promise<Result> p;
+  auto f = p.get_future();
+  const std::string key = args.size() > 1 ? args[1] : "";
+  c.exec(std::move(args), key, [&p](Result r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+ClientOptions options(const RedisProcess& r, std::chrono::milliseconds timeout = 500ms) {
+  auto o = ClientOptions::parse_url(r.url());
+  o.command_timeout = timeout;
+  o.backoff_min = 10ms;
+  o.backoff_max = 50ms;
+  return o;
+}
+
+TEST(RedisClient, ManyThreadsPipelinedAllAnsweredInOrder) {
+  RedisProcess redis;
+  Client c(options(redis));
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::future<Result>> futures;
+      std::vector<std::promise<Result>> promises(500);
+      for (int i = 0; i < 500; ++i) {
+        futures.push_back(promises[i].get_future());
+        const std::string v = std::to_string(t * 1000 + i);
+        c.exec({"ECHO", v}, "", [&promises, i](Result r) { promises[i].set_value(std::move(r)); });
+      }
+      for (int i = 0; i < 500; ++i) {
+        Result r = futures[i].get();
+        const auto* reply = std::get_if<Reply>(&r);
+        right += reply && reply->str == std::to_string(t * 1000 + i);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(right.load(), 2000);
+  const auto s = c.stats();
+  EXPECT_LT(s.writes, s.commands / 2) << "commands given together must go out in shared writes";
+}
+
+TEST(RedisClient, APausedServerTimesOutAndARestartedOneIsReconnected) {
+  RedisProcess redis;
+  Client c(options(redis, 200ms));
+  ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"SET", "k", "1"})));
+  redis.signal(SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run(c, {"GET", "k"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  redis.signal(SIGCONT);
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kTimeout);
+  EXPECT_LT(took, 1s);
+  EXPECT_GE(took, 200ms);
+  bool back = false;  // the connection was recycled: a new one answers
+  for (int i = 0; i < 200 && !back; ++i) {
+    back = std::holds_alternative<Reply>(run(c, {"GET", "k"}));
+    if (!back) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(back);
+
+  redis.kill();
+  r = run(c, {"GET", "k"});
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kConnection) << std::get<Error>(r).message;
+  redis.start();
+  back = false;
+  for (int i = 0; i < 300 && !back; ++i) {
+    back = std::holds_alternative<Reply>(run(c, {"PING"}));
+    if (!back) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(back);
+}
+
+TEST(RedisClient, AuthWithAPasswordAndItsRefusal) {
+  RedisProcess redis({"--requirepass", "s3cret"});
+  auto o = options(redis);
+  o.password = "s3cret";
+  Client good(o);
+  Result ok = run(good, {"SET", "a", "1"});
+  EXPECT_TRUE(std::holds_alternative<Reply>(ok)) << std::get<Error>(ok).message;
+  o.password = "wrong";
+  Client bad(o);
+  Result r = run(bad, {"GET", "a"});
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_NE(std::get<Error>(r).message.find("AUTH"), std::string::npos) << std::get<Error>(r).message;
+}
+
+TEST(RedisClient, ScriptsSurviveAScriptFlushAndServerErrorsAreKServer) {
+  RedisProcess redis;
+  Client c(options(redis));
+  Script s("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+  auto eval = [&](const std::string& by) {
+    std::promise<Result> p;
+    auto f = p.get_future();
+    s.eval(c, {"n"}, {by}, [&p](Result r) { p.set_value(std::move(r)); });
+    return f.get();
+  };
+  EXPECT_EQ(std::get<Reply>(eval("2")).integer, 2);  // NOSCRIPT at first: EVAL
+  EXPECT_EQ(std::get<Reply>(eval("3")).integer, 5);  // EVALSHA
+  ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"SCRIPT", "FLUSH"})));
+  EXPECT_EQ(std::get<Reply>(eval("1")).integer, 6);
+  Result e = eval("x");
+  ASSERT_TRUE(std::holds_alternative<Error>(e));
+  EXPECT_EQ(std::get<Error>(e).kind, Error::Kind::kServer);
+}
+
+TEST(RedisClient, AClosedClientFailsAtOnce) {
+  RedisProcess redis;
+  Client c(options(redis));
+  c.close();
+  Result r = run(c, {"PING"});
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kClosed);
+}
+
+}  // namespace
+}  // namespace rk::redis

@@ -1,0 +1,244 @@
+// The service over a real redis-server (the plain Debian binary on a free loopback port) against the same service
+// in memory: for every algorithm, the same trace on the same manual clock (`--redis-clock local`) gives the same
+// decisions. Then the failure policies against a Redis that is killed, and the breaker that spares the timeouts.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "server/app/redis_remote.h"
+#include "server/app/service.h"
+#include "redis_process.h"
+
+namespace rk::app {
+namespace {
+
+using namespace std::chrono_literals;
+using redis_test::RedisProcess;
+
+struct Env {
+  std::filesystem::path dir;
+  std::unique_ptr<rules::Reloader> reloader;
+  std::unique_ptr<Service> service;
+};
+
+class RemoteService : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (auto& e : envs_) {
+      e->service.reset();
+      std::filesystem::remove_all(e->dir);
+    }
+    if (remote_) remote_->close();
+  }
+
+  Service& make(const std::string& rules, std::shared_ptr<RemoteStore> remote, std::optional<rules::FailurePolicy> policy = {}) {
+    auto e = std::make_unique<Env>();
+    e->dir = std::filesystem::temp_directory_path() /
+             ("rk-remote-" + std::to_string(::getpid()) + "-" + std::to_string(envs_.size()));
+    std::filesystem::create_directories(e->dir);
+    std::ofstream(e->dir / "r.yaml") << rules;
+    e->reloader = std::make_unique<rules::Reloader>(e->dir.string(), rules::BuildOptions{.clock = clock_});
+    EXPECT_TRUE(e->reloader->load_now().empty());
+    ServiceOptions o{.remote = std::move(remote)};
+    if (policy) o.redis_failure = *policy;
+    o.breaker = {.failures_to_open = 3, .open_for = 1s, .max_open_for = 1s};
+    e->service = std::make_unique<Service>(*e->reloader, clock_, o);
+    envs_.push_back(std::move(e));
+    return *envs_.back()->service;
+  }
+
+  std::shared_ptr<RemoteStore> remote(const std::string& url, Nanos timeout = 200ms) {
+    remote_ = make_redis_remote({.url = url, .caller_clock = true, .timeout = timeout});
+    return remote_;
+  }
+
+  static CheckRequest req(const std::string& value, std::uint64_t hits = 1, const std::string& domain = "d") {
+    CheckRequest r;
+    r.domain = domain;
+    r.descriptors.push_back({.entries = {{"k", value}}, .hits_addend = hits});
+    return r;
+  }
+  static DescriptorStatus status(const CheckResult& r) {
+    if (auto* e = std::get_if<RequestError>(&r)) {
+      ADD_FAILURE() << e->field << ": " << e->message;
+      return {};
+    }
+    return std::get<CheckResponse>(r).statuses.at(0);
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'123'456'789});
+  std::shared_ptr<RemoteStore> remote_;
+  std::vector<std::unique_ptr<Env>> envs_;
+};
+
+const char* kRuleFor[] = {
+    "{unit: second, requests_per_unit: 5, algorithm: earrrl, half_life: 2s}",
+    "{unit: second, requests_per_unit: 5, algorithm: gcra, burst: 3}",
+    "{unit: second, requests_per_unit: 5, algorithm: token_bucket, capacity: 8}",
+    "{unit: second, requests_per_unit: 5, algorithm: leaky_bucket}",
+    "{unit: second, requests_per_unit: 5, algorithm: leaky_queue, burst: 4}",
+    "{unit: second, requests_per_unit: 5, algorithm: fixed_window}",
+    "{unit: second, requests_per_unit: 5, algorithm: sliding_log}",
+    "{unit: second, requests_per_unit: 5, algorithm: sliding_window}",
+};
+
+TEST_F(RemoteService, EveryAlgorithmDecidesInRedisAsInMemory) {
+  RedisProcess redis;
+  auto store = remote(redis.url());
+  for (std::size_t a = 0; a < std::size(kRuleFor); ++a) {
+    const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(kRuleFor[a]) + "\n";
+    Service& memory = make(rules, nullptr);
+    Service& shared = make(rules, store);
+    std::mt19937_64 rng(42 + a);
+    int refused = 0;
+    for (int i = 0; i < 400; ++i) {
+      const auto gap = std::uniform_int_distribution<std::int64_t>(0, 19)(rng) == 0
+                           ? std::uniform_int_distribution<std::int64_t>(0, 3'000'000'000)(rng)
+                           : std::uniform_int_distribution<std::int64_t>(0, 50'000'000)(rng);
+      clock_->advance(Nanos{gap});
+      const std::string value = "user" + std::to_string(rng() % 3);
+      const std::uint64_t hits = rng() % 10 == 0 ? rng() % 4 : 1;  // sometimes 0, sometimes several
+      const DescriptorStatus m = status(memory.check(req(value, hits)));
+      const DescriptorStatus r = status(shared.check(req(value, hits)));
+      ASSERT_EQ(r.fallback, rules::FailurePolicy::kDefault) << r.store_error;
+      ASSERT_EQ(m.code, r.code) << kRuleFor[a] << " at step " << i;
+      ASSERT_EQ(m.limit_remaining, r.limit_remaining) << kRuleFor[a] << " at step " << i;
+      ASSERT_NEAR(static_cast<double>(m.duration_until_reset.count()), static_cast<double>(r.duration_until_reset.count()),
+                  1000.0)
+          << kRuleFor[a] << " at step " << i;
+      refused += m.code == Code::kOverLimit;
+    }
+    EXPECT_GT(refused, 10) << kRuleFor[a] << ": the trace must reach the limit to compare refusals";
+  }
+}
+
+TEST_F(RemoteService, AllOrNothingChargesNothingWhenOneLimitRefuses) {
+  RedisProcess redis;
+  Service& s = make(R"(
+domain: d
+all_or_nothing: true
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 5}
+)", remote(redis.url()));
+  auto both = [] {
+    CheckRequest r;
+    r.domain = "d";
+    r.descriptors.push_back({.entries = {{"a", "x"}}});
+    r.descriptors.push_back({.entries = {{"b", "x"}}});
+    return r;
+  };
+  auto first = std::get<CheckResponse>(s.check(both()));
+  EXPECT_EQ(first.overall, Code::kOk);
+  auto second = std::get<CheckResponse>(s.check(both()));
+  EXPECT_EQ(second.overall, Code::kOverLimit);
+  EXPECT_EQ(second.statuses[1].limit_remaining, 3u);  // b was looked at (what a charge would leave), not charged
+  EXPECT_FALSE(second.statuses[1].charged);
+}
+
+TEST_F(RemoteService, PoliciesDecideWhenRedisIsDeadAndTheBreakerSparesTheTimeouts) {
+  RedisProcess redis;
+  const std::string rule = "descriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket}\n";
+  auto store = remote(redis.url(), 300ms);
+  Service& open = make("domain: d\n" + rule, store, rules::FailurePolicy::kFailOpen);
+  Service& closed = make("domain: d\nredis_failure: fail_closed\n" + rule, store);
+  Service& local = make("domain: d\nredis_failure: local\n" + rule, store);
+  ASSERT_EQ(status(open.check(req("u"))).fallback, rules::FailurePolicy::kDefault);
+  redis.kill();
+
+  for (int i = 0; i < 3; ++i) {
+    const auto o = status(open.check(req("u")));
+    EXPECT_EQ(o.code, Code::kOk);
+    EXPECT_EQ(o.fallback, rules::FailurePolicy::kFailOpen);
+    EXPECT_FALSE(o.store_error.empty());
+    const auto c = status(closed.check(req("u")));
+    EXPECT_EQ(c.code, Code::kOverLimit);
+    EXPECT_EQ(c.fallback, rules::FailurePolicy::kFailClosed);
+    EXPECT_EQ(c.retry_after, Nanos(1s));
+    const auto l = status(local.check(req("u")));
+    EXPECT_EQ(l.fallback, rules::FailurePolicy::kLocal);
+    EXPECT_EQ(l.code, i < 2 ? Code::kOk : Code::kOverLimit) << i;  // the in-process limit of 2
+  }
+  // Three unanswered batches opened each service's breaker: the next decisions do not try Redis at all.
+  EXPECT_EQ(open.breaker()->state(), CircuitBreaker::State::kOpen);
+  const auto calls = open.remote_stats().calls.load();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(status(open.check(req("u"))).fallback, rules::FailurePolicy::kFailOpen);
+  EXPECT_EQ(open.remote_stats().calls.load(), calls);
+
+  redis.start();  // back, and empty
+  clock_->advance(1s);  // the breaker's wait: the next decision probes
+  bool back = false;
+  for (int i = 0; i < 500 && !back; ++i) {  // the client reconnects to a real process: poll, bounded
+    back = status(open.check(req("v"))).fallback == rules::FailurePolicy::kDefault;
+    if (!back) {
+      std::this_thread::sleep_for(10ms);
+      clock_->advance(1s);
+    }
+  }
+  EXPECT_TRUE(back);
+  EXPECT_EQ(open.breaker()->state(), CircuitBreaker::State::kClosed);
+}
+
+long evalsha_calls(const std::string& url) {
+  const std::string port = url.substr(url.rfind(':') + 1);
+  FILE* f = ::popen(("/usr/bin/redis-cli -p " + port + " INFO commandstats").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  if (f) ::pclose(f);
+  const auto at = out.find("cmdstat_evalsha:calls=");
+  return at == std::string::npos ? 0 : std::stol(out.substr(at + 22));
+}
+
+TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
+  RedisProcess redis;
+  const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "
+                            "algorithm: earrrl, half_life: 2s}\n";
+  auto near_store = make_redis_remote(
+      {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
+  Service& near = make(rules, near_store);
+  Service& plain = make(rules, remote(redis.url(), 500ms));
+  long near_calls = 0, plain_calls = 0;
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) {  // 50 attempts a second against 5: mostly refused
+    clock_->advance(20ms);
+    long before = evalsha_calls(redis.url());
+    const auto n = status(near.check(req("near")));
+    near_calls += evalsha_calls(redis.url()) - before;
+    before = evalsha_calls(redis.url());
+    const auto p = status(plain.check(req("plain")));
+    plain_calls += evalsha_calls(redis.url()) - before;
+    // The near cache can only refuse more: its batched hits count a little more than the exact ones.
+    if (n.code != p.code) {
+      ++differ;
+      EXPECT_EQ(n.code, Code::kOverLimit) << "attempt " << i;
+    }
+  }
+  EXPECT_LE(differ, 2);
+  EXPECT_EQ(plain_calls, 100);
+  EXPECT_LT(near_calls, 40) << "the near cache must spare most round trips to Redis";
+  near_store->flush();
+  for (int i = 0; i < 200 && evalsha_calls(redis.url()) < 100 + near_calls + 1; ++i) std::this_thread::sleep_for(5ms);
+  // The refused hits reached Redis, batched at the last one's time: the estimate is at least the exact one, and
+  // over by no more than the decay the batching skipped (under 1 s of a 2 s half-life).
+  const auto n = status(near.dry_run(req("near")));
+  const auto p = status(plain.dry_run(req("plain")));
+  ASSERT_TRUE(n.estimate && p.estimate);
+  EXPECT_GE(*n.estimate, *p.estimate * 0.999);
+  EXPECT_LE(*n.estimate, *p.estimate * 1.42);
+  near_store->close();
+}
+
+}  // namespace
+}  // namespace rk::app
