@@ -24,9 +24,13 @@ REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port whose Cluster bus port (port + 10000) exists too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 55000:
+            return port
 
 
 def wait_until(condition, what, seconds=15.0):
@@ -67,12 +71,14 @@ class Redis:
         self.proc.send_signal(sig)
         if sig == signal.SIGKILL:
             self.proc.wait()
+            self.log.close()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
 
     def close(self):
         self.stop()
@@ -363,7 +369,14 @@ class ClusterFailoverTest(unittest.TestCase):
                     status, body = server.check(u)
                     self.assertEqual(status, 200)
                     self.assertNotIn("fallback", body["statuses"][0], body)
-                cluster.nodes[0].kill()  # a primary: its replica takes over after the node timeout
+                # Which of the others is the killed primary's replica, then the kill, and the takeover an operator
+                # (or the cluster itself, given time) makes.
+                nodes = cli(cluster.nodes[1].port, "CLUSTER", "NODES").splitlines()
+                primary_id = next(l.split()[0] for l in nodes if ":%d@" % cluster.nodes[0].port in l)
+                replica_port = next(int(l.split()[1].split("@")[0].split(":")[1]) for l in nodes
+                                    if l.split()[3] == primary_id)
+                cluster.nodes[0].kill()
+                cli(replica_port, "CLUSTER", "FAILOVER", "TAKEOVER")
 
                 def all_from_redis():
                     for u in users:

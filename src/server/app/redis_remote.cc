@@ -145,6 +145,9 @@ class RedisRemote final : public RemoteStore {
   }
 
   std::string describe() const override { return client_.describe(); }
+  // The client fails a node's commands at once while that node is backing off (after a refused connection or a
+  // timeout): a breaker per node. One for the whole store is for a single server.
+  bool wants_breaker() const override { return !options_.url.starts_with("redis+cluster://"); }
   void close() override {
     {
       std::lock_guard lock(near_mu_);

@@ -54,6 +54,9 @@ class RemoteStore {
   virtual void close() = 0;
   // Sends at once whatever the store batches for later (the near cache's counted refusals).
   virtual void flush() {}
+  // False when the store keeps a breaker per server of its own (a Redis Cluster: one dead shard must not stop the
+  // others being asked); then the Service keeps none.
+  virtual bool wants_breaker() const { return true; }
 };
 
 struct BreakerOptions {

@@ -317,9 +317,9 @@ int run_serve(const std::vector<std::string>& args) {
                           [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
     }
     registry.gauge_fn(n::kBreakerState.name, n::kBreakerState.help, {},
-                      [&service] { return static_cast<double>(service.breaker()->state()); });
+                      [&service] { return service.breaker() ? static_cast<double>(service.breaker()->state()) : 0.0; });
     registry.counter_fn(n::kBreakerOpened.name, n::kBreakerOpened.help, {},
-                        [&service] { return service.breaker()->opened(); });
+                        [&service] { return service.breaker() ? service.breaker()->opened() : std::uint64_t{0}; });
     log(Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});
   }
   std::atomic<bool> draining{false};

@@ -66,7 +66,9 @@ std::string_view code_name(Code c) {
 
 Service::Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, ServiceOptions options)
     : rules_(rules), clock_(std::move(clock)), options_(std::move(options)) {
-  if (options_.remote) breaker_ = std::make_unique<CircuitBreaker>(clock_, options_.breaker);
+  if (options_.remote && options_.remote->wants_breaker()) {
+    breaker_ = std::make_unique<CircuitBreaker>(clock_, options_.breaker);
+  }
 }
 
 std::optional<RequestError> Service::validate(const CheckRequest& r) const {
@@ -394,7 +396,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
     finish(*job);
   };
   if (ops.empty()) return on_results({});
-  if (!breaker_->allow()) {
+  if (breaker_ && !breaker_->allow()) {
     std::vector<RemoteResult> open(ops.size());
     for (auto& r : open) r.error = "the circuit breaker is open: the store failed recently";
     return on_results(std::move(open));
@@ -405,7 +407,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
                           [breaker, on_results = std::move(on_results)](std::vector<RemoteResult> results) mutable {
                             bool available = !results.empty();
                             for (const auto& r : results) available &= r.status != RemoteResult::Status::kUnavailable;
-                            breaker->record(available);
+                            if (breaker) breaker->record(available);
                             on_results(std::move(results));
                           });
 }

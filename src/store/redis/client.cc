@@ -247,6 +247,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::vector<Node*> slots = std::vector<Node*>(16384, nullptr);
   Node* sentinel_node = nullptr;
   bool refreshing = false;
+  Clock::time_point last_refresh{};
   std::size_t seed_turn = 0;
   std::mt19937 rng{std::random_device{}()};
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0};
@@ -287,7 +288,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   void dispatch(Pending p) {
     if (closed) return finish(p, Error{Error::Kind::kClosed, "the Redis client is closed"});
-    send_to(route(p.key), std::move(p), false);
+    Node& node = route(p.key);  // before p is moved from: argument order is unspecified
+    send_to(node, std::move(p), false);
   }
 
   void send_to(Node& node, Pending p, bool asking) {
@@ -295,6 +297,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     const auto now = Clock::now();
     if (conn->state == Conn::State::kDown) {
       if (now < node.down_until) {
+        // A dead node may have been replaced (a replica promoted): ask the cluster again, at most every 100 ms.
+        if (options.mode == ClientOptions::Mode::kCluster && now - last_refresh > milliseconds(100)) refresh_slots();
         return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint) +
                                                               " (retrying after a backoff)"});
       }
@@ -485,7 +489,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     c.writing.clear();
     std::deque<Pending> failed;
     failed.swap(c.sent);
-    if (backoff && kind != Error::Kind::kTimeout) mark_down(c.node);
+    if (backoff) mark_down(c.node);
     if (options.mode == ClientOptions::Mode::kCluster && kind != Error::Kind::kClosed) {
       ++seed_turn;
       refresh_slots();
@@ -497,10 +501,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void refresh_slots() {
     if (options.mode != ClientOptions::Mode::kCluster || refreshing || closed) return;
     refreshing = true;
+    last_refresh = Clock::now();
     Node* from = nullptr;
+    std::size_t ready = 0;
     for (auto& [_, n] : nodes) {
       for (auto& c : n->conns) {
-        if (c->state == Conn::State::kReady) from = n.get();
+        if (c->state == Conn::State::kReady && (!from || ++ready % 2 == 0)) from = n.get();  // spread the asking
       }
     }
     if (!from) from = &node_for(options.endpoints[seed_turn % options.endpoints.size()]);
@@ -545,7 +551,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
           } else if (!c->sent.empty() && now > c->sent.front().deadline) {
             timeouts.fetch_add(1, std::memory_order_relaxed);
             fail_conn(*c, Error::Kind::kTimeout, "no answer from Redis at " + endpoint_text(n->endpoint) + " within " +
-                                                     std::to_string(options.command_timeout.count()) + " ms", false);
+                                                     std::to_string(options.command_timeout.count()) + " ms", true);
           }
         }
       }
