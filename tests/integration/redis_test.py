@@ -397,6 +397,56 @@ class ClusterFailoverTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class SentinelTest(unittest.TestCase):
+    def test_the_service_follows_a_sentinel_failover(self):
+        primary = Redis()
+        replica = Redis(["--replicaof", "127.0.0.1", str(primary.port)])
+        wait_until(lambda: "master_link_status:up" in cli(replica.port, "INFO", "replication"), "replication")
+        sentinels = []
+        d = tempfile.mkdtemp(prefix="rk-sentinel-")
+        try:
+            for i in range(3):
+                port = free_port()
+                conf = os.path.join(d, "s%d.conf" % i)
+                with open(conf, "w") as f:
+                    f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 2\n"
+                            "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
+                            % (port, d, primary.port))
+                log = open(os.path.join(d, "s%d.log" % i), "w")
+                sentinels.append((port, subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel",
+                                                          conf], stdout=log, stderr=subprocess.STDOUT), log))
+            for port, _, _ in sentinels:
+                wait_until(lambda p=port: "num-other-sentinels" in cli(p, "SENTINEL", "MASTER", "mymaster"),
+                           "sentinel %d" % port)
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(WINDOW_RULES)
+            url = "redis+sentinel://" + ",".join("127.0.0.1:%d" % p for p, _, _ in sentinels) + "/mymaster"
+            server = ServerDir(d, url, ["--redis-timeout", "300ms"])
+            try:
+                status, body = server.check("s")
+                self.assertEqual(status, 200)
+                self.assertNotIn("fallback", body["statuses"][0], body)
+                wait_until(lambda: cli(sentinels[0][0], "SENTINEL", "FAILOVER", "mymaster") == "OK", "a failover")
+                wait_until(lambda: cli(sentinels[0][0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+                           .endswith(str(replica.port)), "the replica to be the primary", 30)
+
+                def on_new_primary():
+                    _, b = server.check("s")
+                    return "fallback" not in b["statuses"][0]
+                wait_until(on_new_primary, "decisions from the new primary", 30)
+                self.assertNotEqual(cli(replica.port, "--scan", "--pattern", "rk:*"), "")
+            finally:
+                server.stop()
+        finally:
+            for _, proc, log in sentinels:
+                proc.kill()
+                proc.wait()
+                log.close()
+            replica.close()
+            primary.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class BadRedisFlagsTest(unittest.TestCase):
     def test_bad_redis_urls_and_flags_are_refused_with_a_message(self):
         d = tempfile.mkdtemp(prefix="rk-rules-")

@@ -472,7 +472,13 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         }
       }
       if (r.str.starts_with("CLUSTERDOWN") || r.str.starts_with("TRYAGAIN")) refresh_slots();
-      finish(p, Error{Error::Kind::kServer, std::move(r.str)});
+      // The primary we know has become a replica (a Sentinel failover): ask the sentinels again.
+      const bool demoted = &c.node == sentinel_node && r.str.starts_with("READONLY");
+      finish(p, Error{demoted ? Error::Kind::kConnection : Error::Kind::kServer, std::move(r.str)});
+      if (demoted) {
+        fail_conn(c, Error::Kind::kConnection, "the primary was demoted", false);
+        return false;
+      }
       return true;
     }
     finish(p, std::move(r));
