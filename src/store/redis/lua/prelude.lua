@@ -7,7 +7,7 @@
 -- Precision: Lua numbers are doubles, exact for integers below 2^53. Times are kept relative to base_us, the
 -- microsecond of the key's last write, in nanoseconds: exact to the nanosecond while they lie within 104 days of
 -- it, which holds for every state that can still change a decision unless its window or half-life is longer.
--- Reply: {allowed, limit, remaining, retry_after_ns, reset_after_ns, delay_ns, estimate}, as strings; -1: never.
+-- Reply: {allowed, limit, remaining, retry_after_ns, reset_after_ns, delay_ns, estimate}; -1: never.
 local key = KEYS[1]
 local now_us, now_r
 if ARGV[1] == '' then
@@ -61,5 +61,6 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
       redis.call('DEL', key)
     end
   end
-  return {allowed and '1' or '0', fmt(limit), fmt(remaining), fmt(retry), fmt(reset), fmt(delay), estimate and fmt(estimate) or ''}
+  -- Whole nanoseconds go back as integers; what may have a fraction, as text that keeps every bit.
+  return {allowed and 1 or 0, fmt(limit), fmt(remaining), retry, reset, delay, estimate and fmt(estimate) or ''}
 end
