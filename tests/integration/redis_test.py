@@ -115,7 +115,8 @@ class Server:
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(
             [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
-             "--admin", "127.0.0.1:%d" % self.admin_port, "--redis", redis_url, "--threads", "2", *extra],
+             "--admin", "127.0.0.1:%d" % self.admin_port, *(["--redis", redis_url] if redis_url else []),
+             "--threads", "2", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_until(lambda: self.request("GET", "/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
 
@@ -444,6 +445,60 @@ class SentinelTest(unittest.TestCase):
                 log.close()
             replica.close()
             primary.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class SettingsFileTest(unittest.TestCase):
+    def test_redis_from_a_settings_file_and_the_command_line_wins(self):
+        redis = Redis()
+        d = tempfile.mkdtemp(prefix="rk-settings-")
+        try:
+            settings = os.path.join(d, "settings.yaml")
+            with open(settings, "w") as f:
+                f.write("redis: redis://127.0.0.1:%d\nredis-clock: local\nredis-timeout: 250ms\n"
+                        "redis-failure: fail_closed\nadmin: 127.0.0.1:%d\nshadow-mode: false\n"
+                        % (redis.port, free_port()))
+            server = Server(POLICY_RULES % ("api", "fail_closed"), None, ["--settings", settings])
+            try:  # Server passes its own --admin after the file's: it answered /readyz there, so the flag won
+                self.assertEqual([server.check("from-settings")[0] for _ in range(3)], [200, 200, 429])
+                keys = cli(redis.port, "--scan", "--pattern", "rk:*")
+                self.assertEqual(len(keys.split()), 1, keys)  # the state is in Redis, not in memory
+            finally:
+                server.stop()
+        finally:
+            redis.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_each_kind_of_bad_settings_file_is_refused_with_its_line(self):
+        d = tempfile.mkdtemp(prefix="rk-settings-")
+        try:
+            rules = os.path.join(d, "r.yaml")
+            with open(rules, "w") as f:
+                f.write(WINDOW_RULES)
+            for text, expected in [
+                ("redis: redis://127.0.0.1:1\ncolour: blue\n", "settings.yaml:2:1: unknown flag --colour"),
+                ("redis-timeout: forever\n", "settings.yaml:1:1: --redis-timeout: 'forever'"),
+                ("redis-clock: sundial\n", "settings.yaml:1:1: --redis-clock: 'sundial'"),
+                ("redis: http://127.0.0.1:6379\n", "--redis"),
+                ("shadow-mode: maybe\n", "settings.yaml:1:14: setting 'shadow-mode' is true or false"),
+                ("redis: [a, b]\n", "settings.yaml:1:8: setting 'redis' takes a single value"),
+                ("- redis\n", "a settings file is a mapping"),
+                ("redis: [unclosed\n", "settings.yaml:"),
+                ("settings: other.yaml\n", "'settings' is not a setting"),
+                (None, "--settings: cannot read"),
+            ]:
+                settings = os.path.join(d, "settings.yaml")
+                if os.path.exists(settings):
+                    os.remove(settings)
+                if text is not None:
+                    with open(settings, "w") as f:
+                        f.write(text)
+                out = subprocess.run([BINARY, "serve", "--config", rules, "--http", "127.0.0.1:0", "--admin",
+                                      "127.0.0.1:0", "--settings", settings], capture_output=True, text=True,
+                                     timeout=10)
+                self.assertEqual(out.returncode, 2, (text, out.stderr))
+                self.assertIn(expected, out.stderr, text)
+        finally:
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,9 +42,11 @@ inline bool answers(int port) {
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   if (ok) {
     const char ping[] = "PING\r\n";
-    char buf[16] = {};
-    ok = ::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL) == sizeof ping - 1 && ::recv(fd, buf, sizeof buf, 0) > 0 &&
-         (std::string(buf).starts_with("+PONG") || std::string(buf).starts_with("-NOAUTH"));
+    char buf[64];
+    ok = ::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL) == sizeof ping - 1;
+    const auto n = ok ? ::recv(fd, buf, sizeof buf, 0) : -1;
+    const std::string_view got(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    ok = got.starts_with("+PONG") || got.starts_with("-NOAUTH");
   }
   ::close(fd);
   return ok;
@@ -57,6 +61,7 @@ class RedisProcess {
     const std::string port = std::to_string(port_);
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that aborts leaves no server behind
       std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
                                        "--appendonly", "no", "--loglevel", "warning"};
       args.insert(args.end(), extra_.begin(), extra_.end());

@@ -1,8 +1,10 @@
 #include "server/app/serve.h"
 
 #include <pthread.h>
+#include <yaml-cpp/yaml.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -49,6 +51,8 @@ struct ServeFlags {
 
 const char* kServeUsage =
     "usage: ratekeeper serve --config PATH [flags]\n"
+    "  --settings FILE          a YAML mapping of these flags without their dashes (redis: URL, ...);\n"
+    "                           flags given on the command line win over the file\n"
     "  --config PATH            a rules file, or a directory of them (reloaded live)\n"
     "  --http ADDR:PORT         decision API and forward-auth (default 127.0.0.1:8080)\n"
     "  --admin ADDR:PORT        metrics, rules, admin API (default 127.0.0.1:9090)\n"
@@ -82,7 +86,60 @@ bool split_address(const std::string& s, std::string& host, std::uint16_t& port)
   return true;
 }
 
-bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error) {
+constexpr std::string_view kSwitches[] = {"shadow-mode", "redis-near-cache", "grpc-response-headers"};
+
+bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error);
+
+// A settings file's mapping as the command-line flags it stands for, placed before the real ones so that those win.
+bool settings_to_flags(const std::string& path, std::vector<std::string>& out, std::string& error) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    error = "--settings: cannot read " + path;
+    return false;
+  } catch (const YAML::Exception& e) {
+    error = path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " + e.msg;
+    return false;
+  }
+  if (root.IsNull()) return true;
+  if (!root.IsMap()) {
+    error = path + ": a settings file is a mapping of flag names to values (redis: redis://127.0.0.1:6379)";
+    return false;
+  }
+  const auto where = [&](const YAML::Node& n) {
+    return path + ":" + std::to_string(n.Mark().line + 1) + ":" + std::to_string(n.Mark().column + 1) + ": ";
+  };
+  for (const auto& item : root) {
+    const auto key = item.first.Scalar();
+    if (!item.second.IsScalar()) {
+      error = where(item.second) + "setting '" + key + "' takes a single value";
+      return false;
+    }
+    const auto value = item.second.Scalar();
+    if (key == "settings" || key.empty() || key.starts_with("-")) {
+      error = where(item.first) + "'" + key + "' is not a setting (flag names without their dashes)";
+      return false;
+    }
+    if (std::find(std::begin(kSwitches), std::end(kSwitches), key) != std::end(kSwitches)) {
+      if (value == "true") out.push_back("--" + key);
+      else if (value != "false") {
+        error = where(item.second) + "setting '" + key + "' is true or false, not '" + value + "'";
+        return false;
+      }
+      continue;
+    }
+    ServeFlags scratch;  // each setting is checked on its own, so that an error can name its line
+    if (!apply_flags({"--" + key + "=" + value}, scratch, error)) {
+      error = where(item.first) + error;
+      return false;
+    }
+    out.push_back("--" + key + "=" + value);
+  }
+  return true;
+}
+
+bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     bool inline_value = false;
@@ -170,6 +227,30 @@ bool parse_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       return false;
     }
   }
+  return true;
+}
+
+bool parse_flags(const std::vector<std::string>& given, ServeFlags& f, std::string& error) {
+  // Settings files' values go in front of the command line's flags, so that those win.
+  std::vector<std::string> args, rest;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    std::string file;
+    if (given[i] == "--settings") {
+      if (i + 1 >= given.size()) {
+        error = "--settings needs a value";
+        return false;
+      }
+      file = given[++i];
+    } else if (given[i].starts_with("--settings=")) {
+      file = given[i].substr(11);
+    } else {
+      rest.push_back(given[i]);
+      continue;
+    }
+    if (!settings_to_flags(file, args, error)) return false;
+  }
+  args.insert(args.end(), rest.begin(), rest.end());
+  if (!apply_flags(args, f, error)) return false;
   if (f.config.empty()) {
     error = "--config is required";
     return false;
