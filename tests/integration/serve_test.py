@@ -236,7 +236,11 @@ class ServeTest(unittest.TestCase):
         version = json.loads(self.server.get("/v1/rules", admin=True)[2])["version"]
         # Another rule changes: erin's rule did not, so erin stays refused.
         self.server.write(RULES.replace("requests_per_unit: 100", "requests_per_unit: 101"))
-        wait_until(lambda: json.loads(self.server.get("/v1/rules", admin=True)[2])["version"] != version, "a reload")
+        try:  # the reloader polls every 250 ms; a sanitizer build on a loaded machine can take a while
+            wait_until(lambda: json.loads(self.server.get("/v1/rules", admin=True)[2])["version"] != version,
+                       "a reload", 30)
+        except AssertionError:
+            raise AssertionError("no reload seen; the server said:\n" + self.server.output())
         self.assertEqual(self.server.check("erin")[0], 429)
         # A broken file keeps the last good rules, and says so.
         version = json.loads(self.server.get("/v1/rules", admin=True)[2])["version"]

@@ -1,0 +1,106 @@
+/* ratekeeper/ratekeeper.h: the C API, for C programs and other languages' foreign-function interfaces.
+ *
+ *   rk_spec spec;
+ *   rk_spec_init(&spec);                     // every optional parameter unset
+ *   spec.algorithm = "earrrl";
+ *   spec.limit = 10;                         // per window (default 1 s)
+ *   spec.half_life_ns = 10000000000;         // 10 s
+ *   rk_limiter* limiter;
+ *   if (rk_limiter_new(&spec, &limiter) != RK_OK) fprintf(stderr, "%s\n", rk_last_error());
+ *   rk_decision d;
+ *   rk_limiter_check(limiter, "203.0.113.7", 11, 1, &d);
+ *   if (!d.allowed) reply_429(d.retry_after_ns);
+ *   rk_limiter_free(limiter);
+ *
+ * Every function returns RK_OK or an error code, and never lets a C++ exception out. After an error,
+ * rk_last_error() describes it (naming the parameter for a bad spec); the text belongs to the calling thread and
+ * stays valid until its next call into this API.
+ *
+ * Thread safety: one limiter may be used from many threads at once, as rk::Limiter (include/ratekeeper/limiter.h),
+ * which this wraps; rk_limiter_free must not race with any other call on the same limiter.
+ */
+#ifndef RATEKEEPER_RATEKEEPER_H
+#define RATEKEEPER_RATEKEEPER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rk_status {
+  RK_OK = 0,
+  RK_INVALID_ARGUMENT = 1, /* a bad spec, key, cost or pointer; nothing was changed */
+  RK_NO_MEMORY = 2,
+  RK_INTERNAL = 3
+} rk_status;
+
+/* kNever: a retry_after_ns or reset_after_ns that will never come (a cost above what the limit can admit). */
+#define RK_NEVER INT64_MAX
+
+/* What a limit is; see include/ratekeeper/params.h for each algorithm's parameters. Optional fields are unset
+ * as rk_spec_init leaves them: NaN for burst and capacity, -1 for half_life_ns and count_refused. */
+typedef struct rk_spec {
+  const char* algorithm;   /* earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log,
+                              sliding_window */
+  double limit;            /* requests per window */
+  int64_t window_ns;       /* default 1 s */
+  int64_t half_life_ns;    /* earrrl: required */
+  double burst;            /* gcra, leaky_queue */
+  double capacity;         /* token_bucket, leaky_bucket */
+  int count_refused;       /* earrrl, fixed_window: 0 or 1 */
+  uint64_t max_keys;       /* the store's bound (LRU past it); default 1,000,000 */
+  uint64_t max_key_bytes;  /* longer keys are refused; default 4096 */
+} rk_spec;
+
+typedef struct rk_decision {
+  int allowed;             /* 1 or 0 */
+  double limit;
+  double remaining;        /* never negative */
+  int64_t retry_after_ns;  /* 0 when allowed; RK_NEVER if never */
+  int64_t reset_after_ns;  /* until the key's state is back to fresh */
+  int64_t delay_ns;        /* leaky_queue: how long an admitted request waits */
+  int has_estimate;        /* earrrl: 1, and estimate is its recent rate before this attempt */
+  double estimate;
+} rk_decision;
+
+typedef struct rk_stats {
+  uint64_t keys;
+  uint64_t evictions;
+  uint64_t forgotten;
+  uint64_t memory_bytes;
+} rk_stats;
+
+typedef struct rk_limiter rk_limiter;
+
+const char* rk_version(void);
+const char* rk_last_error(void);
+
+void rk_spec_init(rk_spec* spec);
+
+/* Checks the spec and creates a limiter on the system clock (nanoseconds since the Unix epoch). */
+rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out);
+void rk_limiter_free(rk_limiter* limiter); /* NULL is fine */
+
+/* Decides one attempt of `cost` on the key (key_len bytes; any bytes) and records it. */
+rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
+/* The same at an explicit time, in nanoseconds on the caller's own clock (simulations, tests). */
+rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                              rk_decision* out);
+/* What check would answer, recording nothing. */
+rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
+                          rk_decision* out);
+rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+                             uint64_t cost, rk_decision* out);
+/* Forgets the key; *was_tracked (may be NULL) says whether it was. */
+rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked);
+/* Forgets every key whose state is back to fresh at now_ns; *forgotten (may be NULL) counts them. */
+rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten);
+rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RATEKEEPER_RATEKEEPER_H */

@@ -1,0 +1,192 @@
+// The C API (include/ratekeeper/ratekeeper.h) over rk::Limiter. No exception crosses it: each entry point catches
+// everything and turns it into a status and a thread-local message.
+#include "ratekeeper/ratekeeper.h"
+
+#include <cmath>
+#include <new>
+#include <string>
+
+#include "ratekeeper/limiter.h"
+
+struct rk_limiter {
+  explicit rk_limiter(rk::Limiter l) : limiter(std::move(l)) {}
+  rk::Limiter limiter;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+rk_status fail(rk_status s, std::string message) {
+  try {
+    last_error = std::move(message);
+  } catch (...) {
+    last_error.clear();  // out of memory for the message itself: the status still says what happened
+  }
+  return s;
+}
+
+// Runs f, mapping what it throws to a status.
+template <class F>
+rk_status guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const rk::InvalidArgument& e) {
+    return fail(RK_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(RK_NO_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(RK_INTERNAL, e.what());
+  } catch (...) {
+    return fail(RK_INTERNAL, "an unknown error");
+  }
+}
+
+void to_c(const rk::Decision& d, rk_decision* out) {
+  out->allowed = d.allowed ? 1 : 0;
+  out->limit = d.limit;
+  out->remaining = d.remaining;
+  out->retry_after_ns = d.retry_after.count();
+  out->reset_after_ns = d.reset_after.count();
+  out->delay_ns = d.delay.count();
+  out->has_estimate = d.estimate.has_value() ? 1 : 0;
+  out->estimate = d.estimate.value_or(0.0);
+}
+
+// The key's bytes, or an error for a NULL with a length.
+bool key_view(const char* key, size_t len, std::string_view& out) {
+  if (key == nullptr && len != 0) return false;
+  out = len == 0 ? std::string_view{} : std::string_view(key, len);
+  return true;
+}
+
+// Checks the pointers, then fills *out with decide(key).
+template <class Handle, class F>
+rk_status decide(Handle* l, const char* key, size_t len, rk_decision* out, F&& decide_key) noexcept {
+  return guarded([&] {
+    std::string_view k;
+    if (l == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (the rk_decision to fill) is NULL");
+    if (!key_view(key, len, k)) return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(len));
+    to_c(decide_key(l->limiter, k), out);
+    return RK_OK;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* rk_version(void) { return "0.1.0"; }
+
+const char* rk_last_error(void) { return last_error.c_str(); }
+
+void rk_spec_init(rk_spec* spec) {
+  if (spec == nullptr) return;
+  *spec = rk_spec{};
+  spec->algorithm = "earrrl";
+  spec->limit = 0;
+  spec->window_ns = 1'000'000'000;
+  spec->half_life_ns = -1;
+  spec->burst = NAN;
+  spec->capacity = NAN;
+  spec->count_refused = -1;
+  spec->max_keys = 1'000'000;
+  spec->max_key_bytes = 4096;
+}
+
+rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out) {
+  return guarded([&] {
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new limiter goes) is NULL");
+    *out = nullptr;
+    if (spec == nullptr) return fail(RK_INVALID_ARGUMENT, "spec is NULL");
+    if (spec->algorithm == nullptr) return fail(RK_INVALID_ARGUMENT, "algorithm is NULL");
+    const auto algorithm = rk::parse_algorithm(spec->algorithm);
+    if (!algorithm) {
+      return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm +
+                                           "' is not one of earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, "
+                                           "fixed_window, sliding_log, sliding_window");
+    }
+    rk::LimitSpec s{.algorithm = *algorithm, .limit = spec->limit, .window = rk::Nanos{spec->window_ns}};
+    if (spec->half_life_ns != -1) s.half_life = rk::Nanos{spec->half_life_ns};
+    if (!std::isnan(spec->burst)) s.burst = spec->burst;
+    if (!std::isnan(spec->capacity)) s.capacity = spec->capacity;
+    if (spec->count_refused != -1) {
+      if (spec->count_refused != 0 && spec->count_refused != 1) {
+        return fail(RK_INVALID_ARGUMENT,
+                    "count_refused: " + std::to_string(spec->count_refused) + " is not 0, 1 or -1 (unset)");
+      }
+      s.count_refused = spec->count_refused == 1;
+    }
+    std::string problems;
+    for (const auto& e : rk::validate(s)) problems += (problems.empty() ? "" : "; ") + e.param + ": " + e.message;
+    if (spec->max_keys == 0) problems += std::string(problems.empty() ? "" : "; ") + "max_keys: 0 keys; at least 1";
+    if (spec->max_key_bytes == 0) {
+      problems += std::string(problems.empty() ? "" : "; ") + "max_key_bytes: 0 bytes; at least 1";
+    }
+    if (!problems.empty()) return fail(RK_INVALID_ARGUMENT, problems);
+    rk::StoreOptions options{.max_keys = spec->max_keys, .max_key_bytes = spec->max_key_bytes};
+    *out = new rk_limiter(rk::Limiter(s, options));
+    return RK_OK;
+  });
+}
+
+void rk_limiter_free(rk_limiter* limiter) { delete limiter; }
+
+rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out) {
+  return decide(limiter, key, key_len, out, [&](rk::Limiter& l, std::string_view k) { return l.check(k, cost); });
+}
+
+rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                              rk_decision* out) {
+  return decide(limiter, key, key_len, out,
+                [&](rk::Limiter& l, std::string_view k) { return l.check_at(k, rk::Nanos{now_ns}, cost); });
+}
+
+rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
+                          rk_decision* out) {
+  return decide(limiter, key, key_len, out, [&](const rk::Limiter& l, std::string_view k) { return l.peek(k, cost); });
+}
+
+rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+                             uint64_t cost, rk_decision* out) {
+  return decide(limiter, key, key_len, out,
+                [&](const rk::Limiter& l, std::string_view k) { return l.peek_at(k, rk::Nanos{now_ns}, cost); });
+}
+
+rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked) {
+  return guarded([&] {
+    std::string_view k;
+    if (limiter == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
+    if (!key_view(key, key_len, k)) {
+      return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(key_len));
+    }
+    const bool tracked = limiter->limiter.reset(k);
+    if (was_tracked) *was_tracked = tracked ? 1 : 0;
+    return RK_OK;
+  });
+}
+
+rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten) {
+  return guarded([&] {
+    if (limiter == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
+    const auto n = limiter->limiter.sweep_at(rk::Nanos{now_ns});
+    if (forgotten) *forgotten = n;
+    return RK_OK;
+  });
+}
+
+rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out) {
+  return guarded([&] {
+    if (limiter == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (the rk_stats to fill) is NULL");
+    const rk::StoreStats s = limiter->limiter.stats();
+    out->keys = s.keys;
+    out->evictions = s.evictions;
+    out->forgotten = s.forgotten;
+    out->memory_bytes = s.memory_bytes;
+    return RK_OK;
+  });
+}
+
+}  // extern "C"

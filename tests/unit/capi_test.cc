@@ -1,0 +1,241 @@
+// The C API against the C++ Limiter it wraps: the same decisions, every bad argument refused with a message and no
+// state changed, no exception escaping.
+#include "ratekeeper/ratekeeper.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "ratekeeper/limiter.h"
+
+namespace rk {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Handle {
+  rk_limiter* p = nullptr;
+  ~Handle() { rk_limiter_free(p); }
+};
+
+rk_spec spec_for(const char* algorithm, double limit) {
+  rk_spec s;
+  rk_spec_init(&s);
+  s.algorithm = algorithm;
+  s.limit = limit;
+  return s;
+}
+
+rk_status make(const rk_spec& s, Handle& h) { return rk_limiter_new(&s, &h.p); }
+
+TEST(CApi, SpecInitLeavesOptionalParametersUnset) {
+  rk_spec s;
+  rk_spec_init(&s);
+  EXPECT_STREQ(s.algorithm, "earrrl");
+  EXPECT_EQ(s.window_ns, 1'000'000'000);
+  EXPECT_EQ(s.half_life_ns, -1);
+  EXPECT_TRUE(std::isnan(s.burst));
+  EXPECT_TRUE(std::isnan(s.capacity));
+  EXPECT_EQ(s.count_refused, -1);
+  EXPECT_EQ(s.max_keys, 1'000'000u);
+  EXPECT_EQ(s.max_key_bytes, 4096u);
+  EXPECT_STREQ(rk_version(), "0.1.0");
+}
+
+// Every algorithm, through both APIs, on one random trace: every field of every decision equal.
+TEST(CApi, DecidesExactlyAsTheCppLimiterForEveryAlgorithm) {
+  for (Algorithm a : kAllAlgorithms) {
+    const std::string name(algorithm_name(a));
+    SCOPED_TRACE(name);
+    rk_spec s = spec_for(name.c_str(), 5);
+    LimitSpec cpp{.algorithm = a, .limit = 5};
+    if (a == Algorithm::kEarrrl) {
+      s.half_life_ns = 2'000'000'000;
+      cpp.half_life = 2s;
+    }
+    if (a == Algorithm::kGcra || a == Algorithm::kLeakyQueue) {
+      s.burst = 3;
+      cpp.burst = 3;
+    }
+    Handle h;
+    ASSERT_EQ(make(s, h), RK_OK) << rk_last_error();
+    Limiter reference(cpp);
+    std::mt19937_64 rng(7);
+    std::int64_t now = 1'000'000'000;
+    for (int i = 0; i < 500; ++i) {
+      now += static_cast<std::int64_t>(rng() % 400'000'000);
+      const std::string key = "k" + std::to_string(rng() % 3);
+      const std::uint64_t cost = rng() % 3;
+      rk_decision d;
+      ASSERT_EQ(rk_limiter_check_at(h.p, key.data(), key.size(), now, cost, &d), RK_OK);
+      const Decision r = reference.check_at(key, Nanos{now}, cost);
+      ASSERT_EQ(d.allowed, r.allowed ? 1 : 0) << i;
+      ASSERT_EQ(d.limit, r.limit);
+      ASSERT_EQ(d.remaining, r.remaining);
+      ASSERT_EQ(d.retry_after_ns, r.retry_after.count());
+      ASSERT_EQ(d.reset_after_ns, r.reset_after.count());
+      ASSERT_EQ(d.delay_ns, r.delay.count());
+      ASSERT_EQ(d.has_estimate, r.estimate.has_value() ? 1 : 0);
+      if (r.estimate) {
+        ASSERT_EQ(d.estimate, *r.estimate);
+      }
+    }
+  }
+}
+
+TEST(CApi, TheSeedsFigureThroughC) {
+  rk_spec s = spec_for("earrrl", 0.5);
+  s.half_life_ns = 10'000'000'000;
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK);
+  int first_refused = 0;
+  rk_decision d{};
+  for (int i = 0; i <= 20 && !first_refused; ++i) {  // the seed's request #i at t = i s
+    ASSERT_EQ(rk_limiter_check_at(h.p, "u", 1, std::int64_t{i} * 1'000'000'000, 1, &d), RK_OK);
+    if (!d.allowed) first_refused = i;
+  }
+  EXPECT_EQ(first_refused, 11);
+  EXPECT_NEAR(d.estimate, 0.515, 0.001);
+}
+
+TEST(CApi, EachBadSpecIsRefusedNamingTheParameter) {
+  struct Case {
+    rk_spec spec;
+    const char* says;
+  };
+  rk_spec earrrl_no_half_life = spec_for("earrrl", 1);
+  rk_spec unknown = spec_for("magic", 1);
+  rk_spec negative = spec_for("gcra", -1);
+  rk_spec nan_limit = spec_for("gcra", NAN);
+  rk_spec zero_window = spec_for("fixed_window", 1);
+  zero_window.window_ns = 0;
+  rk_spec count_refused = spec_for("fixed_window", 1);
+  count_refused.count_refused = 2;
+  rk_spec no_keys = spec_for("gcra", 1);
+  no_keys.max_keys = 0;
+  rk_spec no_key_bytes = spec_for("gcra", 1);
+  no_key_bytes.max_key_bytes = 0;
+  rk_spec burst_on_bucket = spec_for("token_bucket", 1);
+  burst_on_bucket.burst = 2;
+  rk_spec null_algorithm = spec_for("gcra", 1);
+  null_algorithm.algorithm = nullptr;
+  for (const Case& c : {Case{earrrl_no_half_life, "half_life"}, Case{unknown, "algorithm: 'magic'"},
+                        Case{negative, "limit"}, Case{nan_limit, "limit"}, Case{zero_window, "window"},
+                        Case{count_refused, "count_refused: 2"}, Case{no_keys, "max_keys"},
+                        Case{no_key_bytes, "max_key_bytes"}, Case{burst_on_bucket, "burst"},
+                        Case{null_algorithm, "algorithm is NULL"}}) {
+    SCOPED_TRACE(c.says);
+    rk_limiter* out = reinterpret_cast<rk_limiter*>(0x1);  // overwritten with NULL on failure
+    EXPECT_EQ(rk_limiter_new(&c.spec, &out), RK_INVALID_ARGUMENT);
+    EXPECT_EQ(out, nullptr);
+    EXPECT_NE(std::string(rk_last_error()).find(c.says), std::string::npos) << rk_last_error();
+  }
+  rk_spec good = spec_for("gcra", 1);
+  EXPECT_EQ(rk_limiter_new(nullptr, nullptr), RK_INVALID_ARGUMENT);
+  rk_limiter* out = nullptr;
+  EXPECT_EQ(rk_limiter_new(nullptr, &out), RK_INVALID_ARGUMENT);
+  EXPECT_STREQ(rk_last_error(), "spec is NULL");
+  EXPECT_EQ(rk_limiter_new(&good, nullptr), RK_INVALID_ARGUMENT);
+}
+
+TEST(CApi, BadCallsAreRefusedAndChangeNothing) {
+  rk_spec s = spec_for("fixed_window", 2);
+  s.max_key_bytes = 64;
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK);
+  rk_decision d;
+  ASSERT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 1, &d), RK_OK);
+  const std::string huge(65, 'x');
+  EXPECT_EQ(rk_limiter_check_at(h.p, huge.data(), huge.size(), 0, 1, &d), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("65 bytes"), std::string::npos) << rk_last_error();
+  EXPECT_EQ(rk_limiter_check_at(h.p, nullptr, 3, 0, 1, &d), RK_INVALID_ARGUMENT);
+  EXPECT_STREQ(rk_last_error(), "key is NULL but key_len is 3");
+  EXPECT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 1, nullptr), RK_INVALID_ARGUMENT);
+  EXPECT_EQ(rk_limiter_check_at(nullptr, "k", 1, 0, 1, &d), RK_INVALID_ARGUMENT);
+  EXPECT_STREQ(rk_last_error(), "limiter is NULL");
+  EXPECT_EQ(rk_limiter_peek(nullptr, "k", 1, 1, &d), RK_INVALID_ARGUMENT);
+  EXPECT_EQ(rk_limiter_reset(nullptr, "k", 1, nullptr), RK_INVALID_ARGUMENT);
+  EXPECT_EQ(rk_limiter_stats(h.p, nullptr), RK_INVALID_ARGUMENT);
+  rk_stats st;
+  ASSERT_EQ(rk_limiter_stats(h.p, &st), RK_OK);
+  EXPECT_EQ(st.keys, 1u);  // only "k": nothing above was recorded
+  ASSERT_EQ(rk_limiter_peek_at(h.p, "k", 1, 0, 1, &d), RK_OK);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);  // one of two spent: the refused calls spent nothing
+  // The empty key is a key like any other, and NULL with length 0 is the empty key.
+  EXPECT_EQ(rk_limiter_check_at(h.p, nullptr, 0, 0, 1, &d), RK_OK);
+  EXPECT_EQ(rk_limiter_check_at(h.p, "", 0, 0, 1, &d), RK_OK);
+  EXPECT_EQ(rk_limiter_check_at(h.p, "", 0, 0, 1, &d), RK_OK);
+  EXPECT_FALSE(d.allowed);
+  rk_limiter_free(nullptr);  // fine
+}
+
+TEST(CApi, NeverPeekResetSweepAndStats) {
+  rk_spec s = spec_for("token_bucket", 1);
+  s.capacity = 3;
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK);
+  rk_decision d;
+  ASSERT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 4, &d), RK_OK);  // more than the bucket holds: never
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ns, RK_NEVER);
+  ASSERT_EQ(rk_limiter_peek_at(h.p, "p", 1, 0, 1, &d), RK_OK);
+  rk_stats st;
+  ASSERT_EQ(rk_limiter_stats(h.p, &st), RK_OK);
+  EXPECT_EQ(st.keys, 1u);  // "k", refused but tracked; the peek left nothing
+  ASSERT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 2, &d), RK_OK);
+  EXPECT_EQ(d.remaining, 1);
+  EXPECT_EQ(d.reset_after_ns, 2'000'000'000);
+  int tracked = -1;
+  ASSERT_EQ(rk_limiter_reset(h.p, "k", 1, &tracked), RK_OK);
+  EXPECT_EQ(tracked, 1);
+  ASSERT_EQ(rk_limiter_reset(h.p, "k", 1, &tracked), RK_OK);
+  EXPECT_EQ(tracked, 0);
+  ASSERT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 3, &d), RK_OK);
+  uint64_t forgotten = 99;
+  ASSERT_EQ(rk_limiter_sweep_at(h.p, 2'900'000'000, &forgotten), RK_OK);
+  EXPECT_EQ(forgotten, 0u);  // not yet refilled
+  ASSERT_EQ(rk_limiter_sweep_at(h.p, 3'000'000'000, &forgotten), RK_OK);
+  EXPECT_EQ(forgotten, 1u);
+  ASSERT_EQ(rk_limiter_stats(h.p, &st), RK_OK);
+  EXPECT_EQ(st.keys, 0u);
+  EXPECT_EQ(st.forgotten, 1u);
+}
+
+TEST(CApi, TheLastErrorBelongsToTheThread) {
+  rk_spec bad = spec_for("gcra", -1);
+  rk_limiter* out = nullptr;
+  ASSERT_EQ(rk_limiter_new(&bad, &out), RK_INVALID_ARGUMENT);
+  const std::string mine = rk_last_error();
+  std::thread([] {
+    rk_limiter* o = nullptr;
+    EXPECT_EQ(rk_limiter_new(nullptr, &o), RK_INVALID_ARGUMENT);
+    EXPECT_STREQ(rk_last_error(), "spec is NULL");
+  }).join();
+  EXPECT_EQ(rk_last_error(), mine);
+}
+
+TEST(CApi, ManyThreadsShareOneLimiterExactly) {
+  rk_spec s = spec_for("fixed_window", 1000);
+  s.window_ns = 3'600'000'000'000;
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK);
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      rk_decision d;
+      for (int i = 0; i < 10'000; ++i) {
+        if (rk_limiter_check_at(h.p, "one", 3, 0, 1, &d) == RK_OK && d.allowed) allowed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(allowed.load(), 1000);
+}
+
+}  // namespace
+}  // namespace rk
