@@ -56,7 +56,7 @@ void to_c(const rk::Decision& d, rk_decision* out) {
 // The key's bytes, or an error for a NULL with a length.
 bool key_view(const char* key, size_t len, std::string_view& out) {
   if (key == nullptr && len != 0) return false;
-  out = len == 0 ? std::string_view{} : std::string_view(key, len);
+  out = len == 0 ? std::string_view("", 0) : std::string_view(key, len);
   return true;
 }
 

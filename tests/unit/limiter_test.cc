@@ -66,6 +66,13 @@ TEST(Limiter, OversizedKeyIsRefusedWithAClearError) {
 }
 
 // Only keys whose state is back to fresh are swept: an EARRRL abuser is kept however long ago the window was.
+TEST(Limiter, TheEmptyKeyIsAKeyEvenWithANullView) {
+  Limiter limiter(fixed(1));
+  EXPECT_TRUE(limiter.check_at(std::string_view{}, Nanos{0}).allowed);  // data() == nullptr
+  EXPECT_FALSE(limiter.check_at("", Nanos{0}).allowed);
+  EXPECT_TRUE(limiter.check_at("x", Nanos{0}).allowed);
+}
+
 TEST(Limiter, SweepForgetsOnlyFreshKeys) {
   Limiter limiter({.algorithm = Algorithm::kEarrrl, .limit = 1, .half_life = Nanos{10s}});
   for (int i = 0; i < 100; ++i) limiter.check_at("abuser", Nanos{0});

@@ -20,7 +20,7 @@ class CompactKey {
     release();
     len_ = static_cast<std::uint32_t>(key.size());
     if (len_ <= kInline) {
-      std::memcpy(data_, key.data(), key.size());
+      if (len_ > 0) std::memcpy(data_, key.data(), key.size());  // an empty view's data() may be null
     } else {
       char* heap = new char[key.size()];
       std::memcpy(heap, key.data(), key.size());
