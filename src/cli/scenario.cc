@@ -264,11 +264,11 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
   const std::size_t before = errors_.size();
   const std::string& k = *kind_name;
   if (k == "periodic" || k == "poisson") {
-    check_map(n, where, {"name", "pattern", "count", "cost", "start", "stop", "rate", "period", "seed"});
+    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "seed"});
     p.kind = k == "periodic" ? Pattern::kPeriodic : Pattern::kPoisson;
     p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
   } else if (k == "burst") {
-    check_map(n, where, {"name", "pattern", "count", "cost", "start", "stop", "size", "every", "spacing"});
+    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "size", "every", "spacing"});
     p.kind = Pattern::kBurst;
     if (!n["size"]) fail(n, where + ": needs size (requests in a burst)");
     if (n["size"]) p.size = whole(n["size"], where + ".size", 1, static_cast<std::uint64_t>(kMaxAttempts)).value_or(1);
@@ -280,7 +280,7 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
                            secs(p.spacing) + " apart last longer than every " + secs(p.every));
     }
   } else if (k == "on_off") {
-    check_map(n, where, {"name", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
+    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
                          "arrivals", "seed"});
     p.kind = Pattern::kOnOff;
     p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
@@ -296,7 +296,7 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
       p.poisson_arrivals = a && *a == "poisson";
     }
   } else if (k == "abuser") {
-    check_map(n, where, {"name", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
+    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
                          "reformed_rate", "reformed_period"});
     p.kind = Pattern::kAbuser;
     p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
@@ -316,6 +316,11 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
   } else {
     name = string(n["name"], where + ".name").value_or("");
     if (n["name"].IsScalar() && name.empty()) fail(n["name"], where + ".name: must not be empty");
+  }
+  std::optional<std::string> key;
+  if (n["key"]) {
+    key = string(n["key"], where + ".key");
+    if (key && key->empty()) fail(n["key"], where + ".key: must not be empty");
   }
   std::uint64_t count = 1;
   if (n["count"]) count = whole(n["count"], where + ".count", 1, kMaxClients).value_or(1);
@@ -353,6 +358,7 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
                                                    : p.period_ns;
   for (std::uint64_t i = 0; i < count; ++i) {
     ScenarioClient c{.name = count == 1 ? name : name + "-" + std::to_string(i), .pattern = p, .cost = cost};
+    c.key = key.value_or(c.name);  // `count` clients with one key: many clients behind one address
     c.pattern.seed = client_seed(seed.value_or(s.seed), seed ? i : out.size());
     const bool random = p.kind == Pattern::kPoisson || (p.kind == Pattern::kOnOff && p.poisson_arrivals);
     if (!random && count > 1) {

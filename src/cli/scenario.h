@@ -21,7 +21,8 @@
 namespace rk::cli {
 
 struct ScenarioClient {
-  std::string name;  // the limiter's key
+  std::string name;  // how the CSV names it
+  std::string key;   // the limiter's key: the name unless given (clients sharing a key share a limit)
   ClientPattern pattern;
   std::uint64_t cost = 1;
 };

@@ -101,12 +101,12 @@ bool simulate(const Scenario& scenario, const LimitSpec& spec, const std::functi
   return walk.run(
       [&](Nanos t) {
         for (std::size_t i = 0; i < scenario.clients.size(); ++i) {
-          on_event({t, i, false, limiter.peek_at(scenario.clients[i].name, t, 1)});
+          on_event({t, i, false, limiter.peek_at(scenario.clients[i].key, t, 1)});
         }
       },
       [&](Nanos t, std::size_t i) {
         const ScenarioClient& c = scenario.clients[i];
-        on_event({t, i, true, limiter.check_at(c.name, t, c.cost)});
+        on_event({t, i, true, limiter.check_at(c.key, t, c.cost)});
       },
       error);
 }
@@ -124,9 +124,9 @@ bool compare(const Scenario& scenario, std::vector<CompareRow>& rows, std::strin
   return walk.run([](Nanos) {},
                   [&](Nanos t, std::size_t i) {
                     const ScenarioClient& c = scenario.clients[i];
-                    const bool ok = exact.check_at(c.name, t, c.cost).allowed;
+                    const bool ok = exact.check_at(c.key, t, c.cost).allowed;
                     for (std::size_t a = 0; a < limiters.size(); ++a) {
-                      const bool here = limiters[a].check_at(c.name, t, c.cost).allowed;
+                      const bool here = limiters[a].check_at(c.key, t, c.cost).allowed;
                       CompareRow& r = rows[a];
                       ++r.attempts;
                       r.allowed += here;

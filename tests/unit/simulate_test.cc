@@ -118,6 +118,24 @@ clients:
   EXPECT_NE(all_times(s.clients[4].pattern), all_times(s.clients[5].pattern));
 }
 
+TEST(SimulateTraffic, ClientsSharingAKeyShareOneLimit) {
+  // Ten pollers behind one address, and one client of its own: the fixed window counts the ten together.
+  const Scenario s = parse_ok(R"(
+duration: 10s
+limiter: {algorithm: fixed_window, limit: 5}
+clients:
+  - {name: office, key: 192.0.2.1, pattern: periodic, rate: 1, count: 10}
+  - {name: home, pattern: periodic, rate: 1}
+)");
+  ASSERT_EQ(s.clients.size(), 11u);
+  EXPECT_EQ(s.clients[9].key, "192.0.2.1");
+  EXPECT_EQ(s.clients[10].key, "home");
+  std::map<std::string, int> allowed;
+  for (const SimEvent& e : run(s, s.spec)) allowed[s.clients[e.client].key] += e.decision.allowed;
+  EXPECT_EQ(allowed["192.0.2.1"], 50);  // 5 a second of the 100 attempts
+  EXPECT_EQ(allowed["home"], 10);
+}
+
 // ---- the seed's figures -----------------------------------------------------------------------------------------
 
 constexpr const char* kConvergence = R"(
@@ -306,8 +324,8 @@ constexpr const char* kHead = "duration: 100s\nlimiter: {algorithm: earrrl, limi
 
 TEST(SimulateBadScenario, UnknownKey) {
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 1, speed: 2}\n"),
-            "bad.yaml:4:43: clients[0]: unknown key 'speed' (expected one of: name, pattern, count, cost, start, stop, "
-            "rate, period, seed)");
+            "bad.yaml:4:43: clients[0]: unknown key 'speed' (expected one of: name, key, pattern, count, cost, start, "
+            "stop, rate, period, seed)");
   EXPECT_EQ(parse_error("duration: 1s\nlimiter: {algorithm: gcra, limit: 1}\nclient: []\nclients: [{name: a, pattern: periodic, rate: 1}]\n"),
             "bad.yaml:3:1: scenario: unknown key 'client' (expected one of: description, duration, sample_every, "
             "seed, limiter, compare, clients)");
