@@ -1,5 +1,7 @@
 #include "cli/scenario.h"
 
+#include "ratekeeper/store.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -321,6 +323,13 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
   if (n["key"]) {
     key = string(n["key"], where + ".key");
     if (key && key->empty()) fail(n["key"], where + ".key: must not be empty");
+  }
+  // The limiter refuses longer keys; say so here, with the place, rather than halfway through the output.
+  const std::string& limiter_key = key ? *key : name;
+  const YAML::Node& key_node = key ? n["key"] : n["name"];
+  if (limiter_key.size() + 7 > StoreOptions{}.max_key_bytes) {  // 7: room for "-99999" of `count`
+    fail(key_node, where + (key ? ".key" : ".name") + ": " + std::to_string(limiter_key.size()) +
+                       " bytes is too long for a key (at most " + std::to_string(StoreOptions{}.max_key_bytes - 7) + ")");
   }
   std::uint64_t count = 1;
   if (n["count"]) count = whole(n["count"], where + ".count", 1, kMaxClients).value_or(1);

@@ -392,6 +392,8 @@ TEST(SimulateBadScenario, BadClients) {
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 1}\n"
                                              "  - {name: a, pattern: poisson, rate: 1}\n"),
             "bad.yaml:5:12: clients[1].name: 'a' names another client too");
+  EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: " + std::string(5000, 'k') + ", pattern: periodic, rate: 1}\n"),
+            "bad.yaml:4:12: clients[0].name: 5000 bytes is too long for a key (at most 4089)");
 }
 
 TEST(SimulateBadScenario, NotYamlOrNoFile) {
