@@ -6,6 +6,9 @@
 
 #include "cli/flags.h"
 #include "cli/replay.h"
+#ifdef RK_HAVE_SIMULATE
+#include "cli/simulate.h"
+#endif
 #ifdef RK_HAVE_SERVER
 #include "server/app/serve.h"
 #endif
@@ -20,8 +23,11 @@ void usage(std::ostream& out) {
          "  check-config   validate a rules file or directory (exit 0 or 1)\n"
 #endif
          "  replay    read '<time-seconds> <key> [cost]' lines from stdin, print one CSV decision per line\n"
+#ifdef RK_HAVE_SIMULATE
+         "  simulate  run a scenario file's traffic on a simulated clock, print CSV (docs/simulate.md)\n"
+#endif
          "  version   print the version\n\n"
-         "limit flags (replay):\n"
+         "limit flags (replay; simulate, where they override the scenario):\n"
       << rk::cli::limit_flags_help();
 }
 
@@ -36,6 +42,9 @@ int main(int argc, char** argv) {
   const std::string_view command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "replay") return rk::cli::run_replay(args, std::cin, std::cout, std::cerr);
+#ifdef RK_HAVE_SIMULATE
+  if (command == "simulate") return rk::cli::run_simulate(args, std::cout, std::cerr);
+#endif
 #ifdef RK_HAVE_SERVER
   if (command == "serve") return rk::app::run_serve(args);
   if (command == "check-config") return rk::app::run_check_config(args);

@@ -26,8 +26,24 @@ const char* limit_flags_help() {
          "  --max-keys N         keys tracked before the least recently used is evicted (default 1000000)\n";
 }
 
-bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors) {
-  bool have_limit = false;
+namespace {
+
+// Which flags were given, for parse_limit_overrides.
+struct Given {
+  bool algorithm = false, limit = false, half_life = false, burst = false, capacity = false, count_refused = false;
+};
+
+// Whether algorithm `a` has a use for an optional parameter (limit and window: every algorithm).
+bool takes(Algorithm a, std::string_view param) {
+  if (param == "half_life") return a == Algorithm::kEarrrl;
+  if (param == "burst") return a == Algorithm::kGcra || a == Algorithm::kLeakyQueue;
+  if (param == "capacity") return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
+  if (param == "count_refused") return a == Algorithm::kEarrrl || a == Algorithm::kFixedWindow;
+  return true;
+}
+
+// Reads every flag into `out`; problems go to `errors`. Validation is the caller's.
+void read_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors, Given& given) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
     std::string value;
@@ -52,6 +68,7 @@ bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, st
     if (name == "--algorithm") {
       if (auto a = parse_algorithm(value)) {
         out.spec.algorithm = *a;
+        given.algorithm = true;
       } else {
         errors.push_back("--algorithm: unknown algorithm '" + value +
                          "' (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log, "
@@ -62,11 +79,13 @@ bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, st
         errors.push_back(name + ": '" + value + "' is not a number");
       } else if (name == "--limit") {
         out.spec.limit = number;
-        have_limit = true;
+        given.limit = true;
       } else if (name == "--burst") {
         out.spec.burst = number;
+        given.burst = true;
       } else if (name == "--capacity") {
         out.spec.capacity = number;
+        given.capacity = true;
       } else if (!(number >= 1 && number <= 1e12 && std::floor(number) == number)) {
         errors.push_back("--max-keys: '" + value + "' is not a whole number from 1 to 1000000000000");
       } else {
@@ -80,12 +99,15 @@ bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, st
         out.spec.window = *d;
       } else {
         out.spec.half_life = *d;
+        given.half_life = true;
       }
     } else if (name == "--count-refused") {
       if (value == "true" || value == "1") {
         out.spec.count_refused = true;
+        given.count_refused = true;
       } else if (value == "false" || value == "0") {
         out.spec.count_refused = false;
+        given.count_refused = true;
       } else {
         errors.push_back("--count-refused: '" + value + "' is not true or false");
       }
@@ -93,10 +115,36 @@ bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, st
       errors.push_back("unknown flag " + name);
     }
   }
+}
+
+}  // namespace
+
+bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors) {
+  Given given;
+  read_flags(args, out, errors, given);
   if (!errors.empty()) return false;
-  if (!have_limit) {
+  if (!given.limit) {
     errors.push_back("--limit is required");
     return false;
+  }
+  for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
+  return errors.empty();
+}
+
+bool parse_limit_overrides(const std::vector<std::string>& args, const LimitSpec& base, LimitFlags& out,
+                           std::vector<std::string>& errors) {
+  out.spec = base;
+  Given given;
+  read_flags(args, out, errors, given);
+  if (!errors.empty()) return false;
+  if (given.algorithm && out.spec.algorithm != base.algorithm) {
+    // The file's parameters were chosen for its own algorithm: keep only those the new one uses.
+    const Algorithm a = out.spec.algorithm;
+    if (!given.half_life && !takes(a, "half_life")) out.spec.half_life.reset();
+    if (!given.burst && !takes(a, "burst")) out.spec.burst.reset();
+    if (!given.capacity && !takes(a, "capacity")) out.spec.capacity.reset();
+    if (!given.count_refused && !takes(a, "count_refused")) out.spec.count_refused.reset();
+    if (a != Algorithm::kFixedWindow) out.spec.align = Align::kEpoch;
   }
   for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
   return errors.empty();

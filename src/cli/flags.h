@@ -20,6 +20,12 @@ struct LimitFlags {
 // including every parameter error of the resulting spec.
 bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors);
 
+// For commands that read a limit from a file (simulate): starts from `base`, each flag given overrides one field,
+// --limit is optional. Naming another --algorithm drops the base's parameters the new algorithm has no use for
+// (a scenario's half_life when run with --algorithm gcra), unless given as flags too.
+bool parse_limit_overrides(const std::vector<std::string>& args, const LimitSpec& base, LimitFlags& out,
+                           std::vector<std::string>& errors);
+
 // The flags' help text.
 const char* limit_flags_help();
 
