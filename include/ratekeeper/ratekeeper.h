@@ -99,6 +99,26 @@ rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len,
 rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten);
 rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
 
+/* Checks a spec without making anything: RK_OK, or RK_INVALID_ARGUMENT with rk_last_error() naming the problem. */
+rk_status rk_spec_check(const rk_spec* spec);
+
+/* A limit shared by the processes of one host through shared memory (include/ratekeeper/shared.h): the region
+ * is memory the caller has mapped shared, such as an nginx shared zone. spec->max_keys and spec->max_key_bytes size
+ * it; `format` it once (in the process that maps it first), then attach to it. */
+typedef struct rk_shared rk_shared;
+
+size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards);
+uint64_t rk_shared_keys_that_fit(size_t bytes, uint64_t max_key_bytes, uint64_t shards);
+rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spec* spec, uint64_t shards,
+                              rk_shared** out);
+void rk_shared_free(rk_shared* shared); /* the handle only: the region stays as it is */
+rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
+rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                             rk_decision* out);
+rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                            rk_decision* out);
+rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* memory_bytes: the region's size */
+
 #ifdef __cplusplus
 }
 #endif

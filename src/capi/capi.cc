@@ -7,10 +7,16 @@
 #include <string>
 
 #include "ratekeeper/limiter.h"
+#include "ratekeeper/shared.h"
 
 struct rk_limiter {
   explicit rk_limiter(rk::Limiter l) : limiter(std::move(l)) {}
   rk::Limiter limiter;
+};
+
+struct rk_shared {
+  explicit rk_shared(rk::SharedLimiter l) : limiter(std::move(l)) {}
+  rk::SharedLimiter limiter;
 };
 
 namespace {
@@ -73,6 +79,37 @@ rk_status decide(Handle* l, const char* key, size_t len, rk_decision* out, F&& d
   });
 }
 
+// The C spec as a checked rk::LimitSpec, with max_keys and max_key_bytes checked too.
+rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
+  if (spec == nullptr) return fail(RK_INVALID_ARGUMENT, "spec is NULL");
+  if (spec->algorithm == nullptr) return fail(RK_INVALID_ARGUMENT, "algorithm is NULL");
+  const auto algorithm = rk::parse_algorithm(spec->algorithm);
+  if (!algorithm) {
+    return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm +
+                                         "' is not one of earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, "
+                                         "fixed_window, sliding_log, sliding_window");
+  }
+  s = rk::LimitSpec{.algorithm = *algorithm, .limit = spec->limit, .window = rk::Nanos{spec->window_ns}};
+  if (spec->half_life_ns != -1) s.half_life = rk::Nanos{spec->half_life_ns};
+  if (!std::isnan(spec->burst)) s.burst = spec->burst;
+  if (!std::isnan(spec->capacity)) s.capacity = spec->capacity;
+  if (spec->count_refused != -1) {
+    if (spec->count_refused != 0 && spec->count_refused != 1) {
+      return fail(RK_INVALID_ARGUMENT,
+                  "count_refused: " + std::to_string(spec->count_refused) + " is not 0, 1 or -1 (unset)");
+    }
+    s.count_refused = spec->count_refused == 1;
+  }
+  std::string problems;
+  for (const auto& e : rk::validate(s)) problems += (problems.empty() ? "" : "; ") + e.param + ": " + e.message;
+  if (spec->max_keys == 0) problems += std::string(problems.empty() ? "" : "; ") + "max_keys: 0 keys; at least 1";
+  if (spec->max_key_bytes == 0) {
+    problems += std::string(problems.empty() ? "" : "; ") + "max_key_bytes: 0 bytes; at least 1";
+  }
+  if (!problems.empty()) return fail(RK_INVALID_ARGUMENT, problems);
+  return RK_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -99,35 +136,18 @@ rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out) {
   return guarded([&] {
     if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new limiter goes) is NULL");
     *out = nullptr;
-    if (spec == nullptr) return fail(RK_INVALID_ARGUMENT, "spec is NULL");
-    if (spec->algorithm == nullptr) return fail(RK_INVALID_ARGUMENT, "algorithm is NULL");
-    const auto algorithm = rk::parse_algorithm(spec->algorithm);
-    if (!algorithm) {
-      return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm +
-                                           "' is not one of earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, "
-                                           "fixed_window, sliding_log, sliding_window");
-    }
-    rk::LimitSpec s{.algorithm = *algorithm, .limit = spec->limit, .window = rk::Nanos{spec->window_ns}};
-    if (spec->half_life_ns != -1) s.half_life = rk::Nanos{spec->half_life_ns};
-    if (!std::isnan(spec->burst)) s.burst = spec->burst;
-    if (!std::isnan(spec->capacity)) s.capacity = spec->capacity;
-    if (spec->count_refused != -1) {
-      if (spec->count_refused != 0 && spec->count_refused != 1) {
-        return fail(RK_INVALID_ARGUMENT,
-                    "count_refused: " + std::to_string(spec->count_refused) + " is not 0, 1 or -1 (unset)");
-      }
-      s.count_refused = spec->count_refused == 1;
-    }
-    std::string problems;
-    for (const auto& e : rk::validate(s)) problems += (problems.empty() ? "" : "; ") + e.param + ": " + e.message;
-    if (spec->max_keys == 0) problems += std::string(problems.empty() ? "" : "; ") + "max_keys: 0 keys; at least 1";
-    if (spec->max_key_bytes == 0) {
-      problems += std::string(problems.empty() ? "" : "; ") + "max_key_bytes: 0 bytes; at least 1";
-    }
-    if (!problems.empty()) return fail(RK_INVALID_ARGUMENT, problems);
+    rk::LimitSpec s;
+    if (const rk_status st = to_spec(spec, s); st != RK_OK) return st;
     rk::StoreOptions options{.max_keys = spec->max_keys, .max_key_bytes = spec->max_key_bytes};
     *out = new rk_limiter(rk::Limiter(s, options));
     return RK_OK;
+  });
+}
+
+rk_status rk_spec_check(const rk_spec* spec) {
+  return guarded([&] {
+    rk::LimitSpec s;
+    return to_spec(spec, s);
   });
 }
 
@@ -185,6 +205,63 @@ rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out) {
     out->evictions = s.evictions;
     out->forgotten = s.forgotten;
     out->memory_bytes = s.memory_bytes;
+    return RK_OK;
+  });
+}
+
+size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards) {
+  if (max_keys < 1 || max_key_bytes < 1 || shards < 1 || max_keys > (uint64_t{1} << 31) || max_key_bytes > 4096 ||
+      shards > 1024) {
+    return 0;
+  }
+  return rk::SharedLimiter::region_bytes({.max_keys = max_keys, .max_key_bytes = max_key_bytes, .shards = shards});
+}
+
+uint64_t rk_shared_keys_that_fit(size_t bytes, uint64_t max_key_bytes, uint64_t shards) {
+  return rk::SharedLimiter::keys_that_fit(bytes, max_key_bytes, shards);
+}
+
+rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spec* spec, uint64_t shards,
+                              rk_shared** out) {
+  return guarded([&] {
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new handle goes) is NULL");
+    *out = nullptr;
+    rk::LimitSpec s;
+    if (const rk_status st = to_spec(spec, s); st != RK_OK) return st;
+    const rk::SharedOptions o{.max_keys = spec->max_keys, .max_key_bytes = spec->max_key_bytes, .shards = shards};
+    *out = new rk_shared(rk::SharedLimiter::in_region(base, bytes, format != 0, s, o));
+    return RK_OK;
+  });
+}
+
+void rk_shared_free(rk_shared* shared) { delete shared; }
+
+rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out) {
+  return decide(shared, key, key_len, out, [&](rk::SharedLimiter& l, std::string_view k) { return l.check(k, cost); });
+}
+
+rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                             rk_decision* out) {
+  return decide(shared, key, key_len, out,
+                [&](rk::SharedLimiter& l, std::string_view k) { return l.check_at(k, rk::Nanos{now_ns}, cost); });
+}
+
+rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                            rk_decision* out) {
+  return decide(shared, key, key_len, out, [&](const rk::SharedLimiter& l, std::string_view k) {
+    return l.peek_at(k, rk::Nanos{now_ns}, cost);
+  });
+}
+
+rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out) {
+  return guarded([&] {
+    if (shared == nullptr) return fail(RK_INVALID_ARGUMENT, "shared is NULL");
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (the rk_stats to fill) is NULL");
+    const rk::SharedStats s = shared->limiter.stats();
+    out->keys = s.keys;
+    out->evictions = s.evictions;
+    out->forgotten = 0;
+    out->memory_bytes = s.region_bytes;
     return RK_OK;
   });
 }

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ratekeeper/limiter.h"
 
@@ -235,6 +236,54 @@ TEST(CApi, ManyThreadsShareOneLimiterExactly) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(allowed.load(), 1000);
+}
+
+TEST(CApi, SpecCheckNamesTheProblemAndMakesNothing) {
+  rk_spec s = spec_for("gcra", 10);
+  EXPECT_EQ(rk_spec_check(&s), RK_OK);
+  s.burst = -2;
+  EXPECT_EQ(rk_spec_check(&s), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("burst"), std::string::npos) << rk_last_error();
+  EXPECT_EQ(rk_spec_check(nullptr), RK_INVALID_ARGUMENT);
+}
+
+// The shared-memory store through C, in memory the caller provides, as the nginx module uses it.
+TEST(CApi, SharedRegionFormattedOnceAndAttachedByAnother) {
+  rk_spec s = spec_for("fixed_window", 3);
+  s.max_keys = 100;
+  s.max_key_bytes = 16;
+  const size_t bytes = rk_shared_region_bytes(100, 16, 4);
+  ASSERT_GT(bytes, 0u);
+  EXPECT_GE(rk_shared_keys_that_fit(bytes, 16, 4), 100u);
+  EXPECT_EQ(rk_shared_region_bytes(0, 16, 4), 0u);  // nonsense sizes: 0, never a crash
+  std::vector<std::uint64_t> memory(bytes / 8 + 1);
+  rk_shared* first = nullptr;
+  rk_shared* second = nullptr;
+  ASSERT_EQ(rk_shared_in_region(memory.data(), bytes, 1, &s, 4, &first), RK_OK) << rk_last_error();
+  ASSERT_EQ(rk_shared_in_region(memory.data(), bytes, 0, &s, 4, &second), RK_OK) << rk_last_error();
+  rk_decision d;
+  ASSERT_EQ(rk_shared_check_at(first, "ip", 2, 0, 2, &d), RK_OK);
+  EXPECT_TRUE(d.allowed);
+  ASSERT_EQ(rk_shared_check_at(second, "ip", 2, 0, 1, &d), RK_OK);
+  EXPECT_TRUE(d.allowed);
+  ASSERT_EQ(rk_shared_peek_at(second, "ip", 2, 0, 1, &d), RK_OK);
+  EXPECT_FALSE(d.allowed);
+  ASSERT_EQ(rk_shared_check_at(first, std::string(17, 'k').data(), 17, 0, 1, &d), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("17 bytes"), std::string::npos) << rk_last_error();
+  rk_stats st;
+  ASSERT_EQ(rk_shared_stats(first, &st), RK_OK);
+  EXPECT_EQ(st.keys, 1u);
+  EXPECT_EQ(st.memory_bytes, bytes);
+  rk_spec other = s;
+  other.limit = 4;
+  rk_shared* third = nullptr;
+  EXPECT_EQ(rk_shared_in_region(memory.data(), bytes, 0, &other, 4, &third), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("a different limit"), std::string::npos) << rk_last_error();
+  EXPECT_EQ(third, nullptr);
+  rk_spec log = spec_for("sliding_log", 3);
+  EXPECT_EQ(rk_shared_in_region(memory.data(), bytes, 1, &log, 4, &third), RK_INVALID_ARGUMENT);
+  rk_shared_free(second);
+  rk_shared_free(first);
 }
 
 }  // namespace
