@@ -57,5 +57,8 @@ for f in ./usr/include/ratekeeper/ratekeeper.h libratekeeper.a libratekeeper.so 
          pkgconfig/ratekeeper.pc ./usr/bin/ratekeeper; do
   grep -q -- "$f" <<<"$contents" || fail "the .deb has no $f"
 done
+if [ -e "$build/nginx/ngx_http_ratekeeper_module.so" ]; then
+  grep -q ./usr/lib/nginx/modules/ngx_http_ratekeeper_module.so <<<"$contents" || fail "the .deb has no nginx module"
+fi
 dpkg-deb -f "$deb" Depends | grep -q libstdc++ || fail "the .deb does not depend on libstdc++: $(dpkg-deb -f "$deb" Depends)"
 echo "package: install, find_package, pkg-config and .deb all work"

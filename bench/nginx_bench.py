@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""nginx + the ratekeeper module against nginx's own limit_req, in one run, one nginx, the same load.
+
+One nginx (2 workers), four locations answering with empty_gif: no limit; limit_req; ratekeeper EARRRL; ratekeeper
+GCRA. Each limit is keyed by a header taking 1,000 values and set so high that nothing is refused (the work
+measured is the decision, not the refusal page). wrk drives each location in turn, keep-alive over loopback, then
+again in the reverse order, and the ratios to limit_req are printed from the sum of both passes.
+
+  bench/nginx_bench.py build/release/nginx/ngx_http_ratekeeper_module.so [--seconds 5] [--connections 64]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+CONF = """
+load_module %(module)s;
+%(user)s
+daemon off;
+master_process on;
+worker_processes 2;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %(dir)s/body; proxy_temp_path %(dir)s/proxy; fastcgi_temp_path %(dir)s/fastcgi;
+  uwsgi_temp_path %(dir)s/uwsgi; scgi_temp_path %(dir)s/scgi;
+  limit_req_zone $http_x_client zone=lr:16m rate=1000000000r/s;
+  ratekeeper_zone zone=e:16m algorithm=earrrl rate=1000000000r/s half_life=10s key_size=16;
+  ratekeeper_zone zone=g:16m algorithm=gcra rate=1000000000r/s burst=1000 key_size=16;
+  server {
+    listen 127.0.0.1:%(port)d;
+    location = /none { empty_gif; }
+    location = /limit_req { limit_req zone=lr burst=1000 nodelay; empty_gif; }
+    location = /earrrl { ratekeeper zone=e key=$http_x_client; ratekeeper_headers off; empty_gif; }
+    location = /gcra { ratekeeper zone=g key=$http_x_client; ratekeeper_headers off; empty_gif; }
+  }
+}
+"""
+
+LUA = """
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", nil, {["X-Client"] = "client-" .. (n % 1000)})
+end
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except Exception:
+            time.sleep(0.05)
+    raise SystemExit("not answering: " + url)
+
+
+def wrk(url, seconds, connections, script):
+    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
+                         capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    p99_ms = float(p99.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[p99.group(2)]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rps, p99_ms, int(non2xx.group(1)) if non2xx else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("module")
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=64)
+    args = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="rk-nginx-bench-")
+    port = free_port()
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(CONF % {"module": os.path.abspath(args.module), "dir": d, "port": port,
+                        "user": "user root;" if os.geteuid() == 0 else ""})
+    script = os.path.join(d, "clients.lua")
+    with open(script, "w") as f:
+        f.write(LUA)
+    nginx = subprocess.Popen([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", d])
+    try:
+        base = "http://127.0.0.1:%d" % port
+        wait_http(base + "/none")
+        paths = ["/none", "/limit_req", "/earrrl", "/gcra"]
+        totals = {p: [0.0, 0.0] for p in paths}
+        for p in paths:
+            wrk(base + p, 1, args.connections, script)  # warm up: keys in the zones, connections, caches
+        for order in (paths, list(reversed(paths))):
+            for p in order:
+                rps, p99, bad = wrk(base + p, args.seconds, args.connections, script)
+                if bad:
+                    raise SystemExit("%s answered %d non-2xx: the limits are meant never to refuse" % (p, bad))
+                totals[p][0] += rps / 2
+                totals[p][1] = max(totals[p][1], p99)
+        print("nginx 2 workers, wrk -t1 -c%d, %d s per location and pass, 2 passes (forward, reverse), "
+              "1,000 clients by header, on %d cores" % (args.connections, args.seconds, os.cpu_count()))
+        for p in paths:
+            print("  %-12s %10.0f requests/s   p99 %.2f ms" % (p, totals[p][0], totals[p][1]))
+        lr = totals["/limit_req"][0]
+        print("  ratio earrrl / limit_req   %.3f   (target >= 0.95)" % (totals["/earrrl"][0] / lr))
+        print("  ratio gcra / limit_req     %.3f   (target >= 0.95)" % (totals["/gcra"][0] / lr))
+        print("  ratio limit_req / none     %.3f" % (lr / totals["/none"][0]))
+    finally:
+        nginx.send_signal(signal.SIGQUIT)
+        nginx.wait(timeout=15)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,672 @@
+/*
+ * ngx_http_ratekeeper_module: ratekeeper's limiters inside nginx, with no network hop. State lives in an nginx
+ * shared zone, shared by every worker, through ratekeeper's shared-memory store (include/ratekeeper/shared.h).
+ *
+ *   ratekeeper_zone zone=api:10m algorithm=earrrl rate=10r/s half_life=10s;
+ *   ratekeeper_zone zone=login:1m algorithm=gcra rate=5r/m burst=4 key_size=16;
+ *
+ *   location /api/ {
+ *       ratekeeper zone=api key=$binary_remote_addr;
+ *       ratekeeper zone=login key=$http_x_api_key cost=2;
+ *       ratekeeper_status 429;        # default 429
+ *       ratekeeper_dry_run off;       # on: decide and log, refuse nothing
+ *       ratekeeper_headers on;        # RateLimit-Policy, RateLimit, Retry-After
+ *   }
+ *   log_format rl '$remote_addr $status $ratekeeper_decision';
+ *
+ * Every algorithm of ratekeeper but sliding_log is available; see docs/nginx.md.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <ratekeeper/ratekeeper.h>
+
+#define RK_SHARDS 16
+
+typedef struct {
+    rk_spec      spec;
+    u_char       algorithm[32];    /* spec.algorithm points here */
+    ngx_str_t    name;
+    rk_shared   *shared;           /* this process's handle on the zone's region */
+    void        *region;           /* in the zone; kept across reloads */
+    size_t       region_bytes;
+    int64_t      window_s;         /* for RateLimit-Policy's w */
+} ngx_http_rk_zone_t;
+
+typedef struct {
+    ngx_shm_zone_t           *shm_zone;
+    ngx_http_complex_value_t  key;
+    ngx_uint_t                cost;
+} ngx_http_rk_limit_t;
+
+typedef struct {
+    ngx_array_t  *limits;          /* of ngx_http_rk_limit_t, or NULL */
+    ngx_uint_t    status;
+    ngx_flag_t    dry_run;
+    ngx_flag_t    headers;
+} ngx_http_rk_loc_conf_t;
+
+enum { RK_NONE = 0, RK_ALLOWED, RK_REFUSED, RK_DRY_RUN };
+
+typedef struct {
+    ngx_uint_t           outcome;
+    ngx_http_rk_zone_t  *zone;     /* the binding limit: the refusing one, or the one with least remaining */
+    rk_decision          decision;
+} ngx_http_rk_ctx_t;
+
+static ngx_int_t ngx_http_rk_add_variables(ngx_conf_t *cf);
+static ngx_int_t ngx_http_rk_init(ngx_conf_t *cf);
+static void *ngx_http_rk_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_rk_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static char *ngx_http_rk_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_rk_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+
+static ngx_conf_num_bounds_t ngx_http_rk_status_bounds = { ngx_conf_check_num_bounds, 400, 599 };
+
+static ngx_command_t ngx_http_rk_commands[] = {
+    { ngx_string("ratekeeper_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, ngx_http_rk_zone, 0, 0, NULL },
+    { ngx_string("ratekeeper"), NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE23,
+      ngx_http_rk_limit, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratekeeper_status"), NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_rk_loc_conf_t, status),
+      &ngx_http_rk_status_bounds },
+    { ngx_string("ratekeeper_dry_run"), NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_rk_loc_conf_t, dry_run), NULL },
+    { ngx_string("ratekeeper_headers"), NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_rk_loc_conf_t, headers), NULL },
+    ngx_null_command
+};
+
+static ngx_http_module_t ngx_http_rk_module_ctx = {
+    ngx_http_rk_add_variables, ngx_http_rk_init, NULL, NULL, NULL, NULL,
+    ngx_http_rk_create_loc_conf, ngx_http_rk_merge_loc_conf
+};
+
+ngx_module_t ngx_http_ratekeeper_module = {
+    NGX_MODULE_V1, &ngx_http_rk_module_ctx, ngx_http_rk_commands, NGX_HTTP_MODULE,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NGX_MODULE_V1_PADDING
+};
+
+static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
+
+static int64_t
+ngx_http_rk_ceil_seconds(int64_t ns)
+{
+    if (ns <= 0) {
+        return 0;
+    }
+    if (ns == RK_NEVER) {
+        return 86400 * 365;  /* a wait that never ends, said as a year */
+    }
+    return (ns + 999999999) / 1000000000;
+}
+
+static ngx_int_t
+ngx_http_rk_set_header(ngx_http_request_t *r, const char *name, u_char *value, size_t len)
+{
+    ngx_table_elt_t  *h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    h->hash = 1;
+    h->key.data = (u_char *) name;
+    h->key.len = ngx_strlen(name);
+    h->value.data = value;
+    h->value.len = len;
+    return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_rk_add_headers(ngx_http_request_t *r, ngx_http_rk_ctx_t *ctx, ngx_uint_t refusing)
+{
+    u_char   *p, *buf;
+    size_t    size = 64 + 2 * ctx->zone->name.len;
+    int64_t   t;
+    double    remaining = floor(ctx->decision.remaining);
+
+    t = ngx_http_rk_ceil_seconds(ctx->decision.allowed ? ctx->decision.reset_after_ns : ctx->decision.retry_after_ns);
+    buf = ngx_pnalloc(r->pool, 3 * size);
+    if (buf == NULL) {
+        return NGX_ERROR;
+    }
+    p = ngx_snprintf(buf, size, "\"%V\";q=%L;w=%L", &ctx->zone->name, (int64_t) floor(ctx->decision.limit),
+                     ctx->zone->window_s);
+    if (ngx_http_rk_set_header(r, "RateLimit-Policy", buf, p - buf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    buf += size;
+    p = ngx_snprintf(buf, size, "\"%V\";r=%L;t=%L", &ctx->zone->name, (int64_t) remaining, t);
+    if (ngx_http_rk_set_header(r, "RateLimit", buf, p - buf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    if (refusing) {
+        buf += size;
+        p = ngx_snprintf(buf, size, "%L", t > 0 ? t : 1);
+        if (ngx_http_rk_set_header(r, "Retry-After", buf, p - buf) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+    return NGX_OK;
+}
+
+/* An internal redirect (index, try_files, error_page) clears the modules' request contexts, but the request's
+ * decision must be made once: the context is also kept as the data of a no-op pool cleanup, which survives. */
+static void
+ngx_http_rk_ctx_marker(void *data)
+{
+    (void) data;
+}
+
+static ngx_http_rk_ctx_t *
+ngx_http_rk_get_ctx(ngx_http_request_t *r)
+{
+    ngx_http_rk_ctx_t   *ctx = ngx_http_get_module_ctx(r, ngx_http_ratekeeper_module);
+    ngx_pool_cleanup_t  *cln;
+
+    if (ctx != NULL) {
+        return ctx;
+    }
+    for (cln = r->pool->cleanup; cln != NULL; cln = cln->next) {
+        if (cln->handler == ngx_http_rk_ctx_marker) {
+            ctx = cln->data;
+            ngx_http_set_ctx(r, ctx, ngx_http_ratekeeper_module);
+            return ctx;
+        }
+    }
+    return NULL;
+}
+
+static ngx_int_t
+ngx_http_rk_handler(ngx_http_request_t *r)
+{
+    ngx_http_rk_loc_conf_t  *lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratekeeper_module);
+    ngx_http_rk_limit_t     *limits;
+    ngx_http_rk_ctx_t       *ctx;
+    ngx_http_rk_zone_t      *zone;
+    ngx_pool_cleanup_t      *cln;
+    ngx_uint_t               i, refused = 0, applied = 0;
+    ngx_str_t                key;
+    rk_decision              d;
+
+    if (lcf->limits == NULL || r != r->main) {
+        return NGX_DECLINED;
+    }
+    if (ngx_http_rk_get_ctx(r) != NULL) {
+        return NGX_DECLINED;  /* decided once per request, not again after an internal redirect */
+    }
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_rk_ctx_t));
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(ngx_http_rk_ctx_t));
+    cln->handler = ngx_http_rk_ctx_marker;
+    ngx_http_set_ctx(r, ctx, ngx_http_ratekeeper_module);
+
+    limits = lcf->limits->elts;
+    for (i = 0; i < lcf->limits->nelts; i++) {
+        if (ngx_http_complex_value(r, &limits[i].key, &key) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (key.len == 0) {
+            continue;  /* no key, no limit: as limit_req does */
+        }
+        zone = limits[i].shm_zone->data;
+        if (key.len > zone->spec.max_key_bytes) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "ratekeeper: a key of %uz bytes is longer than zone \"%V\"'s key_size of %uL; not limited",
+                          key.len, &zone->name, (uint64_t) zone->spec.max_key_bytes);
+            continue;
+        }
+        if (rk_shared_check(zone->shared, (const char *) key.data, key.len, limits[i].cost, &d) != RK_OK) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "ratekeeper: zone \"%V\": %s", &zone->name,
+                          rk_last_error());
+            continue;
+        }
+        /* The binding decision: a refusal over any admission, then the longest wait, then the least remaining. */
+        if (!applied || (!d.allowed && ctx->decision.allowed)
+            || (!d.allowed && d.retry_after_ns > ctx->decision.retry_after_ns)
+            || (d.allowed && ctx->decision.allowed && d.remaining < ctx->decision.remaining))
+        {
+            ctx->decision = d;
+            ctx->zone = zone;
+        }
+        applied = 1;
+        refused |= !d.allowed;
+    }
+    if (!applied) {
+        return NGX_DECLINED;
+    }
+    if (!refused) {
+        ctx->outcome = RK_ALLOWED;
+        return NGX_DECLINED;
+    }
+    if (lcf->dry_run) {
+        ctx->outcome = RK_DRY_RUN;
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "ratekeeper: dry run: zone \"%V\" would refuse",
+                      &ctx->zone->name);
+        return NGX_DECLINED;
+    }
+    ctx->outcome = RK_REFUSED;
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "ratekeeper: zone \"%V\" refused", &ctx->zone->name);
+    if (lcf->headers && ngx_http_rk_add_headers(r, ctx, 1) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return lcf->status;
+}
+
+/* On admitted requests, the RateLimit fields go on whatever response the location makes. */
+static ngx_int_t
+ngx_http_rk_header_filter(ngx_http_request_t *r)
+{
+    ngx_http_rk_ctx_t       *ctx = r == r->main ? ngx_http_rk_get_ctx(r) : NULL;
+    ngx_http_rk_loc_conf_t  *lcf;
+
+    if (ctx != NULL && ctx->outcome != RK_NONE && ctx->outcome != RK_REFUSED && r == r->main) {
+        lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratekeeper_module);
+        if (lcf->headers && ngx_http_rk_add_headers(r, ctx, 0) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+    return ngx_http_next_header_filter(r);
+}
+
+static ngx_int_t
+ngx_http_rk_decision_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v, uintptr_t data)
+{
+    static const char *names[] = { "", "allowed", "refused", "dry_run" };
+    ngx_http_rk_ctx_t  *ctx = ngx_http_rk_get_ctx(r->main);
+    const char         *name = names[ctx ? ctx->outcome : RK_NONE];
+
+    (void) data;
+    v->data = (u_char *) name;
+    v->len = ngx_strlen(name);
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_rk_add_variables(ngx_conf_t *cf)
+{
+    ngx_str_t             name = ngx_string("ratekeeper_decision");
+    ngx_http_variable_t  *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+
+    if (var == NULL) {
+        return NGX_ERROR;
+    }
+    var->get_handler = ngx_http_rk_decision_variable;
+    return NGX_OK;
+}
+
+/* The zone's region: formatted on first start, attached again on reload when the zone's parameters are unchanged,
+ * formatted afresh (with a notice) when they changed. */
+static ngx_int_t
+ngx_http_rk_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_rk_zone_t  *old = data, *zone = shm_zone->data;
+    ngx_slab_pool_t     *shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+    size_t               available;
+    uint64_t             keys;
+
+    if (old != NULL && old->region != NULL) {
+        zone->region = old->region;
+        zone->region_bytes = old->region_bytes;
+        zone->spec.max_keys = old->spec.max_keys;
+        if (rk_shared_in_region(zone->region, zone->region_bytes, 0, &zone->spec, RK_SHARDS, &zone->shared) == RK_OK) {
+            return NGX_OK;
+        }
+        ngx_log_error(NGX_LOG_NOTICE, shm_zone->shm.log, 0,
+                      "ratekeeper_zone \"%V\" changed (%s): its state starts afresh", &zone->name, rk_last_error());
+        if (rk_shared_in_region(zone->region, zone->region_bytes, 1, &zone->spec, RK_SHARDS, &zone->shared)
+            != RK_OK)
+        {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0, "ratekeeper_zone \"%V\": %s", &zone->name,
+                          rk_last_error());
+            return NGX_ERROR;
+        }
+        return NGX_OK;
+    }
+    /* What the slab allocator can still give as one block: its free pages, less one for rounding. */
+    available = shpool->pfree > 1 ? (shpool->pfree - 1) * ngx_pagesize : 0;
+    keys = rk_shared_keys_that_fit(available, zone->spec.max_key_bytes, RK_SHARDS);
+    if (keys < 64) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "ratekeeper_zone \"%V\" is too small: %uz bytes hold %uL keys of %uL bytes; give it more",
+                      &zone->name, shm_zone->shm.size, keys, (uint64_t) zone->spec.max_key_bytes);
+        return NGX_ERROR;
+    }
+    zone->spec.max_keys = keys;
+    zone->region_bytes = rk_shared_region_bytes(keys, zone->spec.max_key_bytes, RK_SHARDS);
+    zone->region = ngx_slab_alloc(shpool, zone->region_bytes);
+    if (zone->region == NULL) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0, "ratekeeper_zone \"%V\": cannot allocate %uz bytes",
+                      &zone->name, zone->region_bytes);
+        return NGX_ERROR;
+    }
+    if (rk_shared_in_region(zone->region, zone->region_bytes, 1, &zone->spec, RK_SHARDS, &zone->shared) != RK_OK) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0, "ratekeeper_zone \"%V\": %s", &zone->name,
+                      rk_last_error());
+        return NGX_ERROR;
+    }
+    ngx_log_error(NGX_LOG_NOTICE, shm_zone->shm.log, 0, "ratekeeper_zone \"%V\": %uL keys of up to %uL bytes",
+                  &zone->name, keys, (uint64_t) zone->spec.max_key_bytes);
+    return NGX_OK;
+}
+
+static void
+ngx_http_rk_free_handle(void *data)
+{
+    ngx_http_rk_zone_t  *zone = data;
+
+    rk_shared_free(zone->shared);  /* the handle; the region lives on in the zone */
+    zone->shared = NULL;
+}
+
+/* "10r/s", "100r/m", "5r/h", "0.5r/s"; a plain number takes its window from window=. */
+static ngx_int_t
+ngx_http_rk_parse_rate(ngx_str_t *s, double *limit, int64_t *window_ns)
+{
+    u_char  buf[64];
+    char   *end;
+    size_t  n = s->len;
+
+    if (n > 3 && s->data[n - 3] == 'r' && s->data[n - 2] == '/') {
+        switch (s->data[n - 1]) {
+        case 's': *window_ns = 1000000000LL; break;
+        case 'm': *window_ns = 60000000000LL; break;
+        case 'h': *window_ns = 3600000000000LL; break;
+        default: return NGX_ERROR;
+        }
+        n -= 3;
+    }
+    if (n == 0 || n >= sizeof(buf)) {
+        return NGX_ERROR;
+    }
+    ngx_memcpy(buf, s->data, n);
+    buf[n] = '\0';
+    *limit = strtod((const char *) buf, &end);
+    return end == (char *) buf + n ? NGX_OK : NGX_ERROR;
+}
+
+static char *
+ngx_http_rk_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_str_t           *value = cf->args->elts, name = ngx_null_string, s, v;
+    ngx_http_rk_zone_t  *zone;
+    ngx_shm_zone_t      *shm_zone;
+    ngx_pool_cleanup_t  *cln;
+    ngx_uint_t           i, have_rate = 0, have_window = 0;
+    int64_t              rate_window_ns = 0;
+    ssize_t              size = 0;
+    ngx_int_t            n;
+    double               limit = 0;
+    int64_t              window_ns = 1000000000LL;
+    u_char              *colon;
+
+    (void) cmd;
+    (void) conf;
+    zone = ngx_pcalloc(cf->pool, sizeof(ngx_http_rk_zone_t));
+    if (zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    rk_spec_init(&zone->spec);
+    zone->spec.max_key_bytes = 64;
+    ngx_cpystrn(zone->algorithm, (u_char *) "earrrl", sizeof(zone->algorithm));
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        s = value[i];
+        colon = ngx_strlchr(s.data, s.data + s.len, '=');
+        if (colon == NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: \"%V\" is not name=value", &s);
+            return NGX_CONF_ERROR;
+        }
+        v.data = colon + 1;
+        v.len = s.data + s.len - v.data;
+        s.len = colon - s.data;
+
+        if (s.len == 4 && ngx_strncmp(s.data, "zone", 4) == 0) {
+            u_char *c = ngx_strlchr(v.data, v.data + v.len, ':');
+            if (c == NULL || c == v.data) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: zone=\"%V\" is not NAME:SIZE", &v);
+                return NGX_CONF_ERROR;
+            }
+            name.data = v.data;
+            name.len = c - v.data;
+            ngx_str_t sz = { (size_t) (v.data + v.len - (c + 1)), c + 1 };
+            size = ngx_parse_size(&sz);
+            if (size == NGX_ERROR || size < (ssize_t) (8 * ngx_pagesize)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "ratekeeper_zone: zone \"%V\" size \"%V\" is not a size of at least %uzk",
+                                   &name, &sz, 8 * ngx_pagesize / 1024);
+                return NGX_CONF_ERROR;
+            }
+        } else if (s.len == 9 && ngx_strncmp(s.data, "algorithm", 9) == 0) {
+            if (v.len == 0 || v.len >= sizeof(zone->algorithm)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: algorithm \"%V\" is unknown", &v);
+                return NGX_CONF_ERROR;
+            }
+            ngx_cpystrn(zone->algorithm, v.data, v.len + 1);
+        } else if (s.len == 4 && ngx_strncmp(s.data, "rate", 4) == 0) {
+            if (ngx_http_rk_parse_rate(&v, &limit, &rate_window_ns) != NGX_OK) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "ratekeeper_zone: rate \"%V\" is not like 10r/s, 100r/m, 5r/h or 0.5r/s", &v);
+                return NGX_CONF_ERROR;
+            }
+            have_rate = 1;
+        } else if ((s.len == 6 && ngx_strncmp(s.data, "window", 6) == 0)
+                   || (s.len == 9 && ngx_strncmp(s.data, "half_life", 9) == 0))
+        {
+            n = ngx_parse_time(&v, 0);  /* milliseconds */
+            if (n == NGX_ERROR || n <= 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: %V \"%V\" is not a duration like 10s",
+                                   &s, &v);
+                return NGX_CONF_ERROR;
+            }
+            if (s.len == 6) {
+                window_ns = (int64_t) n * 1000000LL;
+                have_window = 1;
+            } else {
+                zone->spec.half_life_ns = (int64_t) n * 1000000LL;
+            }
+        } else if ((s.len == 5 && ngx_strncmp(s.data, "burst", 5) == 0)
+                   || (s.len == 8 && ngx_strncmp(s.data, "capacity", 8) == 0)
+                   || (s.len == 8 && ngx_strncmp(s.data, "key_size", 8) == 0))
+        {
+            n = ngx_atoi(v.data, v.len);
+            if (n == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: %V \"%V\" is not a whole number", &s, &v);
+                return NGX_CONF_ERROR;
+            }
+            if (s.data[0] == 'b') {
+                zone->spec.burst = (double) n;
+            } else if (s.data[0] == 'c') {
+                zone->spec.capacity = (double) n;
+            } else if (n < 1 || n > 4096) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: key_size %V is not from 1 to 4096", &v);
+                return NGX_CONF_ERROR;
+            } else {
+                zone->spec.max_key_bytes = (uint64_t) n;
+            }
+        } else if (s.len == 13 && ngx_strncmp(s.data, "count_refused", 13) == 0) {
+            if (v.len == 2 && ngx_strncmp(v.data, "on", 2) == 0) {
+                zone->spec.count_refused = 1;
+            } else if (v.len == 3 && ngx_strncmp(v.data, "off", 3) == 0) {
+                zone->spec.count_refused = 0;
+            } else {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: count_refused \"%V\" is not on or off", &v);
+                return NGX_CONF_ERROR;
+            }
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: unknown parameter \"%V\"", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+    if (name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: zone=NAME:SIZE is required");
+        return NGX_CONF_ERROR;
+    }
+    if (!have_rate) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone \"%V\": rate= is required", &name);
+        return NGX_CONF_ERROR;
+    }
+    if (!have_window && rate_window_ns > 0) {
+        window_ns = rate_window_ns;  /* 10r/m: 10 a minute, unless window= says otherwise */
+    }
+    zone->spec.algorithm = (const char *) zone->algorithm;
+    zone->spec.limit = limit;
+    zone->spec.window_ns = window_ns;
+    zone->window_s = window_ns / 1000000000LL > 0 ? window_ns / 1000000000LL : 1;
+    zone->name = name;
+    if (ngx_strcmp(zone->algorithm, "sliding_log") == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratekeeper_zone \"%V\": sliding_log keeps memory per key that grows with its limit and "
+                           "cannot live in a shared zone; use sliding_window", &name);
+        return NGX_CONF_ERROR;
+    }
+    if (rk_spec_check(&zone->spec) != RK_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone \"%V\": %s", &name, rk_last_error());
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone = ngx_shared_memory_add(cf, &name, size, &ngx_http_ratekeeper_module);
+    if (shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    if (shm_zone->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone \"%V\" is already declared", &name);
+        return NGX_CONF_ERROR;
+    }
+    shm_zone->init = ngx_http_rk_init_zone;
+    shm_zone->data = zone;
+    cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    cln->handler = ngx_http_rk_free_handle;
+    cln->data = zone;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_rk_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_rk_loc_conf_t            *lcf = conf;
+    ngx_str_t                         *value = cf->args->elts, name = ngx_null_string, key = ngx_null_string, v;
+    ngx_http_rk_limit_t               *limit;
+    ngx_http_compile_complex_value_t   ccv;
+    ngx_uint_t                         i, cost = 1;
+    ngx_int_t                          n;
+
+    (void) cmd;
+    for (i = 1; i < cf->args->nelts; i++) {
+        v = value[i];
+        if (v.len > 5 && ngx_strncmp(v.data, "zone=", 5) == 0) {
+            name.data = v.data + 5;
+            name.len = v.len - 5;
+        } else if (v.len > 4 && ngx_strncmp(v.data, "key=", 4) == 0) {
+            key.data = v.data + 4;
+            key.len = v.len - 4;
+        } else if (v.len > 5 && ngx_strncmp(v.data, "cost=", 5) == 0) {
+            n = ngx_atoi(v.data + 5, v.len - 5);
+            if (n == NGX_ERROR || n > 1000000000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper: cost \"%V\" is not a whole number to 1e9", &v);
+                return NGX_CONF_ERROR;
+            }
+            cost = (ngx_uint_t) n;
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper: unknown parameter \"%V\" (zone=, key=, cost=)", &v);
+            return NGX_CONF_ERROR;
+        }
+    }
+    if (name.len == 0 || key.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper: zone=NAME and key=VALUE are both required");
+        return NGX_CONF_ERROR;
+    }
+    if (lcf->limits == NGX_CONF_UNSET_PTR || lcf->limits == NULL) {
+        lcf->limits = ngx_array_create(cf->pool, 2, sizeof(ngx_http_rk_limit_t));
+        if (lcf->limits == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+    limit = ngx_array_push(lcf->limits);
+    if (limit == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(limit, sizeof(ngx_http_rk_limit_t));
+    limit->cost = cost;
+    /* A zone declared later in the file is found too: the size is filled in by its ratekeeper_zone. */
+    limit->shm_zone = ngx_shared_memory_add(cf, &name, 0, &ngx_http_ratekeeper_module);
+    if (limit->shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = &key;
+    ccv.complex_value = &limit->key;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static void *
+ngx_http_rk_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_rk_loc_conf_t  *lcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_rk_loc_conf_t));
+
+    if (lcf == NULL) {
+        return NULL;
+    }
+    lcf->limits = NGX_CONF_UNSET_PTR;
+    lcf->status = NGX_CONF_UNSET_UINT;
+    lcf->dry_run = NGX_CONF_UNSET;
+    lcf->headers = NGX_CONF_UNSET;
+    return lcf;
+}
+
+static char *
+ngx_http_rk_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_rk_loc_conf_t  *prev = parent, *conf = child;
+    ngx_http_rk_limit_t     *limits;
+    ngx_uint_t               i;
+
+    if (conf->limits == NGX_CONF_UNSET_PTR) {
+        conf->limits = prev->limits == NGX_CONF_UNSET_PTR ? NULL : prev->limits;
+    }
+    ngx_conf_merge_uint_value(conf->status, prev->status, 429);
+    ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
+    ngx_conf_merge_value(conf->headers, prev->headers, 1);
+    if (conf->limits != NULL) {
+        limits = conf->limits->elts;
+        for (i = 0; i < conf->limits->nelts; i++) {
+            if (limits[i].shm_zone->data == NULL) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper: zone \"%V\" is not declared by ratekeeper_zone",
+                                   &limits[i].shm_zone->shm.name);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t
+ngx_http_rk_init(ngx_conf_t *cf)
+{
+    ngx_http_core_main_conf_t  *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    ngx_http_handler_pt        *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_rk_handler;
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_rk_header_filter;
+    return NGX_OK;
+}

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""The nginx module in Debian's real nginx: load_module, a master and two workers sharing one zone, real HTTP
+clients. Run by ctest: nginx_module_test.py path/to/ngx_http_ratekeeper_module.so
+
+Each test writes an nginx.conf in a temporary directory, starts nginx on a free port, and stops it at the end.
+"""
+import http.client
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+MODULE = None
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, what, seconds=15.0):
+    """Polls a real process, bounded."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+CONF = """
+load_module %(module)s;
+%(user)s
+daemon off;
+master_process on;
+worker_processes 2;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/error.log info;
+events { worker_connections 512; }
+http {
+    client_body_temp_path %(dir)s/body;
+    proxy_temp_path %(dir)s/proxy;
+    fastcgi_temp_path %(dir)s/fastcgi;
+    uwsgi_temp_path %(dir)s/uwsgi;
+    scgi_temp_path %(dir)s/scgi;
+    log_format rl '$pid $uri $status $ratekeeper_decision';
+    access_log %(dir)s/access.log rl;
+    root %(dir)s/html;
+%(http)s
+    server {
+        listen 127.0.0.1:%(port)d;
+%(server)s
+    }
+}
+"""
+
+
+class Nginx:
+    def __init__(self, http_block, server_block):
+        self.dir = tempfile.mkdtemp(prefix="rk-ngx-module-")
+        self.port = free_port()
+        for d in ("html/a", "html/b", "html/c", "html/dry", "html/key"):
+            os.makedirs(os.path.join(self.dir, d))
+            with open(os.path.join(self.dir, d, "index.html"), "w") as f:
+                f.write("ok\n")
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
+                            "server": server_block, "user": "user root;" if os.geteuid() == 0 else ""})
+        self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer")
+
+    def get(self, path, headers=None, conn=None):
+        own = conn is None
+        if own:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            r = conn.getresponse()
+            r.read()
+            return r.status, dict(r.getheaders())
+        finally:
+            if own:
+                conn.close()
+
+    def log(self, name="access.log"):
+        with open(os.path.join(self.dir, name)) as f:
+            return f.read()
+
+    def workers(self):
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def hammer(nginx, path, attempts, threads=8):
+    """`attempts` requests from several threads on kept-alive connections; returns the statuses."""
+    statuses = []
+    lock = threading.Lock()
+
+    def run(n):
+        conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=10)
+        mine = [nginx.get(path, conn=conn)[0] for _ in range(n)]
+        conn.close()
+        with lock:
+            statuses.extend(mine)
+
+    ts = [threading.Thread(target=run, args=(attempts // threads,)) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return statuses
+
+
+ZONES = """
+    ratekeeper_zone zone=bucket:1m algorithm=token_bucket rate=1r/h capacity=100;
+    ratekeeper_zone zone=abuse:1m algorithm=earrrl rate=1r/s half_life=10s;
+    ratekeeper_zone zone=keys:1m algorithm=gcra rate=1r/h burst=2 key_size=16;
+"""
+LOCATIONS = """
+        location /a/ { ratekeeper zone=bucket key=$binary_remote_addr; }
+        location /b/ { ratekeeper zone=abuse key=$binary_remote_addr; ratekeeper_status 503; }
+        location /c/ { ratekeeper zone=abuse key=c$binary_remote_addr; ratekeeper_headers off; }
+        location /dry/ { ratekeeper zone=keys key=dry$binary_remote_addr; ratekeeper_dry_run on; }
+        location /key/ { ratekeeper zone=keys key=$http_x_api_key; }
+"""
+
+
+class ModuleTest(unittest.TestCase):
+    def setUp(self):
+        self.nginx = Nginx(ZONES, LOCATIONS)
+
+    def tearDown(self):
+        self.nginx.stop()
+
+    def test_two_workers_share_one_limit_exactly(self):
+        # setUp's probe spent one: 99 left of the bucket's 100, refilled at 1 an hour.
+        statuses = hammer(self.nginx, "/a/", 400)
+        self.assertEqual(statuses.count(200), 99, statuses.count(429))
+        self.assertEqual(statuses.count(429), 301)
+        pids = set(line.split()[0] for line in self.nginx.log().splitlines() if " /a/" in line)
+        self.assertEqual(len(pids), 2, "both workers answered")
+        self.assertIn("refused", self.nginx.log())
+
+    def test_earrrl_burst_then_refusal_with_headers_and_status(self):
+        statuses = [self.nginx.get("/b/") for _ in range(40)]
+        codes = [s for s, _ in statuses]
+        first = codes.index(503)
+        # A burst of limit / lambda = 1 / (ln 2 / 10) ~ 14.4 before the estimate passes 1/s.
+        self.assertEqual(first, 15, codes)
+        self.assertTrue(all(c == 503 for c in codes[first:]), codes)  # refused attempts keep counting
+        ok_headers, no_headers = statuses[0][1], statuses[first][1]
+        self.assertEqual(ok_headers["RateLimit-Policy"], '"abuse";q=1;w=1')
+        self.assertRegex(ok_headers["RateLimit"], r'^"abuse";r=\d+;t=\d+$')
+        self.assertNotIn("Retry-After", ok_headers)
+        self.assertGreaterEqual(int(no_headers["Retry-After"]), 1)
+        self.assertTrue(no_headers["RateLimit"].startswith('"abuse";r=0;t='))
+        status, headers = self.nginx.get("/c/")
+        self.assertEqual(status, 200)
+        self.assertNotIn("RateLimit", headers)  # ratekeeper_headers off
+
+    def test_dry_run_refuses_nothing_and_says_what_it_would_have_done(self):
+        codes = [self.nginx.get("/dry/")[0] for _ in range(6)]
+        self.assertEqual(codes, [200] * 6)
+        decisions = [line.split()[3] for line in self.nginx.log().splitlines() if " /dry/" in line]
+        self.assertEqual(decisions, ["allowed"] * 3 + ["dry_run"] * 3)
+        self.assertIn('would refuse', self.nginx.log("error.log"))
+
+    def test_keys_from_a_header_are_independent_and_no_key_is_not_limited(self):
+        for key in ("alpha", "beta"):
+            codes = [self.nginx.get("/key/", {"X-Api-Key": key})[0] for _ in range(4)]
+            self.assertEqual(codes, [200, 200, 200, 429], key)
+        self.assertEqual([self.nginx.get("/key/")[0] for _ in range(5)], [200] * 5)
+        status, _ = self.nginx.get("/key/", {"X-Api-Key": "k" * 17})  # longer than key_size=16: logged, not limited
+        self.assertEqual(status, 200)
+        self.assertIn("longer than zone \"keys\"'s key_size of 16", self.nginx.log("error.log"))
+
+    def test_state_survives_a_reload_and_a_killed_worker(self):
+        hammer(self.nginx, "/a/", 200)
+        self.assertEqual(self.nginx.get("/a/")[0], 429)
+        old = set(self.nginx.workers())
+        os.kill(self.nginx.proc.pid, signal.SIGHUP)
+        wait_until(lambda: set(self.nginx.workers()).isdisjoint(old) and len(self.nginx.workers()) == 2,
+                   "new workers after the reload")
+        self.assertEqual(self.nginx.get("/a/")[0], 429)
+        victim = self.nginx.workers()[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: victim not in self.nginx.workers() and len(self.nginx.workers()) == 2,
+                   "the master to replace the killed worker")
+        self.assertEqual([self.nginx.get("/a/")[0] for _ in range(10)], [429] * 10)
+        self.assertNotIn("[emerg]", self.nginx.log("error.log"))
+
+
+class BrokenConfigTest(unittest.TestCase):
+    def check(self, http_block, server_block, expected):
+        d = tempfile.mkdtemp(prefix="rk-ngx-t-")
+        try:
+            conf = os.path.join(d, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(CONF % {"module": MODULE, "dir": d, "port": free_port(), "http": http_block,
+                                "server": server_block, "user": ""})
+            out = subprocess.run([NGINX, "-t", "-c", conf, "-p", d], capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(out.returncode, 0, out.stderr)
+            self.assertIn(expected, out.stderr)
+            self.assertRegex(out.stderr, r"nginx\.conf:\d+")  # and where
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_each_broken_directive_fails_nginx_t_with_a_message(self):
+        loc = "location / { ratekeeper zone=z key=$binary_remote_addr; }"
+        for zone_line, expected in [
+            ("ratekeeper_zone zone=z:1m algorithm=magic rate=1r/s;", "algorithm: 'magic'"),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=fast;", 'rate "fast" is not like 10r/s'),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=-1r/s;", "limit"),
+            ("ratekeeper_zone zone=z:1m algorithm=earrrl rate=1r/s;", "half_life"),
+            ("ratekeeper_zone zone=z:1m algorithm=sliding_log rate=1r/s;", "sliding_log"),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s key_size=0;", "key_size 0"),
+            ("ratekeeper_zone zone=z:1k algorithm=gcra rate=1r/s;", 'zone "z" size "1k"'),
+            ("ratekeeper_zone zone=z algorithm=gcra rate=1r/s;", "is not NAME:SIZE"),
+            ("ratekeeper_zone algorithm=gcra rate=1r/s;", "zone=NAME:SIZE is required"),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra;", "rate= is required"),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s colour=blue;", 'unknown parameter "colour=blue"'),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s half_life=soon;", 'half_life "soon"'),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s count_refused=maybe;", "count_refused"),
+            ("ratekeeper_zone zone=other:1m algorithm=gcra rate=1r/s;", 'zone "z" is not declared'),
+        ]:
+            with self.subTest(zone_line):
+                self.check("    " + zone_line, "        " + loc, expected)
+        zone = "    ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s;"
+        for location, expected in [
+            ("location / { ratekeeper zone=z; }", "invalid number of arguments"),
+            ("location / { ratekeeper zone=z cost=2; }", "zone=NAME and key=VALUE are both required"),
+            ("location / { ratekeeper zone=z key=$x cost=lots; }", 'cost "cost=lots"'),
+            ("location / { ratekeeper zone=z key=$binary_remote_addr speed=1; }", 'unknown parameter "speed=1"'),
+            ("location / { ratekeeper zone=z key=$binary_remote_addr; ratekeeper_status 200; }", "value must be"),
+        ]:
+            with self.subTest(location):
+                self.check(zone, "        " + location, expected)
+
+
+if __name__ == "__main__":
+    MODULE = sys.argv.pop(1)
+    unittest.main(verbosity=2)
