@@ -3,10 +3,11 @@
 
 One nginx (2 workers), four locations answering with empty_gif: no limit; limit_req; ratekeeper EARRRL; ratekeeper
 GCRA. Each limit is keyed by a header taking 1,000 values and set so high that nothing is refused (the work
-measured is the decision, not the refusal page). wrk drives each location in turn, keep-alive over loopback, then
-again in the reverse order, and the ratios to limit_req are printed from the sum of both passes.
+measured is the decision, not the refusal page). wrk drives each location in turn, keep-alive over loopback, for
+several passes, each pass in another order (the machine's speed drifts); each location's figure is its median over
+the passes, and the ratios to limit_req are printed from the medians.
 
-  bench/nginx_bench.py build/release/nginx/ngx_http_ratekeeper_module.so [--seconds 5] [--connections 64]
+  bench/nginx_bench.py build/release/nginx/ngx_http_ratekeeper_module.so [--seconds 2] [--passes 8]
 """
 import argparse
 import os
@@ -14,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
@@ -84,7 +86,8 @@ def wrk(url, seconds, connections, script):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("module")
-    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=8)
     ap.add_argument("--connections", type=int, default=64)
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="rk-nginx-bench-")
@@ -101,24 +104,29 @@ def main():
         base = "http://127.0.0.1:%d" % port
         wait_http(base + "/none")
         paths = ["/none", "/limit_req", "/earrrl", "/gcra"]
-        totals = {p: [0.0, 0.0] for p in paths}
+        runs = {p: [] for p in paths}
         for p in paths:
             wrk(base + p, 1, args.connections, script)  # warm up: keys in the zones, connections, caches
-        for order in (paths, list(reversed(paths))):
+        for k in range(args.passes):
+            order = paths[k % len(paths):] + paths[:k % len(paths)]
+            if k % 2:
+                order.reverse()
             for p in order:
                 rps, p99, bad = wrk(base + p, args.seconds, args.connections, script)
                 if bad:
                     raise SystemExit("%s answered %d non-2xx: the limits are meant never to refuse" % (p, bad))
-                totals[p][0] += rps / 2
-                totals[p][1] = max(totals[p][1], p99)
-        print("nginx 2 workers, wrk -t1 -c%d, %d s per location and pass, 2 passes (forward, reverse), "
-              "1,000 clients by header, on %d cores" % (args.connections, args.seconds, os.cpu_count()))
+                runs[p].append((rps, p99))
+        med = {p: statistics.median(r for r, _ in runs[p]) for p in paths}
+        print("nginx 2 workers, wrk -t1 -c%d, %d passes of %d s per location in rotating order, medians; "
+              "1,000 clients by header, on %d cores" % (args.connections, args.passes, args.seconds, os.cpu_count()))
         for p in paths:
-            print("  %-12s %10.0f requests/s   p99 %.2f ms" % (p, totals[p][0], totals[p][1]))
-        lr = totals["/limit_req"][0]
-        print("  ratio earrrl / limit_req   %.3f   (target >= 0.95)" % (totals["/earrrl"][0] / lr))
-        print("  ratio gcra / limit_req     %.3f   (target >= 0.95)" % (totals["/gcra"][0] / lr))
-        print("  ratio limit_req / none     %.3f" % (lr / totals["/none"][0]))
+            rs = [r for r, _ in runs[p]]
+            print("  %-12s %10.0f requests/s (passes %.0f-%.0f)   p99 median %.2f ms" %
+                  (p, med[p], min(rs), max(rs), statistics.median(q for _, q in runs[p])))
+        lr = med["/limit_req"]
+        print("  ratio earrrl / limit_req   %.3f   (target >= 0.95)" % (med["/earrrl"] / lr))
+        print("  ratio gcra / limit_req     %.3f   (target >= 0.95)" % (med["/gcra"] / lr))
+        print("  ratio limit_req / none     %.3f" % (lr / med["/none"]))
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait(timeout=15)
