@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <future>
 #include <thread>
 
 #include "redis_process.h"
 #include "store/redis/client.h"
+#include "store/redis/scripts.h"
 
 namespace rk::redis {
 namespace {
@@ -244,6 +247,50 @@ TEST(RedisClient, AClosedClientFailsAtOnce) {
   Result r = run(c, {"PING"});
   ASSERT_TRUE(std::holds_alternative<Error>(r));
   EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kClosed);
+}
+
+// The script's reply as the C++ side reads it: three doubles as 24 little-endian bytes, whole nanoseconds as
+// integers. Each malformed reply is named, never taken for a decision.
+std::string doubles(double a, double b, double c) {
+  std::string out;
+  for (double v : {a, b, c}) {
+    const auto bits = std::bit_cast<std::uint64_t>(v);
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(bits >> (8 * i) & 0xff));
+  }
+  return out;
+}
+
+TEST(ScriptReply, DecodesEveryFieldExactly) {
+  const std::vector<std::string> e = {"0", doubles(10, 0.125, 10.000000000000002), "1500000000", "9000000001", "0"};
+  const auto d = decode_reply(e);
+  ASSERT_TRUE(std::holds_alternative<Decision>(d)) << std::get<std::string>(d);
+  const Decision& x = std::get<Decision>(d);
+  EXPECT_FALSE(x.allowed);
+  EXPECT_EQ(x.limit, 10);
+  EXPECT_EQ(x.remaining, 0.125);
+  EXPECT_EQ(x.estimate, 10.000000000000002);  // every bit
+  EXPECT_EQ(x.retry_after, Nanos{1'500'000'000});
+  EXPECT_EQ(x.reset_after, Nanos{9'000'000'001});
+  const auto none = decode_reply(std::vector<std::string>{"1", doubles(3, 2, std::nan("")), "0", "5", "7"});
+  ASSERT_TRUE(std::holds_alternative<Decision>(none));
+  EXPECT_FALSE(std::get<Decision>(none).estimate.has_value());  // NaN: no estimate
+  EXPECT_EQ(std::get<Decision>(none).delay, Nanos{7});
+}
+
+TEST(ScriptReply, EachMalformedReplyIsNamed) {
+  const std::string ok = doubles(1, 1, 1);
+  for (const auto& [e, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"1", ok, "0", "0"}, "4 elements, not 5"},
+           {{"yes", ok, "0", "0", "0"}, "allowed='yes'"},
+           {{"1", "short", "0", "0", "0"}, "5 bytes of numbers, not 24"},
+           {{"1", doubles(std::nan(""), 1, 1), "0", "0", "0"}, "limit or remaining that is not a number"},
+           {{"1", doubles(1, INFINITY, 1), "0", "0", "0"}, "limit or remaining that is not a number"},
+           {{"1", ok, "soon", "0", "0"}, "not a number"},
+       }) {
+    const auto d = decode_reply(e);
+    ASSERT_TRUE(std::holds_alternative<std::string>(d)) << says;
+    EXPECT_NE(std::get<std::string>(d).find(says), std::string::npos) << std::get<std::string>(d);
+  }
 }
 
 }  // namespace

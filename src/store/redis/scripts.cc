@@ -1,5 +1,6 @@
 #include "store/redis/scripts.h"
 
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -119,23 +120,33 @@ std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos>
 }
 
 std::variant<Decision, std::string> decode_reply(std::span<const std::string> e) {
-  if (e.size() != 7) return "the script's reply has " + std::to_string(e.size()) + " elements, not 7";
+  if (e.size() != 5) return "the script's reply has " + std::to_string(e.size()) + " elements, not 5";
   Decision d;
   if (e[0] != "0" && e[0] != "1") return "the script's reply says allowed='" + e[0].substr(0, 32) + "'";
   d.allowed = e[0] == "1";
+  if (e[1].size() != 24) {
+    return "the script's reply has " + std::to_string(e[1].size()) + " bytes of numbers, not 24";
+  }
+  // Three little-endian IEEE doubles: limit, remaining, estimate (NaN: none).
+  double v[3];
+  for (int i = 0; i < 3; ++i) {
+    std::uint64_t bits = 0;
+    for (int b = 7; b >= 0; --b) bits = bits << 8 | static_cast<unsigned char>(e[1][static_cast<std::size_t>(i * 8 + b)]);
+    v[i] = std::bit_cast<double>(bits);
+  }
+  d.limit = v[0];
+  d.remaining = v[1];
+  if (!std::isfinite(d.limit) || !std::isfinite(d.remaining)) {
+    return "the script's reply has a limit or remaining that is not a number";
+  }
+  if (!std::isnan(v[2])) d.estimate = v[2];
   double retry = 0, reset = 0, delay = 0;
-  if (!parse(e[1], d.limit) || !parse(e[2], d.remaining) || !parse(e[3], retry) || !parse(e[4], reset) ||
-      !parse(e[5], delay)) {
+  if (!parse(e[2], retry) || !parse(e[3], reset) || !parse(e[4], delay)) {
     return "the script's reply has a field that is not a number";
   }
   d.retry_after = duration(retry);
   d.reset_after = duration(reset);
   d.delay = duration(delay);
-  if (!e[6].empty()) {
-    double est = 0;
-    if (!parse(e[6], est)) return "the script's reply has an estimate that is not a number";
-    d.estimate = est;
-  }
   return d;
 }
 
