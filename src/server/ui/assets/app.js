@@ -124,7 +124,7 @@ async function refreshHotKeys() {
       const state = k.state === "unavailable" ? el("span", { class: "badge" }, "store unavailable")
         : el("span", { class: "badge " + (limited ? "limited" : "ok") }, limited ? "limited" : "ok");
       rows.push(el("tr", { class: limited ? "limited" : "ok", "data-rule": r.rule, "data-key": k.key },
-        el("td", {}, r.domain + " / " + r.name), el("td", { class: "key", title: k.key }, k.key),
+        el("td", { title: r.domain + " / " + r.rule }, r.name), el("td", { class: "key", title: k.key }, k.key),
         el("td", { class: "num" }, fmt(k.hits)), el("td", { class: "num" }, k.estimate === undefined ? "–" : fmt(k.estimate)),
         el("td", { class: "num" }, fmt(k.remaining)),
         el("td", { class: "num" }, k.retry_after_seconds === undefined ? "–" : k.retry_after_seconds === null ? "never" : fmt(k.retry_after_seconds) + " s"),
