@@ -8,6 +8,7 @@
 
 #include "server/api/check_json.h"
 #include "server/api/forward_auth.h"
+#include "server/ui/dashboard.h"
 
 namespace rk::api {
 
@@ -149,6 +150,47 @@ void forward_auth(app::Service& service, const Hooks& hooks, const http::Request
          });
 }
 
+bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks, std::string_view method) {
+  if (req.method == method || (method == "GET" && req.method == "HEAD")) return true;
+  error(res, hooks, "admin", 405, "method", "", "use " + std::string(method));
+  res.headers.emplace_back("Allow", method == "GET" ? "GET, HEAD" : std::string(method));
+  return false;
+}
+
+// The dashboard's page and JSON; false when the path is none of them.
+bool dashboard(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  if (!hooks.tracker) return false;
+  if (const ui::Asset* a = ui::asset(req.path)) {
+    if (!method_is(req, res, hooks, "GET")) return true;
+    res.content_type = std::string(a->content_type);
+    res.body = std::string(a->body);
+    res.headers.emplace_back("Content-Security-Policy", std::string(ui::kContentSecurityPolicy));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    return true;
+  }
+  auto answer = [&](std::variant<std::string, ui::WhatIfError> r) {
+    if (auto* e = std::get_if<ui::WhatIfError>(&r)) {
+      return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
+    }
+    res.body = std::get<std::string>(std::move(r));
+    res.headers.emplace_back("Cache-Control", "no-store");
+  };
+  if (req.path == "/v1/admin/hot-keys") {
+    if (method_is(req, res, hooks, "GET")) answer(ui::hot_keys_json(service, *hooks.tracker, req.query));
+    return true;
+  }
+  if (req.path == "/v1/admin/rates") {
+    if (method_is(req, res, hooks, "GET")) answer(ui::rates_json(service, *hooks.tracker));
+    return true;
+  }
+  if (req.path == "/v1/admin/simulate") {
+    if (method_is(req, res, hooks, "POST")) answer(ui::run_what_if(req.body));
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 http::Handler public_routes(app::Service& service, Hooks hooks) {
@@ -195,6 +237,7 @@ http::Handler admin_routes(app::Service& service, Hooks hooks) {
       res.body = json{{"reset", std::get<std::vector<bool>>(result)}}.dump();
       return;
     }
+    if (dashboard(service, hooks, req, res)) return;
     if (health(req, res, hooks)) return;
     error(res, hooks, "admin", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
   };

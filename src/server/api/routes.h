@@ -2,7 +2,8 @@
 //
 // Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth), GET /healthz, /readyz
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
-//                   POST /v1/admin/reset, GET /healthz, /readyz
+//                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (server/ui/dashboard.h):
+//                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "server/app/service.h"
 #include "server/http/server.h"
+#include "server/ui/tracker.h"
 
 namespace rk::api {
 
@@ -24,6 +26,8 @@ struct Hooks {
   std::function<bool()> ready;
   // The Prometheus exposition, for GET /metrics.
   std::function<std::string()> metrics;
+  // What the dashboard reads (the same the Service feeds as its observer). Null: no dashboard.
+  std::shared_ptr<const ui::Tracker> tracker;
 };
 
 http::Handler public_routes(app::Service& service, Hooks hooks);

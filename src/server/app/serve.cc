@@ -21,6 +21,7 @@
 #include "server/app/redis_remote.h"
 #include "server/app/service.h"
 #include "server/http/server.h"
+#include "server/ui/tracker.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
 #endif
@@ -380,11 +381,14 @@ int run_serve(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  // The dashboard's counters and hot keys, fed by every decision (docs/dashboard.md).
+  auto tracker = std::make_shared<ui::Tracker>();
   Service service(reloader, clock,
                   ServiceOptions{.shadow_mode = flags.shadow_mode,
                                  .store = build.store,
                                  .remote = remote,
-                                 .redis_failure = flags.redis_failure});
+                                 .redis_failure = flags.redis_failure,
+                                 .observer = tracker});
   if (remote) {
     const RemoteStats& rs = service.remote_stats();
     registry.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });
@@ -453,6 +457,7 @@ int run_serve(const std::vector<std::string>& args) {
   };
   hooks.ready = [&] { return !draining.load() && reloader.current() != nullptr; };
   hooks.metrics = [&] { return registry.expose(); };
+  hooks.tracker = tracker;
 
   http::ServerEvents events;
   events.on_bad_request = [&](std::string_view reason) { hooks.bad_request("http", reason); };

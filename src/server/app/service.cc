@@ -202,6 +202,32 @@ std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest&
   return out;
 }
 
+std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
+                                                        const std::vector<std::string>& keys) {
+  std::vector<std::optional<Decision>> out(keys.size());
+  if (!rule.limiter || keys.empty()) return out;
+  const Nanos now = clock_->now();
+  if (!uses_remote(set.domain(rule.domain))) {
+    for (std::size_t i = 0; i < keys.size(); ++i) out[i] = rule.limiter->peek_at(keys[i], now, 1);
+    return out;
+  }
+  if (breaker_ && !breaker_->allow()) return out;
+  std::vector<RemoteOp> ops;
+  for (const auto& k : keys) ops.push_back({&rule.limiter->spec(), rule.store_prefix + k, 1, true});
+  std::promise<std::vector<RemoteResult>> promise;
+  auto future = promise.get_future();
+  options_.remote->decide(std::move(ops), now,
+                          [&promise](std::vector<RemoteResult> r) { promise.set_value(std::move(r)); });
+  const auto results = future.get();
+  bool available = !results.empty();
+  for (std::size_t i = 0; i < keys.size() && i < results.size(); ++i) {
+    available &= results[i].status != RemoteResult::Status::kUnavailable;
+    if (results[i].status == RemoteResult::Status::kOk) out[i] = results[i].decision;
+  }
+  if (breaker_) breaker_->record(available);
+  return out;
+}
+
 void Service::run(CheckRequest request, bool charge, CheckDone done) {
   if (auto e = validate(request)) return done(std::move(*e));
   auto job = std::make_shared<Job>();
@@ -421,6 +447,13 @@ void Service::finish(Job& job) {
     if (st.code == Code::kOverLimit && job.pending[k].shadow) {
       st.code = Code::kOk;
       st.shadowed = true;
+    }
+  }
+
+  if (options_.observer && job.charge) {
+    for (const Pending& p : job.pending) {
+      const DescriptorStatus& st = resp.statuses[p.index];
+      if (st.rule) options_.observer->observe(resp.rules, *st.rule, p.key, st, Nanos{job.now});
     }
   }
 

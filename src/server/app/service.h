@@ -77,6 +77,16 @@ struct RequestError {
   std::string message;
 };
 
+// Told of every charged decision under a rule (not dry runs, not request overrides), after shadow mode has been
+// applied: what the dashboard's hot keys and rates are made of. Called on the deciding thread (a server thread, or
+// the remote store's), so it must be cheap and thread-safe.
+class DecisionObserver {
+ public:
+  virtual ~DecisionObserver() = default;
+  virtual void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
+                       const DescriptorStatus& status, Nanos now) = 0;
+};
+
 // Documented in docs/service.md: bad requests beyond these get a RequestError and change nothing.
 struct RequestLimits {
   std::size_t max_domain_bytes = 256;
@@ -97,6 +107,7 @@ struct ServiceOptions {
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
   BreakerOptions breaker;
   Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
+  std::shared_ptr<DecisionObserver> observer;  // may be null
 };
 
 // Counters of the remote store's use, for metrics.
@@ -126,6 +137,12 @@ class Service {
   // Forgets the state of each descriptor's key under its matched rule (admin). One entry per descriptor: whether
   // a key was tracked. Waits for the remote store.
   std::variant<std::vector<bool>, RequestError> reset(const CheckRequest& request);
+
+  // What an attempt of cost 1 would be told now for each counter key of `rule`, recording nothing: from the remote
+  // store when the rule's domain uses it (waits for it; nullopt where it did not answer), else from the rule's own
+  // limiter. For the admin listener's hot keys.
+  std::vector<std::optional<Decision>> peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
+                                                 const std::vector<std::string>& keys);
 
   const RemoteStats& remote_stats() const { return remote_stats_; }
   const CircuitBreaker* breaker() const { return breaker_.get(); }

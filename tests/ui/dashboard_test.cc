@@ -1,0 +1,348 @@
+// The dashboard's pieces in-process: the hot-key sketch, the tracker fed by a real Service on a manual clock, and
+// the JSON endpoints through the admin routes, every kind of bad input included.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "server/api/routes.h"
+#include "server/ui/dashboard.h"
+#include "server/ui/hot_keys.h"
+#include "server/ui/tracker.h"
+#include "server/ui/what_if.h"
+
+namespace rk::ui {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// ---- HotKeys ----
+
+TEST(HotKeys, FindsTheHeavyHitterAmongManyMoreKeysThanCounters) {
+  HotKeys hot({.capacity = 16, .half_life = 10s});
+  // 20,000 distinct keys once each, and one key every 10th attempt: 10% of the traffic, far above 1/16.
+  for (int i = 0; i < 20000; ++i) {
+    hot.add("k" + std::to_string(i), false, Nanos{i});
+    if (i % 10 == 0) hot.add("heavy", true, Nanos{i});
+  }
+  const auto top = hot.top(100, Nanos{20000});
+  ASSERT_EQ(top.size(), 16u);  // never more than the capacity
+  EXPECT_EQ(top[0].key, "heavy");
+  EXPECT_TRUE(top[0].last_refused);
+  EXPECT_GE(top[0].hits, 1999.99);  // space-saving never undercounts a key it holds (decay over 20 µs aside)
+  EXPECT_LE(top[0].hits - top[0].error, 2000.01);
+}
+
+TEST(HotKeys, CountsDecaySoRecentTrafficOutranksOldTraffic) {
+  HotKeys hot({.capacity = 8, .half_life = 1s});
+  for (int i = 0; i < 100; ++i) hot.add("old", false, Nanos{0});
+  for (int i = 0; i < 10; ++i) hot.add("new", false, 10s);
+  const auto top = hot.top(2, 10s);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].key, "new");
+  EXPECT_NEAR(top[0].hits, 10, 1e-9);
+  EXPECT_NEAR(top[1].hits, 100.0 / 1024, 1e-9);  // ten half-lives
+  EXPECT_NEAR(hot.top(1, 11s)[0].hits, 5, 1e-9);  // read later: half
+}
+
+TEST(HotKeys, StaysFiniteOverCenturiesAndWhenTheClockGoesBack) {
+  HotKeys hot({.capacity = 4, .half_life = 1s});
+  hot.add("a", false, Nanos{0});
+  for (int y = 1; y <= 100; ++y) hot.add("a", false, std::chrono::hours(24 * 365) * y);  // rescales on the way
+  hot.add("a", false, std::chrono::hours(24 * 365));  // back in time: weighs as now
+  const auto top = hot.top(1, std::chrono::hours(24 * 365 * 100));
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_TRUE(std::isfinite(top[0].hits));
+  EXPECT_NEAR(top[0].hits, 2, 1e-9);
+}
+
+TEST(DisplayKey, DecodesCounterKeysAndLeavesOthersAlone) {
+  EXPECT_EQ(display_key("11:203.0.113.7"), "203.0.113.7");
+  EXPECT_EQ(display_key("3:abc2:de"), "abc/de");
+  EXPECT_EQ(display_key("0:"), "");
+  EXPECT_EQ(display_key("9:short"), "9:short");
+  EXPECT_EQ(display_key("plain"), "plain");
+}
+
+// ---- The tracker and the endpoints, against a real Service ----
+
+const char* kRules = R"(
+domain: edge
+descriptors:
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: earrrl, half_life: 10s}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: shadowed
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: free
+    rate_limit: {unlimited: true}
+)";
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("rk-dashboard-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "edge.yaml") << kRules;
+    reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
+    ASSERT_TRUE(reloader_->load_now().empty());
+    service_ = std::make_unique<app::Service>(*reloader_, clock_, app::ServiceOptions{.observer = tracker_});
+    hooks_.tracker = tracker_;
+    hooks_.bad_request = [this](std::string_view, std::string_view) { ++bad_requests_; };
+    admin_ = api::admin_routes(*service_, hooks_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  app::CheckResult check(const std::string& key, const std::string& value) {
+    app::CheckRequest r{.domain = "edge"};
+    r.descriptors.push_back({.entries = {{key, value}}});
+    return service_->check(r);
+  }
+
+  http::Response call(std::string_view method, std::string_view path, std::string_view query = "",
+                      std::string_view body = "") {
+    http::Request req;
+    req.method = method;
+    req.path = path;
+    req.target = path;
+    req.query = query;
+    req.body = body;
+    http::Response res;
+    admin_(req, res);
+    return res;
+  }
+
+  json hot(std::string_view query = "") {
+    const auto res = call("GET", "/v1/admin/hot-keys", query);
+    EXPECT_EQ(res.status, 200) << res.body;
+    return json::parse(res.body);
+  }
+
+  static const json& rule(const json& doc, const std::string& path) {
+    for (const json& r : doc["rules"]) {
+      if (r["rule"] == path) return r;
+    }
+    ADD_FAILURE() << "no rule " << path << " in " << doc.dump();
+    static const json none;
+    return none;
+  }
+
+  void expect_bad(const http::Response& res, const std::string& field, const std::string& message_part) {
+    ASSERT_EQ(res.status, 400) << res.body.substr(0, 300);
+    const json e = json::parse(res.body)["error"];
+    EXPECT_EQ(e.value("field", ""), field) << res.body;
+    EXPECT_NE(e["message"].get<std::string>().find(message_part), std::string::npos) << res.body;
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(1000s);
+  std::shared_ptr<Tracker> tracker_ = std::make_shared<Tracker>();
+  std::unique_ptr<rules::Reloader> reloader_;
+  std::unique_ptr<app::Service> service_;
+  api::Hooks hooks_;
+  http::Handler admin_;
+  int bad_requests_ = 0;
+};
+
+TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
+  for (int i = 0; i < 5; ++i) check("user", "ann");     // 2 ok, 3 over
+  for (int i = 0; i < 3; ++i) check("shadowed", "x");   // 1 ok, 2 shadowed
+  check("free", "z");                                   // unlimited: not a rate
+  const auto res = call("GET", "/v1/admin/rates");
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json doc = json::parse(res.body);
+  ASSERT_EQ(doc["rules"].size(), 3u) << doc.dump();  // the unlimited rule decides nothing
+  EXPECT_EQ(rule(doc, "user")["ok"], 2);
+  EXPECT_EQ(rule(doc, "user")["over_limit"], 3);
+  EXPECT_EQ(rule(doc, "shadowed")["ok"], 1);
+  EXPECT_EQ(rule(doc, "shadowed")["shadow_over_limit"], 2);
+  EXPECT_EQ(rule(doc, "client")["ok"], 0);
+  EXPECT_EQ(rule(doc, "client")["algorithm"], "earrrl");
+}
+
+TEST_F(DashboardTest, DryRunsAreNotCounted) {
+  app::CheckRequest r{.domain = "edge"};
+  r.descriptors.push_back({.entries = {{"user", "ann"}}});
+  service_->dry_run(r);
+  const json doc = json::parse(call("GET", "/v1/admin/rates").body);
+  EXPECT_EQ(rule(doc, "user")["ok"], 0);
+  EXPECT_TRUE(hot()["rules"][0]["keys"].empty());
+}
+
+TEST_F(DashboardTest, HotKeysShowTheAbuserLockedOutWithEarrrlsEstimate) {
+  for (int i = 0; i < 40; ++i) {
+    check("client", "abuser");
+    clock_->advance(100ms);  // 10/s against 1/s
+  }
+  check("client", "polite");
+  const json doc = hot("n=5&domain=edge&rule=client");
+  ASSERT_EQ(doc["rules"].size(), 1u);
+  const json& keys = doc["rules"][0]["keys"];
+  ASSERT_EQ(keys.size(), 2u) << doc.dump();
+  EXPECT_EQ(keys[0]["key"], "abuser");
+  EXPECT_EQ(keys[0]["limited"], true);
+  EXPECT_EQ(keys[0]["last_refused"], true);
+  EXPECT_GT(keys[0]["estimate"].get<double>(), 1.0);
+  EXPECT_GT(keys[0]["retry_after_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(keys[1]["key"], "polite");
+  EXPECT_EQ(keys[1]["limited"], false);
+  EXPECT_GT(keys[1]["remaining"].get<double>(), 0.0);
+}
+
+TEST_F(DashboardTest, ReadingHotKeysChangesNoState) {
+  for (int i = 0; i < 3; ++i) check("user", "bob");
+  const json before = hot();
+  for (int i = 0; i < 5; ++i) hot();
+  EXPECT_EQ(hot()["rules"], before["rules"]);
+  EXPECT_EQ(json::parse(call("GET", "/v1/admin/rates").body)["rules"],
+            json::parse(call("GET", "/v1/admin/rates").body)["rules"]);
+  // The key's own state: one more check is the third of two a minute, whatever was read meanwhile.
+  EXPECT_EQ(std::get<app::CheckResponse>(check("user", "bob")).overall, app::Code::kOverLimit);
+  EXPECT_EQ(rule(json::parse(call("GET", "/v1/admin/rates").body), "user")["over_limit"], 2);
+}
+
+TEST_F(DashboardTest, CountersAndHotKeysSurviveAReloadThatKeepsTheRule) {
+  for (int i = 0; i < 3; ++i) check("user", "carol");
+  std::ofstream(dir_ / "edge.yaml") << std::string(kRules) + "  - key: extra\n    rate_limit: {unit: second, requests_per_unit: 5}\n";
+  ASSERT_TRUE(reloader_->load_now().empty());
+  check("user", "carol");
+  const json doc = json::parse(call("GET", "/v1/admin/rates").body);
+  EXPECT_EQ(rule(doc, "user")["ok"], 2);
+  EXPECT_EQ(rule(doc, "user")["over_limit"], 2);
+  EXPECT_EQ(rule(doc, "extra")["ok"], 0);
+  EXPECT_EQ(rule(hot("rule=user"), "user")["keys"][0]["key"], "carol");
+}
+
+TEST_F(DashboardTest, BadHotKeyQueriesNameTheParameter) {
+  expect_bad(call("GET", "/v1/admin/hot-keys", "n=0"), "n", "from 1 to 64");
+  expect_bad(call("GET", "/v1/admin/hot-keys", "n=65"), "n", "from 1 to 64");
+  expect_bad(call("GET", "/v1/admin/hot-keys", "n=ten"), "n", "not a whole number");
+  expect_bad(call("GET", "/v1/admin/hot-keys", "n=99999999999999999999999"), "n", "not a whole number");
+  expect_bad(call("GET", "/v1/admin/hot-keys", "color=red"), "color", "unknown parameter");
+  expect_bad(call("GET", "/v1/admin/hot-keys", "domain=%zz"), "", "percent-encoded");
+  expect_bad(call("GET", "/v1/admin/hot-keys", std::string(5000, 'a')), "", "over 4096");
+  EXPECT_EQ(bad_requests_, 7);
+  EXPECT_EQ(hot("domain=nope")["rules"].size(), 0u);
+  EXPECT_EQ(hot("domain=edge&rule=user%2Fx")["rules"].size(), 0u);
+  EXPECT_EQ(call("POST", "/v1/admin/hot-keys").status, 405);
+  EXPECT_EQ(call("DELETE", "/v1/admin/rates").status, 405);
+  EXPECT_EQ(call("GET", "/v1/admin/simulate").status, 405);
+}
+
+TEST_F(DashboardTest, ThePageIsServedWithItsTypesAndAContentSecurityPolicy) {
+  struct Want {
+    const char* path;
+    const char* type;
+    const char* contains;
+  };
+  for (const Want& w : {Want{"/ui", "text/html", "<script src=\"/ui/app.js\""},
+                        Want{"/ui/", "text/html", "<html"}, Want{"/ui/app.js", "text/javascript", "hot-keys"},
+                        Want{"/ui/app.css", "text/css", "{"}}) {
+    const auto res = call("GET", w.path);
+    EXPECT_EQ(res.status, 200) << w.path;
+    EXPECT_TRUE(res.content_type.starts_with(w.type)) << w.path << ": " << res.content_type;
+    EXPECT_NE(res.body.find(w.contains), std::string::npos) << w.path;
+    bool csp = false;
+    for (const auto& [name, value] : res.headers) csp |= name == "Content-Security-Policy" && value.find("default-src 'none'") != std::string::npos;
+    EXPECT_TRUE(csp) << w.path;
+  }
+  // Nothing from elsewhere: no http(s) URL in what the page loads (but SVG's namespace name, which loads nothing).
+  for (const char* p : {"/ui", "/ui/app.js", "/ui/app.css"}) {
+    std::string body = call("GET", p).body;
+    for (auto at = body.find("http://www.w3.org/2000/svg"); at != std::string::npos; at = body.find("http://www.w3.org/2000/svg"))
+      body.erase(at, 26);
+    EXPECT_EQ(body.find("http://"), std::string::npos) << p;
+    EXPECT_EQ(body.find("https://"), std::string::npos) << p;
+  }
+  EXPECT_EQ(call("GET", "/ui/other.js").status, 404);
+  EXPECT_EQ(call("POST", "/ui").status, 405);
+}
+
+// ---- What-if ----
+
+const char* kWhatIf = R"({"duration": "20s", "sample_every": "1s",
+  "limiter": {"algorithm": "earrrl", "limit": 1, "half_life": "2s"},
+  "clients": [{"name": "fast", "pattern": "periodic", "rate": 4}, {"name": "slow", "pattern": "periodic", "period": "2s"}]})";
+
+TEST_F(DashboardTest, WhatIfRunsTheSimulatorAndAnswersSeriesToPlot) {
+  const auto res = call("POST", "/v1/admin/simulate", "", kWhatIf);
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json doc = json::parse(res.body);
+  EXPECT_EQ(doc["limiter"]["algorithm"], "earrrl");
+  EXPECT_EQ(doc["sample_times"].size(), 21u);
+  ASSERT_EQ(doc["clients"].size(), 2u);
+  const json& fast = doc["clients"][0];
+  EXPECT_EQ(fast["attempts"], 80);
+  EXPECT_LT(fast["allowed"].get<int>(), 80);
+  EXPECT_GT(fast["first_refused_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(fast["estimate"].size(), 21u);
+  EXPECT_EQ(doc["clients"][1]["attempts"], 10);
+  EXPECT_EQ(doc["clients"][1]["allowed"], 10);  // half the limit: never refused
+  EXPECT_TRUE(doc["clients"][1]["first_refused_seconds"].is_null());
+  std::uint64_t allowed = 0, refused = 0;
+  for (const json& v : fast["allowed_per_bucket"]) allowed += v.get<std::uint64_t>();
+  for (const json& v : fast["refused_per_bucket"]) refused += v.get<std::uint64_t>();
+  EXPECT_EQ(allowed, fast["allowed"].get<std::uint64_t>());
+  EXPECT_EQ(allowed + refused, 80u);
+  // The same as `ratekeeper simulate` would decide: deterministic, so the same answer twice.
+  EXPECT_EQ(call("POST", "/v1/admin/simulate", "", kWhatIf).body, res.body);
+}
+
+TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
+  check("user", "dave");
+  const std::string rates_before = json::parse(call("GET", "/v1/admin/rates").body)["rules"].dump();
+  const std::string lim = R"("limiter": {"algorithm": "gcra", "limit": 5})";
+  const std::string one = R"("clients": [{"name": "a", "pattern": "periodic", "rate": 2}])";
+  auto body = [&](std::string a, std::string b, std::string c) { return "{" + a + ", " + b + ", " + c + "}"; };
+  const std::string dur = R"("duration": "10s")";
+  struct Case {
+    std::string body, field, message;
+  };
+  const std::vector<Case> cases = {
+      {"{\"duration\": ", "", "not valid JSON"},
+      {"[1, 2]", "", "must be a JSON object"},
+      {"\"\xff\"", "", "not valid JSON"},
+      {std::string(100, '[') + std::string(100, ']'), "", "nested more than 8 deep"},
+      {body(dur, R"("limiter": {"algorithm": "magic", "limit": 5})", one), "limiter.algorithm", "unknown algorithm 'magic'"},
+      {body(dur, R"("limiter": {"algorithm": "earrrl", "limit": 5})", one), "limiter.half_life", "half_life"},
+      {body(dur, R"("limiter": {"algorithm": "gcra", "limit": -5})", one), "limiter.limit", "greater than 0"},
+      {body(dur, R"("limiter": {"algorithm": "gcra", "limit": "lots"})", one), "limiter.limit", "not a number"},
+      {body(dur, R"("limiter": {"algorithm": "gcra"})", one), "limiter.limit", "needs a limit"},
+      {"{" + lim + ", " + one + "}", "duration", "needs a duration"},
+      {body(R"("duration": "forever")", lim, one), "duration", "not a duration"},
+      {body(R"("duration": "1000y")", lim, one), "duration", ""},
+      {body(dur, lim, R"("clients": [])"), "clients", "non-empty list"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "speed": 2}])"), "clients[0].speed", "unknown key 'speed'"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "zigzag", "rate": 2}])"), "clients[0].pattern", "unknown pattern"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": -3}])"), "clients[0].rate", "must be above 0"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic"}])"), "clients[0].rate", "needs rate"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 30000}])"), "clients[0]", "over the limit of 200000"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 21}])"), "clients", "over the limit of 20"},
+      {body(R"("duration": "10s", "sample_every": "100us")", lim, one), "sample_every", "over the limit of 20000"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "cost": -1}])"), "clients[0].cost", "not a whole number"},
+      {body(dur, R"("color": "red")", one), "color", "unknown key 'color'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    expect_bad(call("POST", "/v1/admin/simulate", "", c.body), c.field, c.message);
+  }
+  EXPECT_EQ(bad_requests_, static_cast<int>(cases.size()));
+  EXPECT_EQ(json::parse(call("GET", "/v1/admin/rates").body)["rules"].dump(), rates_before);
+}
+
+TEST(WhatIf, StopsAtItsTimeBound) {
+  const auto r = run_what_if(R"({"duration": "1000s", "limiter": {"algorithm": "gcra", "limit": 5},
+                                 "clients": [{"name": "a", "pattern": "periodic", "rate": 100}]})",
+                             WhatIfLimits{.max_time = std::chrono::milliseconds(0)});
+  ASSERT_TRUE(std::holds_alternative<WhatIfError>(r));
+  EXPECT_NE(std::get<WhatIfError>(r).message.find("took longer than 0 ms"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rk::ui

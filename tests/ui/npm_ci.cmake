@@ -1,0 +1,26 @@
+# Installs tests/ui/package-lock.json's packages (playwright-core) into DIR, once: skipped while DIR holds the same
+# lock file and the package, so reruns need no network. Run by ctest as the fixture of integration.ui:
+#   cmake -DNPM=/usr/bin/npm -DSRC=tests/ui -DDIR=build/dev/tests/ui-node -P npm_ci.cmake
+foreach(var NPM SRC DIR)
+  if(NOT ${var})
+    message(FATAL_ERROR "npm_ci.cmake: -D${var}= is required")
+  endif()
+endforeach()
+
+file(READ ${SRC}/package-lock.json wanted)
+if(EXISTS ${DIR}/package-lock.json AND EXISTS ${DIR}/node_modules/playwright-core/package.json)
+  file(READ ${DIR}/package-lock.json have)
+  if(have STREQUAL wanted)
+    message(STATUS "playwright-core already installed in ${DIR}")
+    return()
+  endif()
+endif()
+
+file(MAKE_DIRECTORY ${DIR})
+file(COPY ${SRC}/package.json ${SRC}/package-lock.json DESTINATION ${DIR})
+# --prefer-offline: a package in npm's cache is taken from there; --ignore-scripts: nothing runs at install.
+execute_process(COMMAND ${NPM} ci --no-audit --no-fund --prefer-offline --ignore-scripts
+                WORKING_DIRECTORY ${DIR} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "npm ci in ${DIR} failed (${rc}): playwright-core could not be installed")
+endif()
