@@ -285,6 +285,10 @@ class FailureTest(unittest.TestCase):
                     return status == 200 and "fallback" not in body["statuses"][0]
                 wait_until(back, "decisions to go back to Redis")
                 self.assertIn("v", cli(self.redis.port, "--scan", "--pattern", "rk:*"))
+                # The outage was logged once, as an error with Redis's failure, and the return once: not per request.
+                log = server.output()
+                self.assertEqual(log.count("the shared store is not answering"), 1, log)
+                self.assertEqual(log.count("the shared store answers again"), 1, log)
             finally:
                 server.stop()
         finally:
