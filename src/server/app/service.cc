@@ -369,17 +369,23 @@ Decision Service::fallback(Job& job, std::size_t k, const RemoteResult& r, bool 
   return Decision{.allowed = true, .limit = spec.limit};
 }
 
-// One line when the store stops answering and one when it answers again, never one per request; a store error
-// (Redis refused a script) at most every 10 s.
+// One line when the store stops answering and one when it has answered everything for a second again (a Cluster
+// with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
+// store error (Redis refused a script) at most every 10 s.
 void Service::log_store_health(const RemoteResult* unavailable, const RemoteResult* error, bool answered) {
-  if (unavailable && remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
-    log(Level::kError, "the shared store is not answering; each domain's redis_failure policy decides until it does",
-        {{"error", unavailable->error}});
-  } else if (!unavailable && answered && !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
+  const std::int64_t now = clock_->now().count();
+  if (unavailable) {
+    remote_stats_.unavailable_ns.store(now, std::memory_order_relaxed);
+    if (remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
+      log(Level::kError, "the shared store is not answering; each domain's redis_failure policy decides until it does",
+          {{"error", unavailable->error}});
+    }
+  } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
+             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
+             !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
     log(Level::kInfo, "the shared store answers again", {});
   }
   if (error) {
-    const std::int64_t now = clock_->now().count();
     std::int64_t last = remote_stats_.error_logged_ns.load(std::memory_order_relaxed);
     if (now - last >= 10'000'000'000 &&
         remote_stats_.error_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {

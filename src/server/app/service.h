@@ -120,6 +120,7 @@ struct RemoteStats {
   // For the log: whether the store answered last time (a change is logged once), and when a store error was last
   // logged (at most one line every 10 s).
   std::atomic<bool> reachable{true};
+  std::atomic<std::int64_t> unavailable_ns{0};  // the last time the store did not answer
   std::atomic<std::int64_t> error_logged_ns{std::numeric_limits<std::int64_t>::min()};
 };
 
