@@ -479,6 +479,15 @@ class SettingsFileTest(unittest.TestCase):
             redis.close()
             shutil.rmtree(d, ignore_errors=True)
 
+    def test_the_example_settings_file_starts_the_service(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "systemd",
+                               "settings.yaml")
+        server = Server(WINDOW_RULES, None, ["--settings", example])  # its ports overridden by Server's own
+        try:
+            self.assertEqual(server.check("example")[0], 200)
+        finally:
+            server.stop()
+
     def test_each_kind_of_bad_settings_file_is_refused_with_its_line(self):
         d = tempfile.mkdtemp(prefix="rk-settings-")
         try:
