@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const rk::rules::DomainConfig& d : set->domains()) {
     if (d.descriptors.empty()) continue;
     const rk::rules::Descriptor& first = d.descriptors.front();
-    const rk::rules::Entry entry{first.key, first.value.value_or("v")};
+    const std::string value = first.value.value_or("v");
+    const rk::rules::Entry entry{first.key, value};
     (void)set->match(d.domain, {&entry, 1});
   }
   return 0;
