@@ -5,7 +5,9 @@
 // Input: the first byte picks one of the domains below; the rest is lines: the peer address, the method, the URI,
 // the host, then header fields as "name: value".
 #include <cstddef>
+#include <climits>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,7 +102,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     st.requests_per_unit = 10 + n;
     st.limit_remaining = n % 3;
     st.window = rk::Nanos{1'000'000'000} * (n + 1);
-    st.duration_until_reset = rk::Nanos{static_cast<std::int64_t>(st.name.size()) * 7'654'321};
+    // From nothing to the most a saturated algorithm reports (a refusal that lasts "forever").
+    static constexpr std::int64_t kDurations[] = {0, 1, 999'999'999, 1'000'000'001, 3'155'760'000'000'000'000,
+                                                   INT64_MAX - 1, INT64_MAX};
+    st.duration_until_reset = rk::Nanos{kDurations[(st.name.size() + n) % std::size(kDurations)]};
     st.code = n % 2 ? rk::app::Code::kOverLimit : rk::app::Code::kOk;
     if (st.code == rk::app::Code::kOverLimit) response.overall = rk::app::Code::kOverLimit;
     response.statuses.push_back(std::move(st));
