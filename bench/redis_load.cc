@@ -2,7 +2,8 @@
 // `ratekeeper serve --redis`: the Lua script, the pipelining client), with `--inflight` decisions always
 // outstanding, over `--keys` distinct keys, for `--seconds`. Prints one line: "decisions_per_s=... p99_us=...".
 // `--print-args ALGORITHM` prints the script's ARGV for one decision (Redis time, cost 1), and `--print-script
-// ALGORITHM` the script itself, for redis-benchmark.
+// ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--populate N`
+// makes one decision on each of N distinct keys and exits (bench/compare: Redis's used_memory per key).
 //
 //   rk_redis_load --url redis://127.0.0.1:6379 --algorithm earrrl --inflight 256 --keys 10000 --seconds 5
 #include <algorithm>
@@ -24,9 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-rk::LimitSpec spec_for(rk::Algorithm a) {
+rk::LimitSpec spec_for(rk::Algorithm a, double window_s = 1) {
   // Generous limits: the common case (allowed) is what is timed, as in the core benchmark.
   rk::LimitSpec s{.algorithm = a, .limit = 1e9};
+  s.window = std::chrono::duration_cast<rk::Nanos>(std::chrono::duration<double>(window_s));
   if (a == rk::Algorithm::kEarrrl) s.half_life = std::chrono::seconds(10);
   if (a == rk::Algorithm::kSlidingLog) s.limit = 1000;
   return s;
@@ -69,8 +71,8 @@ struct Load {
 
 int main(int argc, char** argv) {
   std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args;
-  int inflight = 256, keys = 10000, connections = 2;
-  double seconds = 5;
+  int inflight = 256, keys = 10000, connections = 2, populate = 0;
+  double seconds = 5, window_s = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--url") url = v;
@@ -79,6 +81,8 @@ int main(int argc, char** argv) {
     else if (a == "--keys") keys = std::stoi(v);
     else if (a == "--seconds") seconds = std::stod(v);
     else if (a == "--connections") connections = std::stoi(v);
+    else if (a == "--window-s") window_s = std::stod(v);
+    else if (a == "--populate") populate = std::stoi(v);
     else if (a == "--print-args") print_args = v;
     else if (a == "--print-script") {
       const auto alg = rk::parse_algorithm(v);
@@ -104,8 +108,30 @@ int main(int argc, char** argv) {
   }
   Load load;
   load.store = rk::app::make_redis_remote({.url = url, .timeout = std::chrono::seconds(2), .connections = connections});
-  load.spec = spec_for(*alg);
+  load.spec = spec_for(*alg, window_s);
   load.keys = keys;
+  if (populate > 0) {
+    std::mutex mu;
+    std::condition_variable cv;
+    int outstanding = 0;
+    for (int i = 0; i < populate; ++i) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return outstanding < inflight; });
+      ++outstanding;
+      lock.unlock();
+      std::vector<rk::app::RemoteOp> ops{{&load.spec, "rk:pop:" + std::to_string(i), 1, false}};
+      load.store->decide(std::move(ops), rk::Nanos{0}, [&](std::vector<rk::app::RemoteResult>) {
+        std::lock_guard l(mu);
+        --outstanding;
+        cv.notify_all();
+      });
+    }
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return outstanding == 0; });
+    lock.unlock();
+    load.store->close();
+    return 0;
+  }
   // Warm up (connections, script load), then measure.
   load.until = Clock::now() + std::chrono::milliseconds(500);
   load.running = inflight;

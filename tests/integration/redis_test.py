@@ -285,6 +285,16 @@ class FailureTest(unittest.TestCase):
                     return status == 200 and "fallback" not in body["statuses"][0]
                 wait_until(back, "decisions to go back to Redis")
                 self.assertIn("v", cli(self.redis.port, "--scan", "--pattern", "rk:*"))
+                # The outage was logged once, as an error with Redis's failure, and the return once: not per request.
+                # Logged once everything has been answered for a second: keep asking until then.
+                try:
+                    wait_until(lambda: server.check("w", domain="fail_open")[0] in (200, 429) and
+                               "the shared store answers again" in server.output(), "the return to be logged")
+                except AssertionError:
+                    raise AssertionError("the return was not logged:\n" + server.output())
+                log = server.output()
+                self.assertEqual(log.count("the shared store is not answering"), 1, log)
+                self.assertEqual(log.count("the shared store answers again"), 1, log)
             finally:
                 server.stop()
         finally:
@@ -468,6 +478,15 @@ class SettingsFileTest(unittest.TestCase):
         finally:
             redis.close()
             shutil.rmtree(d, ignore_errors=True)
+
+    def test_the_example_settings_file_starts_the_service(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "systemd",
+                               "settings.yaml")
+        server = Server(WINDOW_RULES, None, ["--settings", example])  # its ports overridden by Server's own
+        try:
+            self.assertEqual(server.check("example")[0], 200)
+        finally:
+            server.stop()
 
     def test_each_kind_of_bad_settings_file_is_refused_with_its_line(self):
         d = tempfile.mkdtemp(prefix="rk-settings-")

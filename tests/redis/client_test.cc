@@ -207,6 +207,36 @@ TEST(RedisClient, APausedServerTimesOutAndARestartedOneIsReconnected) {
   EXPECT_TRUE(back);
 }
 
+// A paused Redis accepts new connections (the kernel does) and answers nothing: a command sent while its
+// connection is being made again must still be answered within the command timeout, not the connect timeout.
+TEST(RedisClient, APausedServerNeverCostsMoreThanTheCommandTimeoutEvenWhileReconnecting) {
+  RedisProcess redis;
+  auto o = options(redis, 150ms);
+  o.connect_timeout = 3s;  // far longer than the command's budget
+  o.password = "";         // no handshake to wait for either way
+  Client c(o);
+  ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"SET", "k", "1"})));
+  redis.signal(SIGSTOP);
+  int timeouts = 0;
+  for (int i = 0; i < 20; ++i) {  // timeouts, backoffs and new connections, in turn
+    const auto t0 = std::chrono::steady_clock::now();
+    Result r = run(c, {"GET", "k"});
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(std::holds_alternative<Error>(r));
+    EXPECT_LT(took, 150ms + 200ms) << "attempt " << i << ": " << std::get<Error>(r).message;
+    timeouts += std::get<Error>(r).kind == Error::Kind::kTimeout;
+    std::this_thread::sleep_for(20ms);  // past the backoff (10-50 ms), so that some attempts reconnect
+  }
+  redis.signal(SIGCONT);
+  EXPECT_GE(timeouts, 2);  // some attempts went to a (re)connected, paused server and timed out
+  bool back = false;
+  for (int i = 0; i < 300 && !back; ++i) {
+    back = std::holds_alternative<Reply>(run(c, {"GET", "k"}));
+    if (!back) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(back);
+}
+
 TEST(RedisClient, AuthWithAPasswordAndItsRefusal) {
   RedisProcess redis({"--requirepass", "s3cret"});
   auto o = options(redis);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "server/app/log.h"
+
 namespace rk::app {
 
 namespace {
@@ -367,6 +369,32 @@ Decision Service::fallback(Job& job, std::size_t k, const RemoteResult& r, bool 
   return Decision{.allowed = true, .limit = spec.limit};
 }
 
+// One line when the store stops answering and one when it has answered everything for a second again (a Cluster
+// with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
+// store error (Redis refused a script) at most every 10 s.
+void Service::log_store_health(const RemoteResult* unavailable, const RemoteResult* error, bool answered) {
+  const std::int64_t now = clock_->now().count();
+  if (unavailable) {
+    remote_stats_.unavailable_ns.store(now, std::memory_order_relaxed);
+    if (remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
+      log(Level::kError, "the shared store is not answering; each domain's redis_failure policy decides until it does",
+          {{"error", unavailable->error}});
+    }
+  } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
+             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
+             !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
+    log(Level::kInfo, "the shared store answers again", {});
+  }
+  if (error) {
+    std::int64_t last = remote_stats_.error_logged_ns.load(std::memory_order_relaxed);
+    if (now - last >= 10'000'000'000 &&
+        remote_stats_.error_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      log(Level::kError, "the shared store refused a decision; its domain's redis_failure policy answered",
+          {{"error", error->error}});
+    }
+  }
+}
+
 void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
   std::vector<RemoteOp> ops;
   std::vector<std::size_t> of_op;  // the pending index of each op
@@ -379,15 +407,24 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
   }
   auto on_results = [this, job, looking, of_op](std::vector<RemoteResult> results) mutable {
     results.resize(of_op.size());  // a store answering short: the missing ones are unavailable
-    std::uint64_t unavailable = 0, errors = 0;
+    std::uint64_t unavailable = 0, errors = 0, answered = 0;
+    const RemoteResult* first_unavailable = nullptr;
+    const RemoteResult* first_error = nullptr;
     for (std::size_t j = 0; j < of_op.size(); ++j) {
       const std::size_t k = of_op[j];
       const RemoteResult& r = results[j];
       Decision d;
       if (r.status == RemoteResult::Status::kOk) {
         d = r.decision;
+        ++answered;
       } else {
-        (r.status == RemoteResult::Status::kError ? errors : unavailable) += 1;
+        if (r.status == RemoteResult::Status::kError) {
+          ++errors;
+          if (!first_error) first_error = &r;
+        } else {
+          ++unavailable;
+          if (!first_unavailable) first_unavailable = &r;
+        }
         d = fallback(*job, k, r, looking);
       }
       if (looking) {
@@ -401,6 +438,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
     }
     remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
     remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
+    log_store_health(first_unavailable, first_error, answered > 0);
     if (looking) {
       bool refused = false;
       for (std::size_t k = 0; k < job->pending.size(); ++k) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -116,6 +117,11 @@ struct RemoteStats {
   std::atomic<std::uint64_t> unavailable{0};  // descriptors the store did not answer (incl. breaker open)
   std::atomic<std::uint64_t> errors{0};       // descriptors the store refused with an error
   std::atomic<std::uint64_t> fallbacks[4]{};  // by FailurePolicy: [kFailOpen], [kFailClosed], [kLocal]
+  // For the log: whether the store answered last time (a change is logged once), and when a store error was last
+  // logged (at most one line every 10 s).
+  std::atomic<bool> reachable{true};
+  std::atomic<std::int64_t> unavailable_ns{0};  // the last time the store did not answer
+  std::atomic<std::int64_t> error_logged_ns{std::numeric_limits<std::int64_t>::min()};
 };
 
 using CheckResult = std::variant<CheckResponse, RequestError>;
@@ -169,6 +175,7 @@ class Service {
   std::unordered_map<std::string, std::shared_ptr<Limiter>> overrides_;
   std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
   RemoteStats remote_stats_;
+  void log_store_health(const RemoteResult* unavailable, const RemoteResult* error, bool answered);
 };
 
 }  // namespace rk::app

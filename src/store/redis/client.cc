@@ -307,7 +307,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint)});
       }
     }
-    const auto budget = options.command_timeout + (conn->state == Conn::State::kConnecting ? options.connect_timeout : milliseconds(0));
+    // A command gets command_timeout from now, connecting included: the caller's answer never waits longer.
+    const auto budget = options.command_timeout;
     if (asking) {
       Pending a{.args = {"ASKING"}, .internal = true};
       a.deadline = now + budget;
@@ -554,10 +555,30 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
           if (c->state == Conn::State::kConnecting && now > c->connect_deadline) {
             fail_conn(*c, Error::Kind::kConnection, "no connection to Redis at " + endpoint_text(n->endpoint) + " within " +
                                                         std::to_string(options.connect_timeout.count()) + " ms", true);
-          } else if (!c->sent.empty() && now > c->sent.front().deadline) {
-            timeouts.fetch_add(1, std::memory_order_relaxed);
-            fail_conn(*c, Error::Kind::kTimeout, "no answer from Redis at " + endpoint_text(n->endpoint) + " within " +
-                                                     std::to_string(options.command_timeout.count()) + " ms", true);
+          } else if (c->state == Conn::State::kConnecting) {
+            // Still connecting (a paused Redis accepts connections and answers nothing): the commands waiting past
+            // their deadline are answered now; the connection goes on, and their late replies will be dropped.
+            for (Pending& p : c->sent) {
+              if (p.internal || !p.done || now <= p.deadline) continue;
+              timeouts.fetch_add(1, std::memory_order_relaxed);
+              finish(p, Error{Error::Kind::kTimeout, "no connection to Redis at " + endpoint_text(n->endpoint) +
+                                                         " within " + std::to_string(options.command_timeout.count()) + " ms"});
+              p.deadline = c->connect_deadline + options.command_timeout;
+            }
+          } else {
+            // The oldest command still waiting (a handshake command, or a caller's) past its deadline: the
+            // connection is recycled. Commands abandoned while connecting do not count; their replies are dropped.
+            bool late = false;
+            for (const Pending& p : c->sent) {
+              if (!p.internal && !p.done) continue;
+              late = now > p.deadline;
+              if (late || !p.internal) break;
+            }
+            if (late) {
+              timeouts.fetch_add(1, std::memory_order_relaxed);
+              fail_conn(*c, Error::Kind::kTimeout, "no answer from Redis at " + endpoint_text(n->endpoint) + " within " +
+                                                       std::to_string(options.command_timeout.count()) + " ms", true);
+            }
           }
         }
       }
