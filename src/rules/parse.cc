@@ -206,7 +206,16 @@ void Parser::rate_limit(const YAML::Node& n, const std::string& where, RateLimit
   }
   if (errors_.size() != errors_before) return;
 
-  if (out.unit) window = Nanos{unit_length(*out.unit).count() * out.unit_multiplier};
+  if (out.unit) {
+    // A year times 4294967295 does not fit in 64 bits of nanoseconds (validation takes at most 100 years).
+    const std::int64_t unit_ns = unit_length(*out.unit).count();
+    if (unit_ns > Nanos::max().count() / out.unit_multiplier) {
+      fail(n["unit_multiplier"], where + ".unit_multiplier: " + std::to_string(out.unit_multiplier) + " times a " +
+                                     std::string(unit_name(*out.unit)) + " is too long a window (at most 100 years)");
+      return;
+    }
+    window = Nanos{unit_ns * out.unit_multiplier};
+  }
   // A parameter comes from the rule, else from the file's defaults.
   struct Param {
     YAML::Node node;

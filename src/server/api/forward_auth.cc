@@ -111,7 +111,8 @@ std::string sf_string(std::string_view s) {
 
 std::int64_t ceil_seconds(Nanos d) {
   if (d <= Nanos{0}) return 0;
-  return (d.count() + 999'999'999) / 1'000'000'000;
+  // Not (ns + 999'999'999) / 1e9: that overflows for a saturated duration (Nanos::max(), an algorithm's "never").
+  return d.count() / 1'000'000'000 + (d.count() % 1'000'000'000 != 0 ? 1 : 0);
 }
 
 // The limit that binds: the refusing one with the longest wait, else the one with the least left.

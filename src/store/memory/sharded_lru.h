@@ -126,6 +126,45 @@ class ShardedLru {
   std::size_t shard_count() const { return std::size_t{1} << shard_bits_; }
   static constexpr std::size_t entry_bytes() { return sizeof(Entry); }
 
+  // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
+  // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
+  std::size_t probe_length(std::string_view key) const {
+    const std::uint64_t h = hash_key(key, seed_);
+    const Shard& s = shard_for(h);
+    std::lock_guard guard(s.lock);
+    if (s.index.empty()) return 0;
+    std::size_t n = 1;
+    for (std::size_t i = static_cast<std::uint32_t>(h) & s.mask(); s.index[i] != 0; i = (i + 1) & s.mask()) {
+      const Entry& e = s.at(s.index[i] - 1);
+      if (e.hash == static_cast<std::uint32_t>(h) && e.key.view() == key) break;
+      ++n;
+    }
+    return n;
+  }
+
+  struct ProbeStats {
+    std::size_t keys = 0;
+    std::uint64_t total = 0;  // slots examined to find every live key once
+    std::size_t longest = 0;  // the most for any one key
+  };
+  // Over every live key, the slots a lookup examines to find it (1 when it sits in its home slot).
+  ProbeStats probe_stats() const {
+    ProbeStats st;
+    for (std::size_t i = 0; i < shard_count(); ++i) {
+      const Shard& s = shards_[i];
+      std::lock_guard guard(s.lock);
+      for (std::size_t slot = 0; slot < s.index.size(); ++slot) {
+        if (s.index[slot] == 0) continue;
+        const std::size_t home = s.at(s.index[slot] - 1).hash & s.mask();
+        const std::size_t probes = ((slot - home) & s.mask()) + 1;
+        ++st.keys;
+        st.total += probes;
+        st.longest = std::max(st.longest, probes);
+      }
+    }
+    return st;
+  }
+
  private:
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;

@@ -1,0 +1,44 @@
+// Regression (found by fuzz_forward_auth, docs/reliability.md): an algorithm that saturates its wait to
+// Nanos::max() (EARRRL with a half-life of years and a huge hits_addend reports "never" that way) made the
+// rate-limit header fields overflow while rounding up to whole seconds.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/api/forward_auth.h"
+
+namespace rk::api {
+namespace {
+
+std::string header(const AuthAnswer& a, const std::string& name) {
+  for (const auto& [n, v] : a.headers) {
+    if (n == name) return v;
+  }
+  return "<absent>";
+}
+
+TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
+  app::CheckResponse r;
+  r.overall = app::Code::kOverLimit;
+  app::DescriptorStatus st;
+  st.code = app::Code::kOverLimit;
+  st.has_limit = true;
+  st.name = "per_client";
+  st.requests_per_unit = 5;
+  st.window = Nanos{1'000'000'000};
+  st.duration_until_reset = Nanos::max();  // 9223372036.854775807 s
+  r.statuses.push_back(st);
+  const AuthAnswer a = auth_answer(r, 429);
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(header(a, "Retry-After"), "9223372037");
+  EXPECT_EQ(header(a, "X-RateLimit-Reset"), "9223372037");
+  EXPECT_EQ(header(a, "RateLimit"), "\"per_client\";r=0;t=9223372037");
+
+  r.statuses[0].duration_until_reset = Nanos{1'000'000'001};  // just over a second: 2
+  EXPECT_EQ(header(auth_answer(r, 429), "Retry-After"), "2");
+  r.statuses[0].duration_until_reset = Nanos{1'000'000'000};  // exactly a second: 1
+  EXPECT_EQ(header(auth_answer(r, 429), "Retry-After"), "1");
+}
+
+}  // namespace
+}  // namespace rk::api

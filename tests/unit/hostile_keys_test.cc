@@ -1,0 +1,180 @@
+// Hostile keys against the in-process store (docs/reliability.md): keys chosen to collide under a known hash seed,
+// and floods of distinct keys. Costs are counted (index slots examined per lookup, via ShardedLru's probe hooks),
+// never timed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ratekeeper/clock.h"
+#include "ratekeeper/limiter.h"
+#include "store/memory/sharded_lru.h"
+
+namespace rk::store {
+namespace {
+
+struct Counter {
+  int value = 0;
+};
+
+constexpr std::uint64_t kKnownSeed = 0x0123456789abcdefULL;  // what an attacker would have if the seed were fixed
+constexpr std::size_t kAttackKeys = 1000;
+// One shard of 4096 keys: 1000 keys need an index of 2048 slots, so keys whose 32-bit hash ends in 12 zero bits
+// all share one home slot. That is what an attacker who knows the seed computes offline.
+constexpr std::uint32_t kHomeMask = 0xFFF;
+
+// Searches for keys whose hash under `seed` has the same low bits: about 4096 candidates per key.
+std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
+  std::vector<std::string> keys;
+  char buf[] = "attacker-0000000000000000";
+  constexpr std::size_t kDigits = 16, kAt = sizeof buf - 1 - kDigits;
+  for (std::uint64_t i = 0; keys.size() < count; ++i) {
+    for (std::size_t d = 0; d < kDigits; ++d) buf[kAt + d] = "0123456789abcdef"[(i >> (4 * (kDigits - 1 - d))) & 0xF];
+    const std::string_view key(buf, sizeof buf - 1);
+    if ((hash_key(key, seed) & kHomeMask) == 0) keys.emplace_back(key);
+  }
+  return keys;
+}
+
+StoreOptions one_shard(std::uint64_t seed) { return {.max_keys = 4096, .shards = 1, .hash_seed = seed}; }
+
+template <class Keys>
+void insert_all(ShardedLru<Counter>& m, const Keys& keys) {
+  for (const auto& k : keys) m.update(k, [](Counter& c) { return ++c.value; });
+}
+
+// The attack is real: under the seed it was computed for, the keys pile into one probe run, and a lookup there
+// examines every one of them (quadratic work for the flood, linear per decision).
+TEST(HostileKeys, KeysCollidingUnderAKnownSeedPileUpUnderIt) {
+  const auto keys = colliding_keys(kKnownSeed, kAttackKeys);
+  ShardedLru<Counter> m(one_shard(kKnownSeed));
+  ASSERT_EQ(m.shard_count(), 1u);
+  insert_all(m, keys);
+  const auto st = m.probe_stats();
+  EXPECT_EQ(st.keys, kAttackKeys);
+  EXPECT_EQ(st.longest, kAttackKeys);                          // the last one inserted sits 999 slots from home
+  EXPECT_EQ(st.total, kAttackKeys * (kAttackKeys + 1) / 2);  // 1 + 2 + ... + 1000
+  EXPECT_EQ(m.probe_length(keys.front()), 1u);
+  EXPECT_EQ(m.probe_length(keys.back()), kAttackKeys);
+  const auto next = colliding_keys(kKnownSeed, kAttackKeys + 1).back();  // not inserted: a miss walks the run
+  EXPECT_EQ(m.probe_length(next), kAttackKeys + 1);
+}
+
+// The same keys against the store's own seed (random per store, hash_seed = 0) spread like any other keys: a
+// lookup examines as many slots as for benign keys, so the cost of a decision stays flat under the flood.
+TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
+  const auto attack = colliding_keys(kKnownSeed, kAttackKeys);
+  std::vector<std::string> benign;
+  for (std::size_t i = 0; i < kAttackKeys; ++i) benign.push_back("203.0." + std::to_string(i / 256) + "." + std::to_string(i % 256));
+
+  for (int store = 0; store < 3; ++store) {  // three stores, three random seeds
+    ShardedLru<Counter> hostile(one_shard(0)), normal(one_shard(0));
+    insert_all(hostile, attack);
+    insert_all(normal, benign);
+    const auto h = hostile.probe_stats(), b = normal.probe_stats();
+    ASSERT_EQ(h.keys, kAttackKeys);
+    ASSERT_EQ(b.keys, kAttackKeys);
+    const double mean_hostile = static_cast<double>(h.total) / kAttackKeys;
+    const double mean_benign = static_cast<double>(b.total) / kAttackKeys;
+    // Linear probing at load 1000/2048 expects 1.5 slots per successful lookup; allow generous room, but far below
+    // the 500 that the known seed gives.
+    EXPECT_LT(mean_hostile, 2.5) << "store " << store;
+    EXPECT_LT(mean_benign, 2.5) << "store " << store;
+    EXPECT_LT(h.longest, 40u) << "store " << store;
+    // And the decision for a legitimate client, looked up among the flood, costs a few slots.
+    std::size_t worst_miss = 0;
+    for (const auto& k : benign) worst_miss = std::max(worst_miss, hostile.probe_length(k));
+    EXPECT_LT(worst_miss, 40u) << "store " << store;
+  }
+}
+
+// The flood keeps coming: the cost per lookup is the same after 1,000 attack keys as after 100 (flat), whereas
+// under the known seed it grows with every key.
+TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
+  const auto attack = colliding_keys(kKnownSeed, kAttackKeys);
+  ShardedLru<Counter> fresh_seed(one_shard(0)), known(one_shard(kKnownSeed));
+  std::vector<double> random_means, known_longest;
+  for (std::size_t i = 0; i < attack.size(); ++i) {
+    fresh_seed.update(attack[i], [](Counter& c) { return ++c.value; });
+    known.update(attack[i], [](Counter& c) { return ++c.value; });
+    if ((i + 1) % 100 == 0) {
+      const auto r = fresh_seed.probe_stats();
+      random_means.push_back(static_cast<double>(r.total) / static_cast<double>(r.keys));
+      known_longest.push_back(static_cast<double>(known.probe_stats().longest));
+    }
+  }
+  ASSERT_EQ(random_means.size(), 10u);
+  for (double m : random_means) EXPECT_LT(m, 2.5);
+  for (std::size_t i = 0; i < known_longest.size(); ++i) EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
+}
+
+}  // namespace
+}  // namespace rk::store
+
+namespace rk {
+namespace {
+
+constexpr Nanos kMs{1'000'000};
+
+// A flood of distinct keys, 30 times the bound: the store never holds more than max_keys and its memory stops
+// growing once full (docs/reliability.md has the 10,000,000-key run of bench/hostile_keys).
+TEST(HostileKeys, AFloodOfDistinctKeysStaysWithinTheBound) {
+  constexpr std::size_t kBound = 10'000, kFlood = 300'000;
+  auto clock = std::make_shared<ManualClock>();
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kEarrrl, .limit = 5, .half_life = std::chrono::seconds(2)},
+                  StoreOptions{.max_keys = kBound}, clock);
+  std::size_t full_bytes = 0;
+  for (std::size_t i = 0; i < kFlood; ++i) {
+    // Short keys and, one in ten, keys long enough to live on the heap.
+    const std::string key = i % 10 ? "flood-" + std::to_string(i) : std::string(200, 'x') + std::to_string(i);
+    limiter.check_at(key, Nanos{static_cast<std::int64_t>(i) * 1000});
+    if (i + 1 == 2 * kBound) full_bytes = limiter.stats().memory_bytes;
+    if ((i + 1) % 50'000 == 0) {
+      const StoreStats st = limiter.stats();
+      ASSERT_EQ(st.keys, kBound);
+      ASSERT_LE(st.memory_bytes, full_bytes + full_bytes / 20) << "after " << i + 1 << " keys";
+    }
+  }
+  const StoreStats st = limiter.stats();
+  EXPECT_EQ(st.keys, kBound);
+  EXPECT_EQ(st.evictions, kFlood - kBound);
+  // Entries, index and the long keys' bytes: well under 1 KiB a key.
+  EXPECT_LT(st.memory_bytes, kBound * 1024);
+}
+
+// An abuser who keeps hammering while a flood of distinct keys passes through a store 200 times too small for it
+// stays refused: its state (EARRRL's estimate) is never the one evicted while it is active. Were it evicted, its
+// next attempt would find a fresh key and be allowed.
+TEST(HostileKeys, AnActiveAbuserIsNeverTheOneEvicted) {
+  constexpr std::size_t kBound = 1'000, kFlood = 200'000, kEvery = 10;
+  auto clock = std::make_shared<ManualClock>();
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kEarrrl, .limit = 5, .half_life = std::chrono::seconds(2)},
+                  StoreOptions{.max_keys = kBound}, clock);
+  Nanos now{0};
+  int allowed = 0;
+  for (int i = 0; i < 100; ++i) allowed += limiter.check_at("abuser", now).allowed;
+  ASSERT_GT(allowed, 0);
+  ASSERT_LT(allowed, 100);  // locked out at t=0
+  std::size_t refused = 0, attempts = 0;
+  for (std::size_t i = 0; i < kFlood; ++i) {
+    now += kMs;  // 1,000 flood keys a second; the abuser at 100 a second, 20 times its limit
+    limiter.check_at("flood-" + std::to_string(i), now);
+    if (i % kEvery == 0) {
+      ++attempts;
+      const Decision d = limiter.check_at("abuser", now);
+      refused += !d.allowed;
+      ASSERT_TRUE(d.estimate.has_value());
+      ASSERT_GT(*d.estimate, 5.0) << "the abuser's state was lost after " << i << " flood keys";
+    }
+  }
+  EXPECT_EQ(refused, attempts);
+  const StoreStats st = limiter.stats();
+  EXPECT_EQ(st.keys, kBound);
+  EXPECT_GE(st.evictions, kFlood - kBound);
+}
+
+}  // namespace
+}  // namespace rk
