@@ -1,39 +1,15 @@
 #include "cli/replay.h"
 
 #include <cmath>
-#include <cstdio>
 #include <istream>
 #include <ostream>
 
+#include "cli/csv.h"
 #include "cli/flags.h"
 #include "cli/trace.h"
 #include "ratekeeper/limiter.h"
 
 namespace rk::cli {
-
-namespace {
-
-// Up to 6 decimals, no trailing zeros.
-std::string format_number(double v) {
-  char buf[64];
-  int n = std::snprintf(buf, sizeof buf, "%.6f", v);
-  while (n > 0 && buf[n - 1] == '0') --n;
-  if (n > 0 && buf[n - 1] == '.') --n;
-  std::string s(buf, static_cast<std::size_t>(n));
-  return s == "-0" ? "0" : s;
-}
-
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
-
-}  // namespace
 
 int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
   LimitFlags flags;
@@ -69,11 +45,11 @@ int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostr
     row += ',';
     row += csv_field(attempt.key);
     row += d.allowed ? ",1," : ",0,";
-    row += format_number(d.remaining);
+    row += csv_number(d.remaining);
     row += ',';
     row += d.retry_after == kNever ? "-1" : format_seconds(d.retry_after);
     row += ',';
-    if (d.estimate) row += format_number(*d.estimate);
+    if (d.estimate) row += csv_number(*d.estimate);
     if (queue) {
       row += ',';
       row += format_seconds(d.delay);
