@@ -4,7 +4,6 @@
 #include <yaml-cpp/yaml.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -87,7 +86,21 @@ bool split_address(const std::string& s, std::string& host, std::uint16_t& port)
   return true;
 }
 
-constexpr std::string_view kSwitches[] = {"shadow-mode", "redis-near-cache", "grpc-response-headers"};
+// The flags that take no value, by name without their dashes (as a settings file names them).
+struct Switch {
+  std::string_view name;
+  bool ServeFlags::*field;
+};
+constexpr Switch kSwitches[] = {{"shadow-mode", &ServeFlags::shadow_mode},
+                                {"redis-near-cache", &ServeFlags::redis_near_cache},
+                                {"grpc-response-headers", &ServeFlags::grpc_headers}};
+
+const Switch* find_switch(std::string_view name) {
+  for (const Switch& s : kSwitches) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
 
 bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error);
 
@@ -122,7 +135,7 @@ bool settings_to_flags(const std::string& path, std::vector<std::string>& out, s
       error = where(item.first) + "'" + key + "' is not a setting (flag names without their dashes)";
       return false;
     }
-    if (std::find(std::begin(kSwitches), std::end(kSwitches), key) != std::end(kSwitches)) {
+    if (find_switch(key)) {
       if (value == "true") out.push_back("--" + key);
       else if (value != "false") {
         error = where(item.second) + "setting '" + key + "' is true or false, not '" + value + "'";
@@ -149,16 +162,8 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       name.resize(eq);
       inline_value = true;
     }
-    if (name == "--shadow-mode") {
-      f.shadow_mode = true;
-      continue;
-    }
-    if (name == "--redis-near-cache") {
-      f.redis_near_cache = true;
-      continue;
-    }
-    if (name == "--grpc-response-headers") {
-      f.grpc_headers = true;
+    if (const Switch* sw = name.starts_with("--") ? find_switch(std::string_view(name).substr(2)) : nullptr) {
+      f.*(sw->field) = true;
       continue;
     }
     if (!inline_value) {
