@@ -186,7 +186,6 @@ def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False)
         during = [r for r in prober.records if t_fault <= r[0] < t_heal + 1]
         outside = [r for r in prober.records if r[2].startswith("outside")]
         unanswered = [r for r in prober.records if r[2] == "unanswered"]
-        back = [r[0] for r in prober.records if r[0] >= t_heal and r[2] == "redis"]
         # Back on Redis: from the heal to the first of a run of answers from Redis that lasts to the end.
         after = [r for r in prober.records if r[0] >= t_heal]
         back_at = None
@@ -204,7 +203,6 @@ def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False)
             "errors_logged": server.errors_logged(),
             "back_on_redis_s": (back_at - t_heal) if back_at is not None else None,
             "examples": sorted(set(r[2] for r in outside))[:3],
-            "_unused": len(back),
         }
     finally:
         try:
