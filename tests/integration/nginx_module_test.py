@@ -6,39 +6,17 @@ Each test writes an nginx.conf in a temporary directory, starts nginx on a free 
 """
 import http.client
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
+from serve_test import NGINX, free_port, wait_until  # this directory's shared helpers
+
 MODULE = None
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, what, seconds=15.0):
-    """Polls a real process, bounded."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
 
 CONF = """
 load_module %(module)s;
@@ -81,7 +59,7 @@ class Nginx:
                             "server": server_block, "user": "user root;" if os.geteuid() == 0 else ""})
         self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.STDOUT)
-        wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer")
+        wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
 
     def get(self, path, headers=None, conn=None):
         own = conn is None
@@ -204,12 +182,12 @@ class ModuleTest(unittest.TestCase):
         old = set(self.nginx.workers())
         os.kill(self.nginx.proc.pid, signal.SIGHUP)
         wait_until(lambda: set(self.nginx.workers()).isdisjoint(old) and len(self.nginx.workers()) == 2,
-                   "new workers after the reload")
+                   "new workers after the reload", 15)
         self.assertEqual(self.nginx.get("/a/")[0], 429)
         victim = self.nginx.workers()[0]
         os.kill(victim, signal.SIGKILL)
         wait_until(lambda: victim not in self.nginx.workers() and len(self.nginx.workers()) == 2,
-                   "the master to replace the killed worker")
+                   "the master to replace the killed worker", 15)
         self.assertEqual([self.nginx.get("/a/")[0] for _ in range(10)], [429] * 10)
         self.assertNotIn("[emerg]", self.nginx.log("error.log"))
 
