@@ -18,7 +18,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchlib import parse_wrk, wrk_command  # noqa: E402
 import redis_test  # noqa: E402  (the Redis and Cluster fixtures: real redis-server processes on free ports)
 
 RULES = """
@@ -133,19 +133,12 @@ class Prober:
 
 
 def wrk_in_background(port, seconds, script):
-    return subprocess.Popen(["wrk", "-t1", "-c32", "-d%ds" % seconds, "--latency", "-s", script,
-                             "http://127.0.0.1:%d/v1/auth/open" % port], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(wrk_command("http://127.0.0.1:%d/v1/auth/open" % port, seconds, 32, script),
+                            stdout=subprocess.PIPE, text=True)
 
 
 def wrk_summary(proc):
-    out = proc.communicate()[0]
-    total = int(re.search(r"(\d+) requests in", out).group(1))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    return {"requests": total, "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": sum(map(int, errs.groups())) if errs else 0,
-            "p99_ms": float(p99.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[p99.group(2)]}
+    return parse_wrk(proc.communicate()[0])
 
 
 def pct(values, p):

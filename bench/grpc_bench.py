@@ -10,11 +10,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
+
+from benchlib import free_port
 
 RULES = """
 domain: bench
@@ -31,12 +32,6 @@ request = function()
   return wrk.format("POST", "/v1/check", {["Content-Type"] = "application/json"}, body)
 end
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

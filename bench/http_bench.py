@@ -7,15 +7,12 @@ and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about ha
 """
 import argparse
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
+
+from benchlib import free_port, run_wrk, wait_http
 
 RULES = """
 domain: bench
@@ -56,37 +53,11 @@ end
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.05)
-    raise SystemExit("not answering: " + url)
-
-
-def to_ms(value, unit):
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-
-
 def wrk(url, seconds, connections, script):
-    lua = LUA
     with open(script, "w") as f:
-        f.write(lua)
-    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
-                         capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, to_ms(*p99.groups()), int(non2xx.group(1)) if non2xx else 0
+        f.write(LUA)
+    r = run_wrk(url, seconds, connections, script)
+    return r["rps"], r["p99"], r["non2xx"]
 
 
 def main():

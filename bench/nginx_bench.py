@@ -11,15 +11,13 @@ the passes, and the ratios to limit_req are printed from the medians.
 """
 import argparse
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
-import urllib.request
+
+from benchlib import free_port, run_wrk, wait_http
 
 CONF = """
 load_module %(module)s;
@@ -56,31 +54,9 @@ end
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.05)
-    raise SystemExit("not answering: " + url)
-
-
 def wrk(url, seconds, connections, script):
-    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
-                         capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    p99_ms = float(p99.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[p99.group(2)]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, p99_ms, int(non2xx.group(1)) if non2xx else 0
+    r = run_wrk(url, seconds, connections, script)
+    return r["rps"], r["p99"], r["non2xx"]
 
 
 def main():

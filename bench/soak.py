@@ -13,14 +13,13 @@ the second half of the run within 10% of its median, p99 without a trend (last t
 """
 import argparse
 import os
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
 import urllib.request
+
+from benchlib import free_port, run_wrk as wrk, wait_http
 
 RULES = """
 domain: soak
@@ -49,43 +48,6 @@ delay = function() return %(delay_ms)d end
 """
 
 SATURATE_LUA = LUA.replace("delay = function() return %(delay_ms)d end\n", "")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.05)
-    raise SystemExit("not answering: " + url)
-
-
-def to_ms(value, unit):
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-
-
-def wrk(url, seconds, connections, script):
-    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url],
-                         capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    lat = {}
-    for pct in ("50", "99"):
-        m = re.search(r"\s%s%%\s+([\d.]+)(us|ms|s)" % pct, out)
-        lat[pct] = to_ms(*m.groups())
-    mx = re.search(r"Latency\s+[\d.]+\w+\s+[\d.]+\w+\s+([\d.]+)(us|ms|s)", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {"rps": rps, "p50": lat["50"], "p99": lat["99"], "max": to_ms(*mx.groups()),
-            "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": sum(int(x) for x in errors.groups()) if errors else 0}
 
 
 def rss_mib(pid):

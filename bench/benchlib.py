@@ -1,0 +1,50 @@
+"""What the Python benchmarks share: free ports, waiting for a server, and running wrk and reading its report."""
+import re
+import socket
+import subprocess
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except Exception:
+            time.sleep(0.05)
+    raise SystemExit("not answering: " + url)
+
+
+def to_ms(value, unit):
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def wrk_command(url, seconds, connections, script):
+    return ["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "--latency", "-s", script, url]
+
+
+def parse_wrk(out):
+    """wrk --latency's report: requests, requests/s, p50/p99/max latency in ms, non-2xx answers, socket errors."""
+    lat = {pct: re.search(r"\s%s%%\s+([\d.]+)(us|ms|s)" % pct, out) for pct in ("50", "99")}
+    mx = re.search(r"Latency\s+[\d.]+\w+\s+[\d.]+\w+\s+([\d.]+)(us|ms|s)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {"requests": int(re.search(r"(\d+) requests in", out).group(1)),
+            "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+            "p50": to_ms(*lat["50"].groups()), "p99": to_ms(*lat["99"].groups()), "max": to_ms(*mx.groups()),
+            "non2xx": int(non2xx.group(1)) if non2xx else 0,
+            "socket_errors": sum(int(x) for x in errors.groups()) if errors else 0}
+
+
+def run_wrk(url, seconds, connections, script):
+    out = subprocess.run(wrk_command(url, seconds, connections, script), capture_output=True, text=True,
+                         check=True).stdout
+    return parse_wrk(out)
