@@ -224,9 +224,7 @@ def cont_redis(ctx):
 
 def failover(ctx):
     cluster = ctx["store"]
-    nodes = redis_test.cli(cluster.nodes[1].port, "CLUSTER", "NODES").splitlines()
-    primary_id = next(l.split()[0] for l in nodes if ":%d@" % cluster.nodes[0].port in l)
-    replica_port = next(int(l.split()[1].split("@")[0].split(":")[1]) for l in nodes if l.split()[3] == primary_id)
+    replica_port = cluster.replica_of(cluster.nodes[0])
     cluster.nodes[0].kill()
     redis_test.cli(replica_port, "CLUSTER", "FAILOVER", "TAKEOVER")
 

@@ -96,6 +96,26 @@ class Cluster:
                        check=True, capture_output=True, timeout=60)
         wait_until(lambda: all("cluster_state:ok" in cli(n.port, "CLUSTER", "INFO") for n in self.nodes),
                    "the cluster to be ok", 30)
+        # "ok" comes before gossip has told every node who replicates whom, and before the replicas have synced:
+        # wait for both, so that a test may ask any node for the topology and fail a primary over.
+        wait_until(lambda: all(self._view_is_complete(n.port) for n in self.nodes), "every node to see 3+3 nodes", 30)
+        wait_until(lambda: all("master_link_status:up" in cli(n.port, "INFO", "replication")
+                               for n in self.nodes if "role:slave" in cli(n.port, "INFO", "replication")),
+                   "the replicas to be in sync", 30)
+
+    @staticmethod
+    def _view_is_complete(port):
+        lines = [l.split() for l in cli(port, "CLUSTER", "NODES").splitlines() if l.strip()]
+        primaries = {l[0] for l in lines if "master" in l[2].split(",")}
+        replicas = [l for l in lines if "slave" in l[2].split(",") and l[3] in primaries]
+        return len(primaries) == 3 and len(replicas) == 3
+
+    def replica_of(self, node):
+        """The port of the replica of `node` (a primary), as the other nodes see it."""
+        lines = [l.split() for l in cli(self.nodes[1 if node is self.nodes[0] else 0].port,
+                                         "CLUSTER", "NODES").splitlines() if l.strip()]
+        primary_id = next(l[0] for l in lines if ":%d@" % node.port in l[1])
+        return next(int(l[1].split("@")[0].rsplit(":", 1)[1]) for l in lines if l[3] == primary_id)
 
     def url(self):
         return "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in self.nodes[:3])
@@ -382,10 +402,7 @@ class ClusterFailoverTest(unittest.TestCase):
                     self.assertNotIn("fallback", body["statuses"][0], body)
                 # Which of the others is the killed primary's replica, then the kill, and the takeover an operator
                 # (or the cluster itself, given time) makes.
-                nodes = cli(cluster.nodes[1].port, "CLUSTER", "NODES").splitlines()
-                primary_id = next(l.split()[0] for l in nodes if ":%d@" % cluster.nodes[0].port in l)
-                replica_port = next(int(l.split()[1].split("@")[0].split(":")[1]) for l in nodes
-                                    if l.split()[3] == primary_id)
+                replica_port = cluster.replica_of(cluster.nodes[0])
                 cluster.nodes[0].kill()
                 cli(replica_port, "CLUSTER", "FAILOVER", "TAKEOVER")
 
