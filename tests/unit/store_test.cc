@@ -157,5 +157,62 @@ TEST(ShardedLru, ConcurrentUpdatesAreAtomic) {
   EXPECT_LE(m.stats().keys, 1000u);
 }
 
+// Decisions on tracked keys find them without the shard's lock. Here the one shard's index grows from 16 slots to
+// 256k and its chunk table with it while other threads keep deciding on hot keys: every hot-key update must land
+// exactly once (and, under the sanitizers, no lookup may read a replaced table after it is freed).
+TEST(ShardedLru, LockFreeLookupsStayExactWhileTheShardGrows) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 1, .hash_seed = 5});
+  constexpr int kHot = 8, kRounds = 20'000, kFresh = 60'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&m] {
+      for (int i = 0; i < kRounds; ++i) {
+        m.update("hot" + std::to_string(i % kHot), [](Counter& c) { return ++c.value; });
+        m.read("hot0", [](const Counter* c) { return c ? c->value : 0; });
+      }
+    });
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < kFresh; ++i) m.update(key(t * kFresh + i), [](Counter& c) { return ++c.value; });
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int k = 0; k < kHot; ++k) {
+    EXPECT_EQ(m.read("hot" + std::to_string(k), [](const Counter* c) { return c ? c->value : -1; }), 2 * kRounds / kHot);
+  }
+  EXPECT_EQ(m.stats().keys, std::size_t{kHot + 2 * kFresh});
+  for (int i = 0; i < 2 * kFresh; i += 997) EXPECT_EQ(m.read(key(i), [](const Counter* c) { return c ? c->value : -1; }), 1);
+}
+
+// Lookups without the lock race evictions, erasures and sweeps that free and reuse entries: the bound holds, no
+// update is applied to a key it was not for, and every tracked key's count is one its updates could have made.
+TEST(ShardedLru, LockFreeLookupsRaceEvictionAndErasure) {
+  ShardedLru<Counter> m(StoreOptions{.max_keys = 512, .shards = 1, .hash_seed = 6});
+  constexpr int kKeys = 2'000, kRounds = 100'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        // Each key is updated with its own number: a count that ends up on another key shows in the check below.
+        const int k = (i * 7 + t * 13) % kKeys;
+        m.update(key(k), [k](Counter& c) { return c.value += k + 1; });
+      }
+    });
+  }
+  threads.emplace_back([&m] {
+    for (int i = 0; i < kRounds / 10; ++i) {
+      m.erase(key(i % kKeys));
+      if (i % 1000 == 0) m.erase_if([](const Counter& c) { return c.value % 3 == 0; });
+    }
+  });
+  for (auto& th : threads) th.join();
+  const auto st = m.stats();
+  EXPECT_LE(st.keys, 512u);
+  EXPECT_GT(st.evictions, 0u);
+  for (int k = 0; k < kKeys; ++k) {
+    const int v = m.read(key(k), [](const Counter* c) { return c ? c->value : 0; });
+    EXPECT_EQ(v % (k + 1), 0) << key(k) << " holds " << v;
+  }
+}
+
 }  // namespace
 }  // namespace rk::store

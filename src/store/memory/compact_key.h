@@ -34,6 +34,9 @@ class CompactKey {
   }
 
   std::string_view view() const { return {len_ <= kInline ? data_ : heap(), len_}; }
+  bool equals(std::string_view key) const {
+    return key.size() == len_ && (len_ == 0 || std::memcmp(len_ <= kInline ? data_ : heap(), key.data(), len_) == 0);
+  }
   std::size_t heap_bytes() const { return len_ > kInline ? len_ : 0; }
 
  private:

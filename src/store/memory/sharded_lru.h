@@ -5,28 +5,40 @@
 // intrusive doubly linked LRU list through the entries. A key costs one entry (24-byte key, hash, two links and
 // the state) and 4-8 bytes of index.
 //
-// Recency is kept the way memcached keeps it: a key is moved to the front of its shard's list only if it has not
-// been moved in the last capacity/8 operations on the shard. A hot key then costs no list writes (which would
-// bounce its neighbours' cache lines between cores), and the order is exact to within capacity/8 operations: a
-// key used at least once every 7/8 of a shard's capacity of operations is never the one evicted.
+// A decision on a key the store already tracks takes no shard-wide lock and writes nothing shard-wide: it finds the
+// key through the index without the shard's lock (a sequence number tells it whether the shard's structure changed
+// meanwhile; epoch.h keeps replaced tables alive while it reads them), then locks only that key's entry (a spin bit
+// in the entry's hash word). Two cores deciding on different keys then share no written cache line. Inserts,
+// evictions, erasures, table growth and LRU moves take the shard's lock, as does any lookup that saw the structure
+// change under it.
 //
-// Thread safety: every public member locks the shard it touches, and only that shard; the callback passed to
-// update()/read() runs under the shard lock and must not call back into the store.
-// Invariants (per shard): size <= capacity; every live entry is in the index exactly once and in the LRU list
-// exactly once; free entries are chained through `next`; index.size() is a power of two with load <= 3/4.
+// Recency is kept the way memcached keeps it, counted in the shard's structural changes (inserts and LRU moves)
+// rather than in decisions: a key is moved to the front of its shard's list only if capacity/8 such changes have
+// happened since it last moved. A hot key then costs no list writes, and a key used at least once every 7/8 of a
+// shard's capacity of inserts and moves is never the one evicted.
+//
+// Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
+// under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
+// Invariants (per shard, under its lock): size <= capacity; every live entry is in the index exactly once and in
+// the LRU list exactly once; free entries are chained through `next` and have an empty key; the index's size is a
+// power of two with load <= 3/4; `seq` is odd exactly while the index or an entry's identity (key, hash) changes.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ratekeeper/store.h"
 #include "store/memory/compact_key.h"
+#include "store/memory/epoch.h"
 #include "store/memory/hash.h"
 #include "store/memory/spin_lock.h"
 
@@ -39,6 +51,7 @@ class ShardedLru {
   explicit ShardedLru(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
     std::size_t n = options.shards ? std::bit_floor(options.shards) : kDefaultShards;
     while (n > 1 && options.max_keys / n < kMinPerShard) n /= 2;
+    while (options.max_keys / n >= kMaxPerShard) n *= 2;  // entry ids are 32-bit
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -54,14 +67,29 @@ class ShardedLru {
     const std::uint64_t h = hash_key(key, seed_);
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
+    Found found;
+    {
+      epoch::Guard guard;
+      found = s.lookup(key, h32);
+    }
+    if (found.entry != nullptr) {
+      bool stale;
+      auto result = [&] {
+        EntryHold hold(*found.entry, typename EntryHold::Adopt{});
+        stale = s.stale(*found.entry);
+        return f(found.entry->state);
+      }();
+      if (stale) s.touch_if_unchanged(found.id, found.seq);
+      return result;
+    }
     std::lock_guard guard(s.lock);
     std::uint32_t id = s.find(key, h32);
-    ++s.ops;
     if (id == kNil) {
       id = s.insert(key, h32);
     } else {
       s.touch(id);
     }
+    EntryHold hold(s.at(id));
     return f(s.at(id).state);
   }
 
@@ -70,9 +98,22 @@ class ShardedLru {
   auto read(std::string_view key, F&& f) const {
     const std::uint64_t h = hash_key(key, seed_);
     Shard& s = shard_for(h);
+    const auto h32 = static_cast<std::uint32_t>(h);
+    Found found;
+    {
+      epoch::Guard guard;
+      found = s.lookup(key, h32);
+    }
+    if (found.entry != nullptr) {
+      EntryHold hold(*found.entry, typename EntryHold::Adopt{});
+      return f(static_cast<const State*>(&found.entry->state));
+    }
+    if (found.absent) return f(static_cast<const State*>(nullptr));
     std::lock_guard guard(s.lock);
-    const std::uint32_t id = s.find(key, static_cast<std::uint32_t>(h));
-    return f(id == kNil ? static_cast<const State*>(nullptr) : &s.at(id).state);
+    const std::uint32_t id = s.find(key, h32);
+    if (id == kNil) return f(static_cast<const State*>(nullptr));
+    EntryHold hold(s.at(id));
+    return f(static_cast<const State*>(&s.at(id).state));
   }
 
   bool erase(std::string_view key) {
@@ -81,7 +122,9 @@ class ShardedLru {
     std::lock_guard guard(s.lock);
     const std::uint32_t id = s.find(key, static_cast<std::uint32_t>(h));
     if (id == kNil) return false;
+    s.begin_change();
     s.remove(id);
+    s.end_change();
     return true;
   }
 
@@ -92,15 +135,24 @@ class ShardedLru {
     for (std::size_t i = 0; i < shard_count(); ++i) {
       Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
+      bool changing = false;
       for (std::uint32_t id = s.tail; id != kNil;) {
         const std::uint32_t newer = s.at(id).prev;
-        if (pred(static_cast<const State&>(s.at(id).state))) {
+        bool drop;
+        {
+          EntryHold hold(s.at(id));
+          drop = pred(static_cast<const State&>(s.at(id).state));
+        }
+        if (drop) {
+          if (!changing) s.begin_change();
+          changing = true;
           s.remove(id);
           ++s.forgotten;
           ++removed;
         }
         id = newer;
       }
+      if (changing) s.end_change();
     }
     return removed;
   }
@@ -114,10 +166,12 @@ class ShardedLru {
       st.keys += s.size;
       st.evictions += s.evictions;
       st.forgotten += s.forgotten;
-      st.memory_bytes += s.index.capacity() * sizeof(std::uint32_t) + s.chunks.capacity() * sizeof(void*) +
-                         s.chunks.size() * kChunk * sizeof(Entry) + s.key_heap_bytes;
+      st.memory_bytes += s.heap_bytes();
       if constexpr (requires(const State& x) { x.heap_bytes(); }) {
-        for (std::uint32_t id = s.head; id != kNil; id = s.at(id).next) st.memory_bytes += s.at(id).state.heap_bytes();
+        for (std::uint32_t id = s.head; id != kNil; id = s.at(id).next) {
+          EntryHold hold(s.at(id));
+          st.memory_bytes += s.at(id).state.heap_bytes();
+        }
       }
     }
     return st;
@@ -132,11 +186,12 @@ class ShardedLru {
     const std::uint64_t h = hash_key(key, seed_);
     const Shard& s = shard_for(h);
     std::lock_guard guard(s.lock);
-    if (s.index.empty()) return 0;
+    const Index* ix = s.index.load(std::memory_order_relaxed);
+    if (ix == nullptr) return 0;
     std::size_t n = 1;
-    for (std::size_t i = static_cast<std::uint32_t>(h) & s.mask(); s.index[i] != 0; i = (i + 1) & s.mask()) {
-      const Entry& e = s.at(s.index[i] - 1);
-      if (e.hash == static_cast<std::uint32_t>(h) && e.key.view() == key) break;
+    for (std::size_t i = static_cast<std::uint32_t>(h) & ix->mask(); ix->get(i) != 0; i = (i + 1) & ix->mask()) {
+      const Entry& e = s.at(ix->get(i) - 1);
+      if (e.hash() == (static_cast<std::uint32_t>(h) & kHashBits) && e.key.equals(key)) break;
       ++n;
     }
     return n;
@@ -153,10 +208,12 @@ class ShardedLru {
     for (std::size_t i = 0; i < shard_count(); ++i) {
       const Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
-      for (std::size_t slot = 0; slot < s.index.size(); ++slot) {
-        if (s.index[slot] == 0) continue;
-        const std::size_t home = s.at(s.index[slot] - 1).hash & s.mask();
-        const std::size_t probes = ((slot - home) & s.mask()) + 1;
+      const Index* ix = s.index.load(std::memory_order_relaxed);
+      if (ix == nullptr) continue;
+      for (std::size_t slot = 0; slot < ix->size; ++slot) {
+        if (ix->get(slot) == 0) continue;
+        const std::size_t home = s.at(ix->get(slot) - 1).hash() & ix->mask();
+        const std::size_t probes = ((slot - home) & ix->mask()) + 1;
         ++st.keys;
         st.total += probes;
         st.longest = std::max(st.longest, probes);
@@ -169,25 +226,102 @@ class ShardedLru {
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;
   static constexpr std::size_t kMinPerShard = 64;
+  static constexpr std::size_t kMaxPerShard = std::size_t{1} << 30;
   static constexpr unsigned kChunkBits = 8;
   static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+  static constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
+  static constexpr std::uint32_t kHashBits = 0x7FFFFFFFu;  // in an entry's word: the key's hash (home bits included)
 
   struct Entry {
-    CompactKey key;
-    std::uint32_t hash = 0;
-    std::uint32_t moved = 0;    // the shard's `ops` when this entry was last moved to the front
-    std::uint32_t prev = kNil;  // towards the most recently used
-    std::uint32_t next = kNil;  // towards the least recently used; the free list's link
-    State state{};
+    CompactKey key;                     // written only with both the shard's and the entry's lock held
+    std::atomic<std::uint32_t> word{0};  // kLockBit | the key's hash & kHashBits (0 while free)
+    std::atomic<std::uint32_t> moved{0};  // the shard's `stamp` when this entry was last moved to the front
+    std::uint32_t prev = kNil;            // towards the most recently used (shard lock)
+    std::uint32_t next = kNil;            // towards the least recently used; the free list's link (shard lock)
+    State state{};                        // entry lock
+
+    std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
+    void lock() noexcept {
+      for (int spins = 0;; ++spins) {
+        std::uint32_t w = word.load(std::memory_order_relaxed);
+        if (!(w & kLockBit) &&
+            word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed)) {
+          return;
+        }
+        if (spins > 64) {
+          std::this_thread::yield();
+        } else {
+          cpu_relax();
+        }
+      }
+    }
+    // Only the holder changes the word while it is locked, so a plain store releases it.
+    [[gnu::always_inline]] void unlock() noexcept { word.store(word.load(std::memory_order_relaxed) & ~kLockBit, std::memory_order_release); }
+  };
+
+  struct EntryHold {
+    explicit EntryHold(const Entry& e) : entry(const_cast<Entry&>(e)) { entry.lock(); }
+    struct Adopt {};
+    EntryHold(Entry& e, Adopt) : entry(e) {}
+    ~EntryHold() { entry.unlock(); }
+    EntryHold(const EntryHold&) = delete;
+    EntryHold& operator=(const EntryHold&) = delete;
+    Entry& entry;
+  };
+
+  // A table readers may hold while it is replaced: a size and that many atomics, in one allocation.
+  template <class T>
+  struct alignas(8) Table {
+    std::uint32_t size;
+
+    std::atomic<T>* data() { return reinterpret_cast<std::atomic<T>*>(this + 1); }
+    const std::atomic<T>* data() const { return reinterpret_cast<const std::atomic<T>*>(this + 1); }
+    std::size_t mask() const { return size - 1; }
+    T get(std::size_t i) const { return data()[i].load(std::memory_order_relaxed); }
+    void put(std::size_t i, T v) { data()[i].store(v, std::memory_order_relaxed); }
+
+    static std::size_t bytes(std::uint32_t n) { return sizeof(Table) + n * sizeof(std::atomic<T>); }
+    static Table* make(std::uint32_t n) {
+      static_assert(sizeof(Table) % alignof(std::atomic<T>) == 0);
+      auto* t = new (::operator new(bytes(n))) Table{n};
+      for (std::uint32_t i = 0; i < n; ++i) new (t->data() + i) std::atomic<T>(T{});
+      return t;
+    }
+    static void destroy(void* p) {
+      auto* t = static_cast<Table*>(p);
+      for (std::uint32_t i = 0; i < t->size; ++i) t->data()[i].~atomic();
+      t->~Table();
+      ::operator delete(p);
+    }
+  };
+  using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise entry id + 1
+  using Chunks = Table<Entry*>;
+
+  struct Found {
+    Entry* entry = nullptr;  // locked, when found without the shard lock
+    std::uint32_t id = kNil;
+    std::uint32_t seq = 0;
+    bool absent = false;  // not tracked, known without the shard lock
+  };
+
+  struct Retired {
+    void* table;
+    std::uint64_t tag;
+    std::size_t bytes;
+    void (*destroy)(void*);
   };
 
   struct alignas(64) Shard {
-    mutable SpinLock lock;
-    std::vector<std::uint32_t> index;  // 0: empty slot; otherwise entry id + 1
-    std::vector<std::unique_ptr<Entry[]>> chunks;
+    // Read by lookups without the lock; written (under the lock) only when the structure changes.
+    std::atomic<std::uint32_t> seq{0};
+    std::atomic<std::uint32_t> stamp{0};  // inserts and LRU moves so far (wraps; only differences are used)
+    std::atomic<Index*> index{nullptr};
+    std::atomic<Chunks*> chunks{nullptr};
     std::uint32_t capacity = 0;
     std::uint32_t bump_after = 0;  // capacity / 8: how stale recency may get before a move to the front
-    std::uint32_t ops = 0;         // updates on this shard (wraps; only differences are used)
+
+    // The rest only under the lock.
+    alignas(64) mutable SpinLock lock;
     std::uint32_t size = 0;
     std::uint32_t allocated = 0;  // ids below this have been handed out at least once
     std::uint32_t free_head = kNil;
@@ -196,33 +330,167 @@ class ShardedLru {
     std::uint64_t evictions = 0;
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
+    std::vector<Retired> retired;
 
-    Entry& at(std::uint32_t id) { return chunks[id >> kChunkBits][id & (kChunk - 1)]; }
-    const Entry& at(std::uint32_t id) const { return chunks[id >> kChunkBits][id & (kChunk - 1)]; }
-    std::size_t mask() const { return index.size() - 1; }
+    Shard() = default;
+    Shard(const Shard&) = delete;
+    Shard& operator=(const Shard&) = delete;
+    ~Shard() {
+      if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
+        for (std::uint32_t i = 0; i < c->size; ++i) delete[] c->data()[i].load(std::memory_order_relaxed);
+        Chunks::destroy(c);
+      }
+      if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
+      for (const Retired& r : retired) r.destroy(r.table);
+    }
+
+    Entry& at(std::uint32_t id) const {
+      return chunks.load(std::memory_order_relaxed)->data()[id >> kChunkBits].load(std::memory_order_relaxed)[id & (kChunk - 1)];
+    }
+
+    std::size_t heap_bytes() const {
+      std::size_t b = key_heap_bytes;
+      if (const Index* ix = index.load(std::memory_order_relaxed)) b += Index::bytes(ix->size);
+      if (const Chunks* c = chunks.load(std::memory_order_relaxed)) {
+        b += Chunks::bytes(c->size) + std::size_t{(allocated + kChunk - 1) / kChunk} * kChunk * sizeof(Entry);
+      }
+      for (const Retired& r : retired) b += r.bytes;
+      return b;
+    }
+
+    // Without the lock (inside an epoch::Guard): the key's entry, locked, if the shard's structure did not change
+    // while it was found; `absent` if the key is certainly not tracked; neither if the caller must take the lock.
+    [[gnu::always_inline]] Found lookup(std::string_view key, std::uint32_t h) {
+      Found r;
+      const std::uint32_t s0 = seq.load(std::memory_order_acquire);
+      if (s0 & 1u) return r;
+      const Index* ix = index.load(std::memory_order_seq_cst);
+      const Chunks* ch = chunks.load(std::memory_order_seq_cst);
+      if (ix == nullptr || ch == nullptr) return r;
+      const std::size_t mask = ix->mask();
+      const std::uint32_t chunk_count = ch->size;
+      const std::atomic<std::uint32_t>* slots = ix->data();
+      const std::atomic<Entry*>* table = ch->data();
+      const std::uint32_t want = h & kHashBits;
+      for (std::size_t i = h & mask, n = 0; n <= mask; i = (i + 1) & mask, ++n) {
+        const std::uint32_t v = slots[i].load(std::memory_order_relaxed);
+        if (v == 0) {
+          std::atomic_thread_fence(std::memory_order_acquire);
+          r.absent = seq.load(std::memory_order_relaxed) == s0;
+          return r;
+        }
+        // A torn view (an id from a change in progress) is caught below by the sequence number; these checks
+        // only keep the reads inside memory that exists.
+        const std::uint32_t id = v - 1;
+        if ((id >> kChunkBits) >= chunk_count) return r;
+        Entry* chunk = table[id >> kChunkBits].load(std::memory_order_acquire);
+        if (chunk == nullptr) return r;
+        Entry& e = chunk[id & (kChunk - 1)];
+        if ((e.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
+        e.lock();
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (seq.load(std::memory_order_relaxed) != s0) {
+          e.unlock();
+          return r;
+        }
+        if (!e.key.equals(key)) {  // a 31-bit hash collision
+          e.unlock();
+          continue;
+        }
+        r.entry = &e;
+        r.id = id;
+        r.seq = s0;
+        return r;
+      }
+      return r;
+    }
+
+    bool stale(const Entry& e) const {
+      return stamp.load(std::memory_order_relaxed) - e.moved.load(std::memory_order_relaxed) > bump_after;
+    }
+
+    // A lookup without the lock found `id` at sequence `at`: move it to the front if nothing changed since.
+    void touch_if_unchanged(std::uint32_t id, std::uint32_t at) {
+      std::lock_guard guard(lock);
+      if (seq.load(std::memory_order_relaxed) == at) touch(id);
+    }
+
+    void begin_change() {
+      seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+    }
+    void end_change() { seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
     std::uint32_t find(std::string_view key, std::uint32_t h) const {
-      if (index.empty()) return kNil;
-      for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
-        const std::uint32_t slot = index[i];
-        if (slot == 0) return kNil;
-        const Entry& e = at(slot - 1);
-        if (e.hash == h && e.key.view() == key) return slot - 1;
+      const Index* ix = index.load(std::memory_order_relaxed);
+      if (ix == nullptr) return kNil;
+      const std::uint32_t want = h & kHashBits;
+      for (std::size_t i = h & ix->mask();; i = (i + 1) & ix->mask()) {
+        const std::uint32_t v = ix->get(i);
+        if (v == 0) return kNil;
+        const Entry& e = at(v - 1);
+        if (e.hash() != want) continue;
+        // The key is written only under this shard's lock, which is held: no entry lock needed to read it.
+        if (e.key.equals(key)) return v - 1;
       }
     }
 
-    void place(std::uint32_t id) {
-      std::size_t i = at(id).hash & mask();
-      while (index[i] != 0) i = (i + 1) & mask();
-      index[i] = id + 1;
+    void place(Index* ix, std::uint32_t id) const {
+      std::size_t i = at(id).hash() & ix->mask();
+      while (ix->get(i) != 0) i = (i + 1) & ix->mask();
+      ix->put(i, id + 1);
     }
 
-    void grow() {
-      std::vector<std::uint32_t> old = std::move(index);
-      index.assign(std::max<std::size_t>(16, old.size() * 2), 0);
-      for (std::uint32_t slot : old) {
-        if (slot != 0) place(slot - 1);
+    void retire(void* table, std::size_t bytes, void (*destroy)(void*)) {
+      retired.push_back(Retired{table, epoch::retire_tag(), bytes, destroy});
+    }
+
+    void reclaim() {
+      if (retired.empty()) return;
+      const std::uint64_t oldest = epoch::oldest_active();
+      std::erase_if(retired, [&](const Retired& r) {
+        if (r.tag >= oldest) return false;
+        r.destroy(r.table);
+        return true;
+      });
+    }
+
+    void grow_index() {
+      Index* old = index.load(std::memory_order_relaxed);
+      const std::uint32_t n = old ? old->size * 2 : 16;
+      Index* ix = Index::make(n);
+      if (old) {
+        for (std::size_t i = 0; i < old->size; ++i) {
+          if (const std::uint32_t v = old->get(i)) place(ix, v - 1);
+        }
       }
+      index.store(ix, std::memory_order_seq_cst);
+      if (old) retire(old, Index::bytes(old->size), &Index::destroy);
+    }
+
+    std::uint32_t allocate_id() {
+      if (free_head != kNil) {
+        const std::uint32_t id = free_head;
+        free_head = at(id).next;
+        return id;
+      }
+      Chunks* c = chunks.load(std::memory_order_relaxed);
+      const std::uint32_t chunk = allocated >> kChunkBits;
+      if (c == nullptr || chunk >= c->size) {
+        Chunks* bigger = Chunks::make(c ? c->size * 2 : 4);
+        if (c) {
+          for (std::uint32_t i = 0; i < c->size; ++i) {
+            bigger->data()[i].store(c->data()[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+          }
+        }
+        chunks.store(bigger, std::memory_order_seq_cst);
+        if (c) retire(c, Chunks::bytes(c->size), &Chunks::destroy);
+        c = bigger;
+      }
+      if (c->data()[chunk].load(std::memory_order_relaxed) == nullptr) {
+        c->data()[chunk].store(new Entry[kChunk], std::memory_order_release);
+      }
+      return allocated++;
     }
 
     void link_front(std::uint32_t id) {
@@ -242,55 +510,65 @@ class ShardedLru {
 
     void touch(std::uint32_t id) {
       Entry& e = at(id);
-      if (head == id || ops - e.moved <= bump_after) return;
-      e.moved = ops;
+      if (head == id || !stale(e)) return;
+      const std::uint32_t now = stamp.load(std::memory_order_relaxed) + 1;
+      stamp.store(now, std::memory_order_relaxed);
+      e.moved.store(now, std::memory_order_relaxed);
       unlink(id);
       link_front(id);
     }
 
     std::uint32_t insert(std::string_view key, std::uint32_t h) {
+      begin_change();
       if (size >= capacity) {
         remove(tail);
         ++evictions;
       }
-      if ((std::size_t{size} + 1) * 4 > index.size() * 3) grow();
-      std::uint32_t id;
-      if (free_head != kNil) {
-        id = free_head;
-        free_head = at(id).next;
-      } else {
-        if ((allocated >> kChunkBits) == chunks.size()) chunks.push_back(std::make_unique<Entry[]>(kChunk));
-        id = allocated++;
-      }
+      const Index* ix = index.load(std::memory_order_relaxed);
+      if (ix == nullptr || (std::size_t{size} + 1) * 4 > std::size_t{ix->size} * 3) grow_index();
+      const std::uint32_t id = allocate_id();
       Entry& e = at(id);
-      e.key.assign(key);
-      key_heap_bytes += e.key.heap_bytes();
-      e.hash = h;
-      e.moved = ops;
-      e.state = State{};
-      place(id);
+      {
+        EntryHold hold(e);  // a lookup that raced a change may be holding it for a moment
+        e.key.assign(key);
+        key_heap_bytes += e.key.heap_bytes();
+        e.word.store(kLockBit | (h & kHashBits), std::memory_order_relaxed);
+        e.state = State{};
+      }
+      const std::uint32_t now = stamp.load(std::memory_order_relaxed) + 1;
+      stamp.store(now, std::memory_order_relaxed);
+      e.moved.store(now, std::memory_order_relaxed);
+      place(index.load(std::memory_order_relaxed), id);
       link_front(id);
       ++size;
+      end_change();
+      reclaim();
       return id;
     }
 
+    // Inside begin_change()/end_change().
     void remove(std::uint32_t id) {
+      Index* ix = index.load(std::memory_order_relaxed);
       Entry& e = at(id);
-      std::size_t i = e.hash & mask();
-      while (index[i] != id + 1) i = (i + 1) & mask();
+      std::size_t i = e.hash() & ix->mask();
+      while (ix->get(i) != id + 1) i = (i + 1) & ix->mask();
       // Backward-shift deletion: pull later members of the probe run into the hole when their home allows it.
-      for (std::size_t j = (i + 1) & mask(); index[j] != 0; j = (j + 1) & mask()) {
-        const std::size_t home = at(index[j] - 1).hash & mask();
+      for (std::size_t j = (i + 1) & ix->mask(); ix->get(j) != 0; j = (j + 1) & ix->mask()) {
+        const std::size_t home = at(ix->get(j) - 1).hash() & ix->mask();
         const bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
         if (stays) continue;
-        index[i] = index[j];
+        ix->put(i, ix->get(j));
         i = j;
       }
-      index[i] = 0;
+      ix->put(i, 0);
       unlink(id);
-      key_heap_bytes -= e.key.heap_bytes();
-      e.key.release();
-      e.state = State{};  // frees whatever the state holds
+      {
+        EntryHold hold(e);
+        key_heap_bytes -= e.key.heap_bytes();
+        e.key.release();
+        e.state = State{};  // frees whatever the state holds
+        e.word.store(kLockBit, std::memory_order_relaxed);
+      }
       e.next = free_head;
       free_head = id;
       --size;
