@@ -40,8 +40,7 @@ Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, 
     // One more nanosecond makes sure the comparison then passes despite rounding.
     d.retry_after = Nanos{sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1)};
   }
-  // Never early (an upper bound, late by under 1e-10 half-lives): at now + reset_after the key is forgettable.
-  if (n_after > p.n_forget) d.reset_after = Nanos{ceil_ns(ln_at_least(n_after / p.n_forget) / p.lambda)};
+  if (n_after > p.n_forget) d.reset_after = Nanos{ceil_ns(std::log(n_after * p.inv_n_forget) * p.inv_lambda)};
   return d;
 }
 

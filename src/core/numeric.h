@@ -2,7 +2,6 @@
 // durations of centuries give clamped numbers instead of overflow (undefined behaviour) or NaN.
 #pragma once
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -57,25 +56,6 @@ inline std::int64_t ceil_ns(double ns) {
   if (!(ns > 0)) return 0;  // also NaN
   if (ns >= 9.2e18) return kMaxI64;
   return static_cast<std::int64_t>(std::ceil(ns));
-}
-
-// ln(x) for x > 1, never below the true value and above it by less than 6e-11: for durations that must not come
-// early (EARRRL's reset_after), at a third of std::log's cost. x = 2^e * m with m in [sqrt(1/2), sqrt(2)), and
-// ln m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716, summed to s^11: the rest is below 1.8e-11, rounding
-// below 1e-12, and 4e-11 is added so the result is an upper bound.
-inline double ln_at_least(double x) {
-  if (!(x < std::numeric_limits<double>::max())) return std::numeric_limits<double>::infinity();
-  const auto bits = std::bit_cast<std::uint64_t>(x);
-  int e = static_cast<int>(bits >> 52) - 1023;
-  double m = std::bit_cast<double>((bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);  // [1, 2)
-  if (m > 1.4142135623730951) {
-    m *= 0.5;
-    ++e;
-  }
-  const double s = (m - 1) / (m + 1);
-  const double s2 = s * s;
-  const double ln_m = s * (2 + s2 * (2.0 / 3 + s2 * (2.0 / 5 + s2 * (2.0 / 7 + s2 * (2.0 / 9 + s2 * (2.0 / 11))))));
-  return e * 0.6931471805599453 + ln_m + 4e-11;
 }
 
 }  // namespace rk::core

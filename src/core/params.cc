@@ -140,6 +140,8 @@ EarrrlParams earrrl_params(const LimitSpec& spec) {
   // Forgetting a key whose N is below rate * 1ns shifts any later estimate by less than one nanosecond of decay
   // would at the limit: below what the clock can resolve.
   p.n_forget = p.rate;
+  p.inv_n_forget = 1 / p.n_forget;
+  p.inv_lambda = 1 / p.lambda;
   p.count_refused = spec.count_refused.value_or(true);
   return p;
 }

@@ -12,6 +12,8 @@ struct EarrrlParams {
   double rate = 0;            // the limit, per nanosecond
   double n_saturate = 0;      // rate / lambda: the impulse size at which the estimate reaches the limit
   double n_forget = 0;        // below this N a key may be forgotten (see earrrl.h)
+  double inv_n_forget = 0;    // 1 / n_forget and 1 / lambda: reset_after multiplies rather than divides
+  double inv_lambda = 0;
   double window_ns = 0;       // estimates are reported per window
   double limit = 0;           // as the user gave it, per window
   bool count_refused = true;

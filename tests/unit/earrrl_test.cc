@@ -1,11 +1,9 @@
 #include "core/earrrl.h"
-#include "core/numeric.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "test_util.h"
 
@@ -219,22 +217,6 @@ TEST(Earrrl, EstimateIsPerWindow) {
     EXPECT_EQ(m.allowed, s.allowed);
     EXPECT_NEAR(*m.estimate, 60 * *s.estimate, 1e-9);
   }
-}
-
-// reset_after's logarithm: never below the true value (a key must not be reported fresh early), never more than
-// 6e-11 above it, from just above 1 to the largest double, and infinite for infinity.
-TEST(LnAtLeast, IsATightUpperBoundOfTheLogarithm) {
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> exponent(0, 308);
-  std::vector<double> xs = {1 + 1e-15, 1.0000001, 1.4142135623730951, 1.4142135623730954, 2, 3, 1e10, 1.7e308};
-  for (int i = 0; i < 200'000; ++i) xs.push_back(std::pow(10.0, exponent(rng)));
-  for (double x : xs) {
-    if (!(x > 1)) continue;
-    const double exact = std::log(x), bound = ln_at_least(x);
-    ASSERT_GE(bound, exact) << x;
-    ASSERT_LE(bound - exact, 6e-11) << x;
-  }
-  EXPECT_EQ(ln_at_least(std::numeric_limits<double>::infinity()), std::numeric_limits<double>::infinity());
 }
 
 }  // namespace

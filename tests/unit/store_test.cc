@@ -214,5 +214,25 @@ TEST(ShardedLru, LockFreeLookupsRaceEvictionAndErasure) {
   }
 }
 
+// Keys compare by words for common lengths: every byte counts, at every length (inline and on the heap).
+TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
+  for (std::size_t n = 0; n <= 40; ++n) {
+    std::string a(n, 'k');
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<char>('a' + i % 26);
+    CompactKey k;
+    k.assign(a);
+    EXPECT_TRUE(k.equals(a)) << n;
+    EXPECT_FALSE(k.equals(a + "x")) << n;
+    if (n > 0) {
+      EXPECT_FALSE(k.equals(a.substr(0, n - 1))) << n;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string b = a;
+      b[i] = static_cast<char>(b[i] ^ 0x20);
+      EXPECT_FALSE(k.equals(b)) << n << " differing at " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rk::store

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 namespace rk::store {
 
@@ -34,12 +35,26 @@ class CompactKey {
   }
 
   std::string_view view() const { return {len_ <= kInline ? data_ : heap(), len_}; }
+  // Equality without a call to memcmp for the usual keys (addresses, ids, API keys up to 16 bytes): two
+  // overlapping 8- or 4-byte words from each side.
   bool equals(std::string_view key) const {
-    return key.size() == len_ && (len_ == 0 || std::memcmp(len_ <= kInline ? data_ : heap(), key.data(), len_) == 0);
+    if (key.size() != len_) return false;
+    const char* a = len_ <= kInline ? data_ : heap();
+    const char* b = key.data();
+    if (len_ >= 8 && len_ <= 16) return word<8>(a) == word<8>(b) && word<8>(a + len_ - 8) == word<8>(b + len_ - 8);
+    if (len_ >= 4 && len_ < 8) return word<4>(a) == word<4>(b) && word<4>(a + len_ - 4) == word<4>(b + len_ - 4);
+    return len_ == 0 || std::memcmp(a, b, len_) == 0;
   }
   std::size_t heap_bytes() const { return len_ > kInline ? len_ : 0; }
 
  private:
+  template <std::size_t N>
+  static std::conditional_t<N == 8, std::uint64_t, std::uint32_t> word(const char* p) {
+    std::conditional_t<N == 8, std::uint64_t, std::uint32_t> w;
+    std::memcpy(&w, p, N);
+    return w;
+  }
+
   char* heap() const {
     char* p;
     std::memcpy(&p, data_, sizeof p);

@@ -73,14 +73,17 @@ class ShardedLru {
       found = s.lookup(key, h32);
     }
     if (found.entry != nullptr) {
-      bool stale;
-      auto result = [&] {
-        EntryHold hold(*found.entry, typename EntryHold::Adopt{});
-        stale = s.stale(*found.entry);
-        return f(found.entry->state);
-      }();
-      if (stale) s.touch_if_unchanged(found.id, found.seq);
-      return result;
+      // Unlocks (and moves the key to the front if it is due) after f's result is built in the caller's slot.
+      struct Release {
+        Shard& shard;
+        const Found& found;
+        bool stale;
+        ~Release() {
+          found.entry->unlock();
+          if (stale) shard.touch_if_unchanged(found.id, found.seq);
+        }
+      } release{s, found, s.stale(*found.entry)};
+      return f(found.entry->state);
     }
     std::lock_guard guard(s.lock);
     std::uint32_t id = s.find(key, h32);
@@ -241,7 +244,7 @@ class ShardedLru {
     State state{};                        // entry lock
 
     std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
-    void lock() noexcept {
+    [[gnu::always_inline]] void lock() noexcept {
       for (int spins = 0;; ++spins) {
         std::uint32_t w = word.load(std::memory_order_relaxed);
         if (!(w & kLockBit) &&
