@@ -1,27 +1,26 @@
 // store/memory/sharded_lru.h: the in-process store, a bounded map from key to an algorithm's state.
 //
 // Keys hash (seeded) to one of a power-of-two number of shards; each shard is an open-addressing table (linear
-// probing, backward-shift deletion, no tombstones) of 32-bit entry ids over entries allocated in chunks, with an
-// intrusive doubly linked LRU list through the entries. A key costs one entry (24-byte key, hash, two links and
-// the state) and 4-8 bytes of index.
+// probing, backward-shift deletion, no tombstones) of 32-bit entry ids over entries allocated in chunks. A key
+// costs one entry (24-byte key, a hash word, a link and the state) and 4-8 bytes of index.
 //
 // A decision on a key the store already tracks takes no shard-wide lock and writes nothing shard-wide: it finds the
 // key through the index without the shard's lock (a sequence number tells it whether the shard's structure changed
-// meanwhile; epoch.h keeps replaced tables alive while it reads them), then locks only that key's entry (a spin bit
-// in the entry's hash word). Two cores deciding on different keys then share no written cache line. Inserts,
-// evictions, erasures, table growth and LRU moves take the shard's lock, as does any lookup that saw the structure
-// change under it.
+// meanwhile; epoch.h keeps replaced tables alive while it reads them), then locks only that key's entry (a bit in
+// the entry's hash word). Two cores deciding on different keys then share no written cache line. Inserts,
+// evictions, erasures and table growth take the shard's lock, as does any lookup that saw the structure change.
 //
-// Recency is kept the way memcached keeps it, counted in the shard's structural changes (inserts and LRU moves)
-// rather than in decisions: a key is moved to the front of its shard's list only if capacity/8 such changes have
-// happened since it last moved. A hot key then costs no list writes, and a key used at least once every 7/8 of a
-// shard's capacity of inserts and moves is never the one evicted.
+// Eviction is least-recent use as CLOCK approximates it (the second-chance algorithm of operating systems' page
+// caches): a decision sets a "used" bit in the key's word as it unlocks it (the same store, so recency costs
+// nothing); when a full shard needs room, its hand walks the entries, clearing used bits, and evicts the first key
+// not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
+// evicted, and each pass over a key is separated by a visit to every other key of the shard.
 //
 // Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
 // under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
-// Invariants (per shard, under its lock): size <= capacity; every live entry is in the index exactly once and in
-// the LRU list exactly once; free entries are chained through `next` and have an empty key; the index's size is a
-// power of two with load <= 3/4; `seq` is odd exactly while the index or an entry's identity (key, hash) changes.
+// Invariants (per shard, under its lock): size <= capacity; every live entry (next == kLive) is in the index exactly
+// once; free entries are chained through `next` and have an empty key; the index's size is a power of two with
+// load <= 3/4; `seq` is odd exactly while the index or an entry's identity (key, hash) changes.
 #pragma once
 
 #include <algorithm>
@@ -56,7 +55,6 @@ class ShardedLru {
     shards_ = std::make_unique<Shard[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
-      shards_[i].bump_after = shards_[i].capacity / 8;
     }
   }
 
@@ -73,26 +71,17 @@ class ShardedLru {
       found = s.lookup(key, h32);
     }
     if (found.entry != nullptr) {
-      // Unlocks (and moves the key to the front if it is due) after f's result is built in the caller's slot.
-      struct Release {
-        Shard& shard;
-        const Found& found;
-        bool stale;
-        ~Release() {
-          found.entry->unlock();
-          if (stale) shard.touch_if_unchanged(found.id, found.seq);
-        }
-      } release{s, found, s.stale(*found.entry)};
+      struct Release {  // unlocks after f's result is built in the caller's slot
+        Entry& entry;
+        ~Release() { entry.unlock_used(); }
+      } release{*found.entry};
       return f(found.entry->state);
     }
     std::lock_guard guard(s.lock);
     std::uint32_t id = s.find(key, h32);
-    if (id == kNil) {
-      id = s.insert(key, h32);
-    } else {
-      s.touch(id);
-    }
-    EntryHold hold(s.at(id));
+    const bool known = id != kNil;
+    if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
+    EntryHold hold(s.at(id), known);
     return f(s.at(id).state);
   }
 
@@ -108,7 +97,10 @@ class ShardedLru {
       found = s.lookup(key, h32);
     }
     if (found.entry != nullptr) {
-      EntryHold hold(*found.entry, typename EntryHold::Adopt{});
+      struct Release {
+        Entry& entry;
+        ~Release() { entry.unlock(); }
+      } release{*found.entry};
       return f(static_cast<const State*>(&found.entry->state));
     }
     if (found.absent) return f(static_cast<const State*>(nullptr));
@@ -139,8 +131,8 @@ class ShardedLru {
       Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
       bool changing = false;
-      for (std::uint32_t id = s.tail; id != kNil;) {
-        const std::uint32_t newer = s.at(id).prev;
+      for (std::uint32_t id = 0; id < s.allocated; ++id) {
+        if (s.at(id).next != kLive) continue;
         bool drop;
         {
           EntryHold hold(s.at(id));
@@ -153,7 +145,6 @@ class ShardedLru {
           ++s.forgotten;
           ++removed;
         }
-        id = newer;
       }
       if (changing) s.end_change();
     }
@@ -171,7 +162,8 @@ class ShardedLru {
       st.forgotten += s.forgotten;
       st.memory_bytes += s.heap_bytes();
       if constexpr (requires(const State& x) { x.heap_bytes(); }) {
-        for (std::uint32_t id = s.head; id != kNil; id = s.at(id).next) {
+        for (std::uint32_t id = 0; id < s.allocated; ++id) {
+          if (s.at(id).next != kLive) continue;
           EntryHold hold(s.at(id));
           st.memory_bytes += s.at(id).state.heap_bytes();
         }
@@ -229,19 +221,19 @@ class ShardedLru {
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;
   static constexpr std::size_t kMinPerShard = 64;
-  static constexpr std::size_t kMaxPerShard = std::size_t{1} << 30;
+  static constexpr std::size_t kMaxPerShard = std::size_t{1} << 29;  // index <= 2^30 slots: homes fit kHashBits
   static constexpr unsigned kChunkBits = 8;
   static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+  static constexpr std::uint32_t kLive = 0xFFFFFFFEu;     // an entry's `next` while it holds a key
   static constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
-  static constexpr std::uint32_t kHashBits = 0x7FFFFFFFu;  // in an entry's word: the key's hash (home bits included)
+  static constexpr std::uint32_t kUsedBit = 0x40000000u;  // in an entry's word: decided on since the hand passed
+  static constexpr std::uint32_t kHashBits = 0x3FFFFFFFu;  // in an entry's word: the key's hash (home bits included)
 
   struct Entry {
     CompactKey key;                     // written only with both the shard's and the entry's lock held
-    std::atomic<std::uint32_t> word{0};  // kLockBit | the key's hash & kHashBits (0 while free)
-    std::atomic<std::uint32_t> moved{0};  // the shard's `stamp` when this entry was last moved to the front
-    std::uint32_t prev = kNil;            // towards the most recently used (shard lock)
-    std::uint32_t next = kNil;            // towards the least recently used; the free list's link (shard lock)
-    State state{};                        // entry lock
+    std::atomic<std::uint32_t> word{0};  // kLockBit | kUsedBit | the key's hash & kHashBits (0 while free)
+    std::uint32_t next = kNil;           // kLive, or the free list's link (shard lock)
+    State state{};                       // entry lock
 
     std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
     [[gnu::always_inline]] void lock() noexcept {
@@ -259,17 +251,28 @@ class ShardedLru {
       }
     }
     // Only the holder changes the word while it is locked, so a plain store releases it.
-    [[gnu::always_inline]] void unlock() noexcept { word.store(word.load(std::memory_order_relaxed) & ~kLockBit, std::memory_order_release); }
+    [[gnu::always_inline]] void unlock() noexcept {
+      word.store(word.load(std::memory_order_relaxed) & ~kLockBit, std::memory_order_release);
+    }
+    // Unlocks after a decision, marking the key used for the clock hand in the same store.
+    [[gnu::always_inline]] void unlock_used() noexcept {
+      word.store((word.load(std::memory_order_relaxed) & ~kLockBit) | kUsedBit, std::memory_order_release);
+    }
   };
 
   struct EntryHold {
-    explicit EntryHold(const Entry& e) : entry(const_cast<Entry&>(e)) { entry.lock(); }
-    struct Adopt {};
-    EntryHold(Entry& e, Adopt) : entry(e) {}
-    ~EntryHold() { entry.unlock(); }
+    explicit EntryHold(const Entry& e, bool use = false) : entry(const_cast<Entry&>(e)), used(use) { entry.lock(); }
+    ~EntryHold() {
+      if (used) {
+        entry.unlock_used();
+      } else {
+        entry.unlock();
+      }
+    }
     EntryHold(const EntryHold&) = delete;
     EntryHold& operator=(const EntryHold&) = delete;
     Entry& entry;
+    bool used;
   };
 
   // A table readers may hold while it is replaced: a size and that many atomics, in one allocation.
@@ -302,9 +305,7 @@ class ShardedLru {
 
   struct Found {
     Entry* entry = nullptr;  // locked, when found without the shard lock
-    std::uint32_t id = kNil;
-    std::uint32_t seq = 0;
-    bool absent = false;  // not tracked, known without the shard lock
+    bool absent = false;     // not tracked, known without the shard lock
   };
 
   struct Retired {
@@ -317,19 +318,16 @@ class ShardedLru {
   struct alignas(64) Shard {
     // Read by lookups without the lock; written (under the lock) only when the structure changes.
     std::atomic<std::uint32_t> seq{0};
-    std::atomic<std::uint32_t> stamp{0};  // inserts and LRU moves so far (wraps; only differences are used)
     std::atomic<Index*> index{nullptr};
     std::atomic<Chunks*> chunks{nullptr};
     std::uint32_t capacity = 0;
-    std::uint32_t bump_after = 0;  // capacity / 8: how stale recency may get before a move to the front
 
     // The rest only under the lock.
     alignas(64) mutable SpinLock lock;
     std::uint32_t size = 0;
     std::uint32_t allocated = 0;  // ids below this have been handed out at least once
     std::uint32_t free_head = kNil;
-    std::uint32_t head = kNil;  // most recently used
-    std::uint32_t tail = kNil;  // least recently used
+    std::uint32_t hand = 0;  // the clock hand: the next entry eviction looks at
     std::uint64_t evictions = 0;
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
@@ -401,21 +399,9 @@ class ShardedLru {
           continue;
         }
         r.entry = &e;
-        r.id = id;
-        r.seq = s0;
         return r;
       }
       return r;
-    }
-
-    bool stale(const Entry& e) const {
-      return stamp.load(std::memory_order_relaxed) - e.moved.load(std::memory_order_relaxed) > bump_after;
-    }
-
-    // A lookup without the lock found `id` at sequence `at`: move it to the front if nothing changed since.
-    void touch_if_unchanged(std::uint32_t id, std::uint32_t at) {
-      std::lock_guard guard(lock);
-      if (seq.load(std::memory_order_relaxed) == at) touch(id);
     }
 
     void begin_change() {
@@ -496,35 +482,25 @@ class ShardedLru {
       return allocated++;
     }
 
-    void link_front(std::uint32_t id) {
-      Entry& e = at(id);
-      e.prev = kNil;
-      e.next = head;
-      if (head != kNil) at(head).prev = id;
-      head = id;
-      if (tail == kNil) tail = id;
-    }
-
-    void unlink(std::uint32_t id) {
-      Entry& e = at(id);
-      if (e.prev != kNil) at(e.prev).next = e.next; else head = e.next;
-      if (e.next != kNil) at(e.next).prev = e.prev; else tail = e.prev;
-    }
-
-    void touch(std::uint32_t id) {
-      Entry& e = at(id);
-      if (head == id || !stale(e)) return;
-      const std::uint32_t now = stamp.load(std::memory_order_relaxed) + 1;
-      stamp.store(now, std::memory_order_relaxed);
-      e.moved.store(now, std::memory_order_relaxed);
-      unlink(id);
-      link_front(id);
+    // The clock hand's next victim: the first live key not used since the hand last passed it (clearing the used
+    // bits it passes). Ends within two turns: the first clears every bit.
+    std::uint32_t victim() {
+      for (;;) {
+        const std::uint32_t id = hand;
+        hand = hand + 1 >= allocated ? 0 : hand + 1;
+        Entry& e = at(id);
+        if (e.next != kLive) continue;
+        EntryHold hold(e);
+        const std::uint32_t w = e.word.load(std::memory_order_relaxed);
+        if (!(w & kUsedBit)) return id;
+        e.word.store(w & ~kUsedBit, std::memory_order_relaxed);
+      }
     }
 
     std::uint32_t insert(std::string_view key, std::uint32_t h) {
       begin_change();
       if (size >= capacity) {
-        remove(tail);
+        remove(victim());
         ++evictions;
       }
       const Index* ix = index.load(std::memory_order_relaxed);
@@ -538,11 +514,8 @@ class ShardedLru {
         e.word.store(kLockBit | (h & kHashBits), std::memory_order_relaxed);
         e.state = State{};
       }
-      const std::uint32_t now = stamp.load(std::memory_order_relaxed) + 1;
-      stamp.store(now, std::memory_order_relaxed);
-      e.moved.store(now, std::memory_order_relaxed);
+      e.next = kLive;
       place(index.load(std::memory_order_relaxed), id);
-      link_front(id);
       ++size;
       end_change();
       reclaim();
@@ -564,7 +537,6 @@ class ShardedLru {
         i = j;
       }
       ix->put(i, 0);
-      unlink(id);
       {
         EntryHold hold(e);
         key_heap_bytes -= e.key.heap_bytes();
