@@ -237,16 +237,24 @@ class ShardedLru {
 
     std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
     [[gnu::always_inline]] void lock() noexcept {
-      for (int spins = 0;; ++spins) {
+      std::uint32_t w = word.load(std::memory_order_relaxed);
+      if (!(w & kLockBit) &&
+          word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed)) {
+        return;
+      }
+      lock_contended();
+    }
+    // The lock shares its cache line with the state it guards: a waiter that kept reading it would pull the line
+    // away from the holder in the middle of its update. So waiters back off exponentially between looks.
+    [[gnu::noinline]] void lock_contended() noexcept {
+      for (unsigned pause = 1, round = 0;; ++round) {
+        for (unsigned i = 0; i < pause; ++i) cpu_relax();
+        if (pause < 64) pause *= 2;
+        if (round > 32) std::this_thread::yield();
         std::uint32_t w = word.load(std::memory_order_relaxed);
         if (!(w & kLockBit) &&
             word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed)) {
           return;
-        }
-        if (spins > 64) {
-          std::this_thread::yield();
-        } else {
-          cpu_relax();
         }
       }
     }
