@@ -226,5 +226,26 @@ TEST_F(GrpcTest, HealthWatchStreamsEachChangeAndEndsOnStop) {
   EXPECT_EQ(unknown->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// A watcher that goes away is forgotten: later changes and stop() touch nothing of it (ASan checks the rest).
+TEST_F(GrpcTest, HealthWatchCancelledByTheClientIsForgotten) {
+  auto health = hv::Health::NewStub(channel_);
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext ctx;
+    auto watch = health->Watch(&ctx, health_request(""));
+    hv::HealthCheckResponse resp;
+    ASSERT_TRUE(watch->Read(&resp));
+    ctx.TryCancel();
+    server_->set_serving(i % 2 == 1);
+    EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto watch = health->Watch(&ctx, health_request(""));
+  hv::HealthCheckResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);  // the last set_serving(true)
+  server_->stop();
+}
+
 }  // namespace
 }  // namespace rk::grpcapi
