@@ -1,5 +1,9 @@
-// bench/grpc_load.cc: a gRPC load generator for Envoy's rate-limit API: many calls in flight on one completion
-// queue, 1,000 clients in turn; prints decisions/s and latency percentiles.
+// bench/grpc_load.cc: a gRPC load generator for Envoy's rate-limit API on libgrpc++'s client: many calls in
+// flight on one completion queue, 1,000 clients in turn; prints decisions/s and latency percentiles.
+//
+// Kept beside bench/grpc_h2_load.cc (the figure of record) to show what libgrpc's own client costs: about as much
+// CPU per call as the server, so on a shared 2-core machine it measures the pair. Envoy does not use it for rate
+// limiting (its "Envoy gRPC" client runs over its own HTTP/2 codec).
 //
 //   rk_grpc_load 127.0.0.1:8081 [--seconds 5] [--inflight 64] [--channels 2] [--domain bench] [--key client]
 #include <grpcpp/grpcpp.h>

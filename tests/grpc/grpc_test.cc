@@ -1,4 +1,4 @@
-// Envoy's rate-limit gRPC API with a real gRPC client over loopback.
+// Envoy's rate-limit gRPC API and the gRPC health service, with a real gRPC client over loopback.
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -7,12 +7,14 @@
 #include <fstream>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/grpc/rls_server.h"
 
 namespace rk::grpcapi {
 namespace {
 
 namespace pb = envoy::service::ratelimit::v3;
+namespace hv = grpc::health::v1;
 
 const char* kRules = R"(
 domain: edge
@@ -163,6 +165,86 @@ TEST_F(GrpcTest, EachKindOfBadRequestIsInvalidArgumentAndChangesNothing) {
   ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 1u);  // only the two good calls counted
   EXPECT_EQ(std::count(codes_.begin(), codes_.end(), "INVALID_ARGUMENT"), 7);
+}
+
+hv::HealthCheckRequest health_request(const std::string& service) {
+  hv::HealthCheckRequest r;
+  r.set_service(service);
+  return r;
+}
+
+TEST_F(GrpcTest, HealthCheckAnswersKnownServicesAndNotFoundOtherwise) {
+  auto health = hv::Health::NewStub(channel_);
+  auto check = [&](const std::string& service, hv::HealthCheckResponse& resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return health->Check(&ctx, health_request(service), &resp);
+  };
+  hv::HealthCheckResponse resp;
+  ASSERT_TRUE(check("", resp).ok());
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
+  ASSERT_TRUE(check("envoy.service.ratelimit.v3.RateLimitService", resp = {}).ok());
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
+  EXPECT_EQ(check("no.such.Service", resp = {}).error_code(), grpc::StatusCode::NOT_FOUND);
+  server_->set_serving(false);
+  ASSERT_TRUE(check("", resp = {}).ok());
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
+  pb::RateLimitResponse rls;
+  EXPECT_TRUE(call(request("edge", {{{"user", "ann"}}}), rls).ok());  // health only reports; calls still answered
+}
+
+// Watch: the current status at once, then each change; SERVICE_UNKNOWN (stream kept open) for an unknown name;
+// stop() tells watchers NOT_SERVING and ends their streams instead of waiting out Shutdown's grace period.
+TEST_F(GrpcTest, HealthWatchStreamsEachChangeAndEndsOnStop) {
+  auto health = hv::Health::NewStub(channel_);
+  grpc::ClientContext ctx, unknown_ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  unknown_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto watch = health->Watch(&ctx, health_request(""));
+  auto unknown = health->Watch(&unknown_ctx, health_request("no.such.Service"));
+  hv::HealthCheckResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
+  ASSERT_TRUE(unknown->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVICE_UNKNOWN);
+  server_->set_serving(false);
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
+  server_->set_serving(false);  // no change: nothing sent
+  server_->set_serving(true);
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
+
+  const auto before = std::chrono::steady_clock::now();
+  server_->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(3));  // Shutdown's grace is 5 s
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&resp));
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(unknown->Read(&resp));  // SERVICE_UNKNOWN does not change, so only the end
+  EXPECT_EQ(unknown->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// A watcher that goes away is forgotten: later changes and stop() touch nothing of it (ASan checks the rest).
+TEST_F(GrpcTest, HealthWatchCancelledByTheClientIsForgotten) {
+  auto health = hv::Health::NewStub(channel_);
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext ctx;
+    auto watch = health->Watch(&ctx, health_request(""));
+    hv::HealthCheckResponse resp;
+    ASSERT_TRUE(watch->Read(&resp));
+    ctx.TryCancel();
+    server_->set_serving(i % 2 == 1);
+    EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto watch = health->Watch(&ctx, health_request(""));
+  hv::HealthCheckResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);  // the last set_serving(true)
+  server_->stop();
 }
 
 }  // namespace

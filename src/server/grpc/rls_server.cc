@@ -1,7 +1,7 @@
 #include "server/grpc/rls_server.h"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
 #include <mutex>
@@ -11,6 +11,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "server/api/forward_auth.h"
+#include "server/grpc/health_service.h"
 
 namespace rk::grpcapi {
 
@@ -97,16 +98,17 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
 
 }  // namespace
 
-// The async API with one completion queue per thread: cheaper per call than the callback API's thread hops.
+// The async API with one completion queue per thread: cheaper per call than the callback API's thread hops. The
+// health service runs on the same queues (see health_service.h for why not gRPC's built-in one).
 struct GrpcServer::Impl {
   Impl(app::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
 
   // One call's life: waiting for a request, then answered, then gone.
-  struct Call {
+  struct Call final : CqTag {
     Call(Impl& owner, grpc::ServerCompletionQueue* queue) : impl(owner), cq(queue), responder(&context) {
       impl.rls.RequestShouldRateLimit(&context, &request, &responder, cq, cq, this);
     }
-    void proceed(bool ok) {
+    void proceed(bool ok) override {
       if (answered || !ok) {
         delete this;
         return;
@@ -153,7 +155,8 @@ struct GrpcServer::Impl {
   GrpcOptions options;
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
-  std::unique_ptr<grpc::Server> server;
+  HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}};
+  std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
   int port = 0;
@@ -167,10 +170,15 @@ GrpcServer::GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hoo
 GrpcServer::~GrpcServer() { stop(); }
 
 void GrpcServer::start() {
-  grpc::EnableDefaultHealthCheckService(true);
+  // Debian builds abseil without NDEBUG, so every absl::Mutex inside gRPC also maintains a lock-order graph for
+  // deadlock detection (absl's GraphCycles, a few % of the server's CPU under load; upstream release builds skip
+  // it). Process-wide; ratekeeper's own locks are std::mutex.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
   grpc::ServerBuilder builder;
   builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.RegisterService(&impl_->rls);
+  builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(1 << 20);  // 1 MiB: far above any real request
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
@@ -183,10 +191,11 @@ void GrpcServer::start() {
     grpc::ServerCompletionQueue* cq = q.get();
     // A few calls waiting per queue, so a burst of new calls is not serialised behind one.
     for (int i = 0; i < 8; ++i) new Impl::Call(*impl_, cq);
+    impl_->health.start(cq);
     impl_->threads.emplace_back([cq] {
       void* tag;
       bool ok;
-      while (cq->Next(&tag, &ok)) static_cast<Impl::Call*>(tag)->proceed(ok);
+      while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->proceed(ok);
     });
   }
   set_serving(true);
@@ -195,18 +204,14 @@ void GrpcServer::start() {
 int GrpcServer::port() const { return impl_->port; }
 
 void GrpcServer::set_serving(bool serving) {
-  if (!impl_->server) return;
-  if (auto* health = impl_->server->GetHealthCheckService()) {
-    health->SetServingStatus(serving);
-    health->SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", serving);
-  }
+  if (impl_->server) impl_->health.set_serving(serving);
 }
 
 void GrpcServer::stop() {
   std::lock_guard lock(impl_->mu);
   if (!impl_->server || impl_->stopped) return;
   impl_->stopped = true;
-  set_serving(false);
+  impl_->health.shut_down();  // watchers hear NOT_SERVING and their streams end, so Shutdown need not wait for them
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted
   for (auto& t : impl_->threads) t.join();

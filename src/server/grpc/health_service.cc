@@ -1,0 +1,206 @@
+#include "server/grpc/health_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace rk::grpcapi {
+
+namespace {
+namespace hv = grpc::health::v1;
+using ServingStatus = hv::HealthCheckResponse::ServingStatus;
+}  // namespace
+
+struct HealthService::Impl {
+  class WatchCall;
+
+  explicit Impl(std::vector<std::string> services) : names(std::move(services)) {}
+
+  bool known(const std::string& name) const {
+    return name.empty() || std::find(names.begin(), names.end(), name) != names.end();
+  }
+  ServingStatus status_of(const std::string& name) const {  // mu held
+    if (!known(name)) return hv::HealthCheckResponse::SERVICE_UNKNOWN;
+    return serving ? hv::HealthCheckResponse::SERVING : hv::HealthCheckResponse::NOT_SERVING;
+  }
+  void add(WatchCall* call);
+  void remove(WatchCall* call);
+
+  hv::Health::AsyncService async;
+  const std::vector<std::string> names;
+  std::mutex mu;
+  bool serving = false;        // guarded by mu
+  bool shutting_down = false;  // guarded by mu
+  std::set<WatchCall*> watchers;  // guarded by mu: streams started and not yet done
+};
+
+namespace {
+
+// One Check: waiting for a request, then answered, then gone.
+class CheckCall final : public CqTag {
+ public:
+  CheckCall(HealthService::Impl& owner, grpc::ServerCompletionQueue* queue)
+      : impl_(owner), cq_(queue), responder_(&context_) {
+    impl_.async.RequestCheck(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void proceed(bool ok) override {
+    if (answered_ || !ok) {
+      delete this;
+      return;
+    }
+    new CheckCall(impl_, cq_);
+    answered_ = true;
+    if (!impl_.known(request_.service())) {
+      responder_.FinishWithError(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"), this);
+      return;
+    }
+    {
+      std::lock_guard lock(impl_.mu);
+      response_.set_status(impl_.status_of(request_.service()));
+    }
+    responder_.Finish(response_, grpc::Status::OK, this);
+  }
+
+ private:
+  HealthService::Impl& impl_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext context_;
+  hv::HealthCheckRequest request_;
+  hv::HealthCheckResponse response_;
+  grpc::ServerAsyncResponseWriter<hv::HealthCheckResponse> responder_;
+  bool answered_ = false;
+};
+
+}  // namespace
+
+// One Watch stream. Events: the request (proceed, first time), each Write or Finish completing (proceed, later;
+// at most one in flight), the call being done (done_, once, only for a call that started), and notify() from
+// set_serving's thread. It deletes itself once done and with nothing in flight.
+class HealthService::Impl::WatchCall final : public CqTag {
+ public:
+  WatchCall(Impl& owner, grpc::ServerCompletionQueue* queue) : impl_(owner), cq_(queue), writer_(&context_) {
+    context_.AsyncNotifyWhenDone(&done_);
+    impl_.async.RequestWatch(&context_, &request_, &writer_, cq_, cq_, this);
+  }
+
+  void proceed(bool ok) override {
+    if (!started_) {
+      if (!ok) {  // shut down before a request came: no done event follows
+        delete this;
+        return;
+      }
+      started_ = true;
+      new WatchCall(impl_, cq_);
+      impl_.add(this);
+      return;
+    }
+    std::unique_lock lock(mu_);
+    in_flight_ = false;
+    if (!ok) broken_ = true;  // the client is gone; the done event follows
+    advance();
+    if (done_seen_ && !in_flight_) {
+      lock.unlock();
+      delete this;
+    }
+  }
+
+  // Sends `status` unless it is what the client last got; `finish`: then end the stream. Called with impl_.mu held.
+  void notify(ServingStatus status, bool finish) {
+    std::lock_guard lock(mu_);
+    pending_ = status;
+    finish_ = finish_ || finish;
+    advance();
+  }
+
+  const std::string& service() const { return request_.service(); }
+
+ private:
+  struct Done final : CqTag {
+    explicit Done(WatchCall* c) : call(c) {}
+    void proceed(bool) override { call->on_done(); }
+    WatchCall* call;
+  };
+
+  void on_done() {
+    impl_.remove(this);
+    std::unique_lock lock(mu_);
+    done_seen_ = true;
+    if (!in_flight_) {
+      lock.unlock();
+      delete this;
+    }
+  }
+
+  void advance() {  // mu_ held
+    if (in_flight_ || done_seen_ || broken_ || finished_) return;
+    if (pending_ && pending_ != last_sent_) {
+      response_.set_status(*pending_);
+      last_sent_ = pending_;
+      pending_.reset();
+      in_flight_ = true;
+      writer_.Write(response_, this);
+    } else if (finish_) {
+      finished_ = true;
+      in_flight_ = true;
+      writer_.Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"), this);
+    }
+  }
+
+  Impl& impl_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext context_;
+  hv::HealthCheckRequest request_;
+  hv::HealthCheckResponse response_;
+  grpc::ServerAsyncWriter<hv::HealthCheckResponse> writer_;
+  Done done_{this};
+  bool started_ = false;  // only the queue's thread touches it
+  std::mutex mu_;
+  std::optional<ServingStatus> pending_;    // guarded by mu_
+  std::optional<ServingStatus> last_sent_;  // guarded by mu_
+  bool in_flight_ = false;                  // guarded by mu_: a Write or Finish
+  bool finish_ = false, finished_ = false, broken_ = false, done_seen_ = false;  // guarded by mu_
+};
+
+void HealthService::Impl::add(WatchCall* call) {
+  std::lock_guard lock(mu);
+  watchers.insert(call);
+  call->notify(status_of(call->service()), shutting_down);
+}
+
+void HealthService::Impl::remove(WatchCall* call) {
+  std::lock_guard lock(mu);
+  watchers.erase(call);
+}
+
+HealthService::HealthService(std::vector<std::string> services)
+    : impl_(std::make_unique<Impl>(std::move(services))) {}
+
+HealthService::~HealthService() = default;
+
+grpc::Service* HealthService::service() { return &impl_->async; }
+
+void HealthService::start(grpc::ServerCompletionQueue* cq) {
+  new CheckCall(*impl_, cq);
+  new Impl::WatchCall(*impl_, cq);
+}
+
+void HealthService::set_serving(bool serving) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->shutting_down) return;
+  impl_->serving = serving;
+  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->service()), false);
+}
+
+void HealthService::shut_down() {
+  std::lock_guard lock(impl_->mu);
+  impl_->shutting_down = true;
+  impl_->serving = false;
+  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->service()), true);
+}
+
+}  // namespace rk::grpcapi
