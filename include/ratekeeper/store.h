@@ -1,6 +1,7 @@
 // ratekeeper/store.h: options and statistics of the in-process store that holds each key's state.
 //
-// The store is a sharded hash map bounded by max_keys and evicting by least-recent use. A key whose state is
+// The store is a sharded hash map bounded by max_keys and evicting by least-recent use (as CLOCK approximates it:
+// a key used since the clock hand last passed it is never evicted). A key whose state is
 // indistinguishable from a fresh one may be forgotten at any time (sweep); nothing is forgotten by a fixed TTL.
 #pragma once
 
@@ -10,7 +11,7 @@
 namespace rk {
 
 struct StoreOptions {
-  std::size_t max_keys = 1'000'000;  // the memory bound: past it the least recently used key is evicted
+  std::size_t max_keys = 1'000'000;  // the memory bound: past it a key not used lately is evicted (CLOCK)
   std::size_t shards = 0;            // 0 = automatic (a power of two, more than enough for the cores)
   std::size_t max_key_bytes = 4096;  // longer keys are refused with InvalidArgument
   std::uint64_t hash_seed = 0;       // 0 = a random seed per store (keys come from attackers)
