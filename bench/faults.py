@@ -8,14 +8,19 @@ prober sends /v1/check to both, a few hundred a second, and classifies every ans
   open:   200 (from Redis, or "fallback": "fail_open")
   closed: 200 from Redis, or 429 with "fallback": "fail_closed"
 Anything else (a 5xx, an error, no answer within 2 s, a 429 for `open`) is outside the policy. wrk meanwhile loads
-the server at full speed (forward-auth on `open`). For each fault: requests answered (wrk and prober), answers
-outside the policy, p99 and max latency of the prober's requests during the fault, errors logged by the server,
-and how long after Redis returned the decisions came from Redis again.
+the server at full speed (forward-auth on `open`), and so does the gRPC load generator (bench/grpc_h2_load.cc,
+Envoy's ShouldRateLimit on `open`, 32 calls in flight), where every answer must be OK: a failed call or an
+OVER_LIMIT is outside the policy (when a restart closes its connections it connects again; the calls it cut off or
+refused unstarted are counted apart). For each fault: requests answered (wrk, gRPC and prober), answers outside the policy, p99 and max
+latency of the prober's requests during the fault, errors logged by the server, and how long after Redis
+returned the decisions came from Redis again.
 
-  bench/faults.py build/release/ratekeeper [--timeout 100ms] [--only redis_kill,...]
+  bench/faults.py build/release/ratekeeper [--grpc-load build/release/bench/rk_grpc_h2_load] [--timeout 100ms]
+                  [--only redis_kill,...]
 """
 import argparse
 import http.client
+import re
 import json
 import os
 import shutil
@@ -55,7 +60,7 @@ end
 class Server:
     def __init__(self, binary, rules_dir, redis_url, timeout):
         self.binary, self.rules_dir, self.redis_url, self.timeout = binary, rules_dir, redis_url, timeout
-        self.port, self.admin = redis_test.free_port(), redis_test.free_port()
+        self.port, self.admin, self.grpc = redis_test.free_port(), redis_test.free_port(), redis_test.free_port()
         self.log_path = os.path.join(rules_dir, "..", "server.log")
         self.start()
 
@@ -63,8 +68,8 @@ class Server:
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--config", self.rules_dir, "--http", "127.0.0.1:%d" % self.port,
-             "--admin", "127.0.0.1:%d" % self.admin, "--redis", self.redis_url, "--redis-timeout", self.timeout,
-             "--threads", "2"], stdout=self.log, stderr=subprocess.STDOUT)
+             "--admin", "127.0.0.1:%d" % self.admin, "--grpc", "127.0.0.1:%d" % self.grpc, "--redis", self.redis_url,
+             "--redis-timeout", self.timeout, "--threads", "2"], stdout=self.log, stderr=subprocess.STDOUT)
         redis_test.wait_until(lambda: self.ready(), "ratekeeper to be ready")
 
     def ready(self):
@@ -132,6 +137,47 @@ class Prober:
             t.join()
 
 
+class GrpcLoad:
+    """Runs the gRPC load generator on `open` until `end`, again whenever a closed connection ends a run early."""
+
+    LINE = re.compile(r"decisions/s (\S+) p50_ms \S+ p99_ms (\S+) failed (\d+) over_limit (\d+)")
+
+    def __init__(self, load_binary, port, end, restart):
+        self.restart = restart
+        self.answered, self.failed, self.over_limit, self.cut_off, self.p99s, self.errors = 0, 0, 0, 0, [], []
+        self.thread = threading.Thread(target=self.run, args=(load_binary, port, end))
+        self.thread.start()
+
+    def run(self, load_binary, port, end):
+        while time.monotonic() < end - 0.5:
+            seconds = max(1, int(end - time.monotonic()))
+            started = time.monotonic()
+            p = subprocess.run([load_binary, "127.0.0.1:%d" % port, "--seconds", str(seconds), "--inflight", "32",
+                                "--domain", "open", "--key", "client"], capture_output=True, text=True)
+            m = self.LINE.search(p.stdout)
+            if not m:  # could not connect (the service is restarting): try again shortly
+                self.errors.append(p.stderr.strip()[:120])
+                time.sleep(0.05)
+                continue
+            rate, p99, failed, over = float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))
+            self.answered += int(round(rate * (time.monotonic() - started)))
+            self.over_limit += over
+            self.p99s.append(p99)
+            # Only when the fault is a restart: its connection closed, its GOAWAY refusing calls it had not started
+            # (REFUSED_STREAM, HTTP/2 error 7: never processed, Envoy retries them), or gRPC's shutdown cancelling
+            # calls received but not yet handed to the service (CANCELLED: Envoy applies its failure mode).
+            cut = ("server closed the connection", "read: ", "HTTP/2 error 7", "grpc-status 1 CANCELLED")
+            if self.restart and any(e in p.stderr for e in cut):
+                self.cut_off += failed
+            else:
+                self.failed += failed
+                if failed:
+                    self.errors.append(p.stderr.strip()[:120])
+
+    def join(self):
+        self.thread.join()
+
+
 def wrk_in_background(port, seconds, script):
     return subprocess.Popen(wrk_command("http://127.0.0.1:%d/v1/auth/open" % port, seconds, 32, script),
                             stdout=subprocess.PIPE, text=True)
@@ -148,7 +194,7 @@ def pct(values, p):
     return values[min(len(values) - 1, int(p * (len(values) - 1)))]
 
 
-def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False):
+def run_fault(name, binary, grpc_load, timeout, inject, heal, cluster=False, restart=False):
     """Starts Redis (or a Cluster) and a server; loads it; injects at 2 s, heals at 5 s; observes until 9 s."""
     work = tempfile.mkdtemp(prefix="rk-faults-")
     rules_dir = os.path.join(work, "rules")
@@ -165,8 +211,9 @@ def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False)
     ctx = {"store": store, "server": server, "rules_dir": rules_dir}
     try:
         load = wrk_in_background(server.port, 9, script)
-        prober = Prober(server)
         t0 = time.monotonic()
+        grpc = GrpcLoad(grpc_load, server.grpc, t0 + 9, restart) if grpc_load else None
+        prober = Prober(server)
         time.sleep(2)
         t_fault = time.monotonic()
         inject(ctx)
@@ -176,6 +223,8 @@ def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False)
         time.sleep(max(0, t0 + 9 - time.monotonic()))
         prober.stop()
         w = wrk_summary(load)
+        if grpc:
+            grpc.join()
         during = [r for r in prober.records if t_fault <= r[0] < t_heal + 1]
         outside = [r for r in prober.records if r[2].startswith("outside")]
         unanswered = [r for r in prober.records if r[2] == "unanswered"]
@@ -196,6 +245,11 @@ def run_fault(name, binary, timeout, inject, heal, cluster=False, restart=False)
             "errors_logged": server.errors_logged(),
             "back_on_redis_s": (back_at - t_heal) if back_at is not None else None,
             "examples": sorted(set(r[2] for r in outside))[:3],
+            "grpc_answered": grpc.answered if grpc else None,
+            "grpc_outside_policy": (grpc.failed + grpc.over_limit) if grpc else None,
+            "grpc_cut_off": grpc.cut_off if grpc else None,
+            "grpc_p99_ms": max(grpc.p99s) if grpc and grpc.p99s else None,
+            "grpc_errors": grpc.errors[:3] if grpc else None,
         }
     finally:
         try:
@@ -265,7 +319,7 @@ FAULTS = {
     "cluster_failover": ("Cluster primary SIGKILLed, its replica takes over", failover, nothing, {"cluster": True}),
     "rules_broken": ("rules file replaced with a broken one, then a good one", rules_broken, rules_good, {}),
     "rules_deleted": ("a rules file deleted, then restored", rules_deleted, rules_restored, {}),
-    "restart": ("the service stopped (SIGTERM) and started again", restart_server, nothing, {}),
+    "restart": ("the service stopped (SIGTERM) and started again", restart_server, nothing, {"restart": True}),
 }
 
 
@@ -273,23 +327,31 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("--timeout", default="100ms")
+    ap.add_argument("--grpc-load", default=None,
+                    help="the gRPC load generator (default: bench/rk_grpc_h2_load beside the binary, if built)")
     ap.add_argument("--only", default=",".join(FAULTS))
     args = ap.parse_args()
+    grpc_load = args.grpc_load or os.path.join(os.path.dirname(os.path.abspath(args.binary)), "bench", "rk_grpc_h2_load")
+    if not os.access(grpc_load, os.X_OK):
+        print("bench/faults.py: no gRPC load generator at %s: HTTP only" % grpc_load, file=sys.stderr)
+        grpc_load = None
     rows = []
     for key in args.only.split(","):
         what, inject, heal, kw = FAULTS[key]
-        r = run_fault(key, os.path.abspath(args.binary), args.timeout, inject, heal, **kw)
+        r = run_fault(key, os.path.abspath(args.binary), grpc_load, args.timeout, inject, heal, **kw)
         r["what"] = what
         rows.append(r)
         print(json.dumps(r), flush=True)
     print()
-    print("| fault | wrk requests (non-2xx, socket errors) | probes | fallbacks | outside policy | unanswered | "
-          "p99 / max ms during | errors logged | back on Redis after |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| fault | wrk requests (non-2xx, socket errors) | gRPC calls (outside policy, cut off; p99 ms) | probes | "
+          "fallbacks | outside policy | unanswered | p99 / max ms during | errors logged | back on Redis after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         back = "%.2f s" % r["back_on_redis_s"] if r["back_on_redis_s"] is not None else "never"
-        print("| %s | %d (%d, %d) | %d | %d | %d | %d | %.1f / %.1f | %d | %s |" % (
-            r["what"], r["wrk_requests"], r["wrk_non2xx"], r["wrk_socket_errors"], r["probes"], r["fallbacks"],
+        grpc = ("%d (%d, %d; %.1f)" % (r["grpc_answered"], r["grpc_outside_policy"], r["grpc_cut_off"],
+                                       r["grpc_p99_ms"] or 0) if r["grpc_answered"] is not None else "–")
+        print("| %s | %d (%d, %d) | %s | %d | %d | %d | %d | %.1f / %.1f | %d | %s |" % (
+            r["what"], r["wrk_requests"], r["wrk_non2xx"], r["wrk_socket_errors"], grpc, r["probes"], r["fallbacks"],
             r["outside_policy"], r["unanswered"], r["p99_ms"], r["max_ms"], r["errors_logged"], back))
 
 
