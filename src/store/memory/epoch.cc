@@ -79,7 +79,9 @@ std::uint64_t retire_tag() noexcept { return detail::g_epoch.fetch_add(1, std::m
 
 std::uint64_t oldest_active() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (detail::g_asymmetric) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  // Should the barrier fail (a forked child whose registration did not follow it), nothing may be freed: the
+  // readers' announcements are then not known to be visible. Retired tables stay until the store is destroyed.
+  if (detail::g_asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) return 0;
   std::uint64_t oldest = std::numeric_limits<std::uint64_t>::max();
   for (detail::Slot* s = detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next) {
     const std::uint64_t a = s->active.load(std::memory_order_seq_cst);

@@ -72,7 +72,7 @@ class Guard {
 // tag. It may be freed once oldest_active() > tag.
 std::uint64_t retire_tag() noexcept;
 
-// The oldest epoch a live Guard entered in, or UINT64_MAX when none is live.
+// The oldest epoch a live Guard entered in, or UINT64_MAX when none is live (0 when it cannot be known).
 std::uint64_t oldest_active() noexcept;
 
 }  // namespace rk::store::epoch
