@@ -58,23 +58,16 @@ class ShardedLru {
     }
   }
 
-  // Runs f(State&) on the key's state, creating a fresh state if the key is new (evicting the least recently
-  // used key of its shard if the shard is full). Returns what f returns.
+  // Runs f(State&) on the key's state, creating a fresh state if the key is new (evicting a key of its shard not
+  // used lately, by CLOCK, if the shard is full). Returns what f returns.
   template <class F>
   auto update(std::string_view key, F&& f) {
     const std::uint64_t h = hash_key(key, seed_);
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
-    Found found;
-    {
-      epoch::Guard guard;
-      found = s.lookup(key, h32);
-    }
+    const Found found = s.lookup(key, h32);
     if (found.entry != nullptr) {
-      struct Release {  // unlocks after f's result is built in the caller's slot
-        Entry& entry;
-        ~Release() { entry.unlock_used(); }
-      } release{*found.entry};
+      EntryHold hold(*found.entry, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
       return f(found.entry->state);
     }
     std::lock_guard guard(s.lock);
@@ -91,16 +84,9 @@ class ShardedLru {
     const std::uint64_t h = hash_key(key, seed_);
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
-    Found found;
-    {
-      epoch::Guard guard;
-      found = s.lookup(key, h32);
-    }
+    const Found found = s.lookup(key, h32);
     if (found.entry != nullptr) {
-      struct Release {
-        Entry& entry;
-        ~Release() { entry.unlock(); }
-      } release{*found.entry};
+      EntryHold hold(*found.entry, false, typename EntryHold::Adopt{});
       return f(static_cast<const State*>(&found.entry->state));
     }
     if (found.absent) return f(static_cast<const State*>(nullptr));
@@ -236,13 +222,13 @@ class ShardedLru {
     State state{};                       // entry lock
 
     std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
-    [[gnu::always_inline]] void lock() noexcept {
+    [[gnu::always_inline]] bool try_lock() noexcept {
       std::uint32_t w = word.load(std::memory_order_relaxed);
-      if (!(w & kLockBit) &&
-          word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed)) {
-        return;
-      }
-      lock_contended();
+      return !(w & kLockBit) &&
+             word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed);
+    }
+    [[gnu::always_inline]] void lock() noexcept {
+      if (!try_lock()) lock_contended();
     }
     // The lock shares its cache line with the state it guards: a waiter that kept reading it would pull the line
     // away from the holder in the middle of its update. So waiters back off exponentially between looks.
@@ -251,11 +237,7 @@ class ShardedLru {
         for (unsigned i = 0; i < pause; ++i) cpu_relax();
         if (pause < 64) pause *= 2;
         if (round > 32) std::this_thread::yield();
-        std::uint32_t w = word.load(std::memory_order_relaxed);
-        if (!(w & kLockBit) &&
-            word.compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire, std::memory_order_relaxed)) {
-          return;
-        }
+        if (try_lock()) return;
       }
     }
     // Only the holder changes the word while it is locked, so a plain store releases it.
@@ -268,8 +250,11 @@ class ShardedLru {
     }
   };
 
+  // Holds an entry's lock for a scope; `used` marks the key used for the clock hand as it unlocks.
   struct EntryHold {
+    struct Adopt {};
     explicit EntryHold(const Entry& e, bool use = false) : entry(const_cast<Entry&>(e)), used(use) { entry.lock(); }
+    EntryHold(Entry& e, bool use, Adopt) : entry(e), used(use) {}  // already locked (by a lookup)
     ~EntryHold() {
       if (used) {
         entry.unlock_used();
@@ -367,9 +352,10 @@ class ShardedLru {
       return b;
     }
 
-    // Without the lock (inside an epoch::Guard): the key's entry, locked, if the shard's structure did not change
+    // Without the lock: the key's entry, locked, if the shard's structure did not change
     // while it was found; `absent` if the key is certainly not tracked; neither if the caller must take the lock.
     [[gnu::always_inline]] Found lookup(std::string_view key, std::uint32_t h) {
+      epoch::Guard guard;  // the tables read below stay allocated until it ends
       Found r;
       const std::uint32_t s0 = seq.load(std::memory_order_acquire);
       if (s0 & 1u) return r;
