@@ -48,3 +48,15 @@ def run_wrk(url, seconds, connections, script):
     out = subprocess.run(wrk_command(url, seconds, connections, script), capture_output=True, text=True,
                          check=True).stdout
     return parse_wrk(out)
+
+
+LOAD_LINE = re.compile(r"decisions/s (\S+) p50_ms (\S+) p99_ms (\S+) failed (\d+) over_limit (\d+)")
+
+
+def parse_grpc_load(out):
+    """The line rk_grpc_h2_load and rk_grpc_load print, as a dict; None if it is missing (the run broke off early)."""
+    m = LOAD_LINE.search(out)
+    if not m:
+        return None
+    return {"rate": float(m.group(1)), "p50_ms": float(m.group(2)), "p99_ms": float(m.group(3)),
+            "failed": int(m.group(4)), "over_limit": int(m.group(5))}

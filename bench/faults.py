@@ -20,7 +20,6 @@ returned the decisions came from Redis again.
 """
 import argparse
 import http.client
-import re
 import json
 import os
 import shutil
@@ -33,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from benchlib import parse_wrk, wrk_command  # noqa: E402
+from benchlib import parse_grpc_load, parse_wrk, wrk_command  # noqa: E402
 import redis_test  # noqa: E402  (the Redis and Cluster fixtures: real redis-server processes on free ports)
 
 RULES = """
@@ -140,8 +139,6 @@ class Prober:
 class GrpcLoad:
     """Runs the gRPC load generator on `open` until `end`, again whenever a closed connection ends a run early."""
 
-    LINE = re.compile(r"decisions/s (\S+) p50_ms \S+ p99_ms (\S+) failed (\d+) over_limit (\d+)")
-
     def __init__(self, load_binary, port, end, restart):
         self.restart = restart
         self.answered, self.failed, self.over_limit, self.cut_off, self.p99s, self.errors = 0, 0, 0, 0, [], []
@@ -154,12 +151,12 @@ class GrpcLoad:
             started = time.monotonic()
             p = subprocess.run([load_binary, "127.0.0.1:%d" % port, "--seconds", str(seconds), "--inflight", "32",
                                 "--domain", "open", "--key", "client"], capture_output=True, text=True)
-            m = self.LINE.search(p.stdout)
-            if not m:  # could not connect (the service is restarting): try again shortly
+            r = parse_grpc_load(p.stdout)
+            if r is None:  # could not connect (the service is restarting): try again shortly
                 self.errors.append(p.stderr.strip()[:120])
                 time.sleep(0.05)
                 continue
-            rate, p99, failed, over = float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))
+            rate, p99, failed, over = r["rate"], r["p99_ms"], r["failed"], r["over_limit"]
             self.answered += int(round(rate * (time.monotonic() - started)))
             self.over_limit += over
             self.p99s.append(p99)

@@ -15,7 +15,6 @@ each row's median. CPU per call (server's, from /proc; client's, from rusage) is
 """
 import argparse
 import os
-import re
 import resource
 import shutil
 import signal
@@ -23,7 +22,7 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import free_port, run_wrk, wait_http
+from benchlib import free_port, parse_grpc_load, run_wrk, wait_http
 
 RULES = """
 domain: bench
@@ -69,10 +68,8 @@ def grpc_client(load, port, seconds, inflight):
     def run():
         out = subprocess.run([load, "127.0.0.1:%d" % port, "--seconds", str(seconds), "--inflight", str(inflight)],
                              check=True, capture_output=True, text=True).stdout
-        rate = float(re.search(r"decisions/s (\S+)", out).group(1))
-        failed = int(re.search(r"failed (\d+)", out).group(1))
-        return {"rps": rate, "p99": float(re.search(r"p99_ms (\S+)", out).group(1)), "calls": rate * seconds,
-                "failed": failed}
+        r = parse_grpc_load(out)
+        return {"rps": r["rate"], "p99": r["p99_ms"], "calls": r["rate"] * seconds, "failed": r["failed"]}
     return run
 
 
