@@ -63,24 +63,9 @@ class Keyed final : public Limiter::Impl {
 };
 
 std::unique_ptr<Limiter::Impl> make_impl(const LimitSpec& spec, const StoreOptions& o, std::shared_ptr<const Clock> c) {
-  switch (spec.algorithm) {
-    case Algorithm::kEarrrl:
-      return std::make_unique<Keyed<core::Earrrl>>(spec, core::earrrl_params(spec), o, std::move(c));
-    case Algorithm::kGcra:
-      return std::make_unique<Keyed<core::Gcra>>(spec, core::gcra_params(spec), o, std::move(c));
-    case Algorithm::kLeakyQueue:
-      return std::make_unique<Keyed<core::LeakyQueue>>(spec, core::gcra_params(spec), o, std::move(c));
-    case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucket:
-      return std::make_unique<Keyed<core::Fluid>>(spec, core::fluid_params(spec), o, std::move(c));
-    case Algorithm::kFixedWindow:
-      return std::make_unique<Keyed<core::FixedWindow>>(spec, core::window_params(spec), o, std::move(c));
-    case Algorithm::kSlidingLog:
-      return std::make_unique<Keyed<core::SlidingLog>>(spec, core::window_params(spec), o, std::move(c));
-    case Algorithm::kSlidingWindow:
-      return std::make_unique<Keyed<core::SlidingWindow>>(spec, core::window_params(spec), o, std::move(c));
-  }
-  throw InvalidArgument("algorithm: unknown algorithm");
+  return core::with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) -> std::unique_ptr<Limiter::Impl> {
+    return std::make_unique<Keyed<Algo>>(spec, p, o, std::move(c));
+  });
 }
 
 void validate_options(const StoreOptions& o) {

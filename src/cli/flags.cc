@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/registry.h"
+
 namespace rk::cli {
 
 namespace {
@@ -33,14 +35,8 @@ struct Given {
   bool algorithm = false, limit = false, half_life = false, burst = false, capacity = false, count_refused = false;
 };
 
-// Whether algorithm `a` has a use for an optional parameter (limit and window: every algorithm).
-bool takes(Algorithm a, std::string_view param) {
-  if (param == "half_life") return a == Algorithm::kEarrrl;
-  if (param == "burst") return a == Algorithm::kGcra || a == Algorithm::kLeakyQueue;
-  if (param == "capacity") return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
-  if (param == "count_refused") return a == Algorithm::kEarrrl || a == Algorithm::kFixedWindow;
-  return true;
-}
+using core::Param;
+using core::takes;
 
 // Reads every flag into `out`; problems go to `errors`. Validation is the caller's.
 void read_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors, Given& given) {
@@ -140,11 +136,11 @@ bool parse_limit_overrides(const std::vector<std::string>& args, const LimitSpec
   if (given.algorithm && out.spec.algorithm != base.algorithm) {
     // The file's parameters were chosen for its own algorithm: keep only those the new one uses.
     const Algorithm a = out.spec.algorithm;
-    if (!given.half_life && !takes(a, "half_life")) out.spec.half_life.reset();
-    if (!given.burst && !takes(a, "burst")) out.spec.burst.reset();
-    if (!given.capacity && !takes(a, "capacity")) out.spec.capacity.reset();
-    if (!given.count_refused && !takes(a, "count_refused")) out.spec.count_refused.reset();
-    if (a != Algorithm::kFixedWindow) out.spec.align = Align::kEpoch;
+    if (!given.half_life && !takes(a, Param::kHalfLife)) out.spec.half_life.reset();
+    if (!given.burst && !takes(a, Param::kBurst)) out.spec.burst.reset();
+    if (!given.capacity && !takes(a, Param::kCapacity)) out.spec.capacity.reset();
+    if (!given.count_refused && !takes(a, Param::kCountRefused)) out.spec.count_refused.reset();
+    if (!takes(a, Param::kAlign)) out.spec.align = Align::kEpoch;
   }
   for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
   return errors.empty();

@@ -28,4 +28,23 @@ using FixedWindow = AlgorithmOf<WindowParams, FixedWindowState, fixed_window_dec
 using SlidingLog = AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable>;
 using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable>;
 
+// The one switch from an rk::Algorithm to its type: calls f.template operator()<Algo>(params) with the spec's
+// precomputed parameters and returns what it returns. The spec must be valid (rk::validate).
+//
+//   auto store = with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) { return make<Algo>(p); });
+template <class F>
+decltype(auto) with_algorithm(const LimitSpec& spec, F&& f) {
+  switch (spec.algorithm) {
+    case Algorithm::kEarrrl: return f.template operator()<Earrrl>(earrrl_params(spec));
+    case Algorithm::kGcra: return f.template operator()<Gcra>(gcra_params(spec));
+    case Algorithm::kLeakyQueue: return f.template operator()<LeakyQueue>(gcra_params(spec));
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket: return f.template operator()<Fluid>(fluid_params(spec));
+    case Algorithm::kFixedWindow: return f.template operator()<FixedWindow>(window_params(spec));
+    case Algorithm::kSlidingLog: return f.template operator()<SlidingLog>(window_params(spec));
+    case Algorithm::kSlidingWindow: break;
+  }
+  return f.template operator()<SlidingWindow>(window_params(spec));
+}
+
 }  // namespace rk::core

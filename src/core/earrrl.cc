@@ -35,12 +35,16 @@ Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, 
   s.t_ns = (n_before == 0) ? now : std::max(s.t_ns, now);
 
   d.remaining = std::max(0.0, p.n_saturate - n_after);
+  // Waits count from the impulse's time, which a clock that went backwards left ahead of `now`.
+  const std::int64_t lead = sat_sub(s.t_ns, now);
   if (!d.allowed) {
     // The estimate n_after * lambda * e^(-lambda w) falls to the limit after w = ln(n_after / n_saturate) / lambda.
     // One more nanosecond makes sure the comparison then passes despite rounding.
-    d.retry_after = Nanos{sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1)};
+    d.retry_after = Nanos{sat_add(sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1), lead)};
   }
-  if (n_after > p.n_forget) d.reset_after = Nanos{ceil_ns(std::log(n_after * p.inv_n_forget) * p.inv_lambda)};
+  if (n_after > p.n_forget) {
+    d.reset_after = Nanos{sat_add(ceil_ns(std::log(n_after * p.inv_n_forget) * p.inv_lambda), lead)};
+  }
   return d;
 }
 

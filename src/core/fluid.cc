@@ -3,43 +3,66 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/numeric.h"
-
 namespace rk::core {
 
 namespace {
 
-constexpr double kTolerance = 1e-9;
+// floor(x) as nanoseconds, clamped to the int64 range.
+std::int64_t floor_ns(double x) {
+  if (x >= 9.2e18) return kMaxI64;
+  if (x <= -9.2e18) return kMinI64;
+  return static_cast<std::int64_t>(std::floor(x));
+}
 
-double drained(const FluidParams& p, const FluidState& s, std::int64_t now) {
-  if (s.level <= 0) return 0;
-  const double dt = static_cast<double>(std::max<std::int64_t>(0, sat_sub(now, s.t_ns)));
-  const double level = s.level - dt * p.rate;
-  return level < kTolerance ? 0 : level;
+struct Backlog {
+  std::int64_t whole;  // nanoseconds until empty, at `now`
+  double frac;
+};
+
+Backlog backlog(const FluidState& s, std::int64_t now) {
+  if (s.empty_ns < now) return {0, 0};
+  return {sat_sub(s.empty_ns, now), s.frac};
+}
+
+// Whether `k` more requests fit on top of backlog b: b <= floor(C*T - k*T - f). The one test every answer uses.
+bool fits(const FluidParams& p, const Backlog& b, double k) {
+  return b.whole <= floor_ns(p.tolerance - k * p.interval - b.frac);
+}
+
+// The most whole requests that fit now (the predicate is monotone in k).
+double room(const FluidParams& p, const Backlog& b) {
+  double k = std::floor((p.tolerance - b.frac - static_cast<double>(b.whole)) / p.interval);
+  k = std::clamp(k, 0.0, std::floor(p.capacity));
+  while (k > 0 && !fits(p, b, k)) --k;
+  while (k + 1 <= p.capacity && fits(p, b, k + 1)) ++k;
+  return k;
 }
 
 }  // namespace
 
 Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t cost) {
-  double level = drained(p, s, now);
   const double c = static_cast<double>(cost);
+  Backlog b = backlog(s, now);
   Decision d;
   d.limit = p.capacity;
-  d.allowed = level + c <= p.capacity + kTolerance;
+  const std::int64_t most = floor_ns(p.tolerance - c * p.interval - b.frac);
+  d.allowed = c <= p.capacity && b.whole <= most;
   if (d.allowed) {
-    level = std::min(p.capacity, level + c);
+    const double x = b.frac + c * p.interval;
+    const std::int64_t whole = floor_ns(x);
+    s.empty_ns = sat_add(sat_add(now, b.whole), whole);
+    s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
+    b = backlog(s, now);
   } else {
-    d.retry_after = c <= p.capacity ? Nanos{ceil_ns((level + c - p.capacity - kTolerance) / p.rate)} : kNever;
+    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, most)} : kNever;
   }
-  s.t_ns = s.level <= 0 ? now : std::max(s.t_ns, now);
-  s.level = level;
-  d.remaining = std::max(0.0, std::floor(p.capacity - level + kTolerance));
-  d.reset_after = Nanos{ceil_ns(level / p.rate)};
+  d.remaining = room(p, b);
+  d.reset_after = Nanos{sat_add(b.whole, b.frac > 0 ? 1 : 0)};
   return d;
 }
 
-bool fluid_forgettable(const FluidParams& p, const FluidState& s, std::int64_t now) {
-  return drained(p, s, now) == 0;
+bool fluid_forgettable(const FluidParams&, const FluidState& s, std::int64_t now) {
+  return s.empty_ns < now || (s.empty_ns == now && s.frac == 0);
 }
 
 }  // namespace rk::core

@@ -5,13 +5,11 @@
 #include <string>
 
 #include "core/numeric.h"
+#include "core/registry.h"
 
 namespace rk {
 
 namespace {
-
-constexpr std::string_view kNames[] = {"earrrl",      "gcra",         "token_bucket", "leaky_bucket",
-                                       "leaky_queue", "fixed_window", "sliding_log",  "sliding_window"};
 
 std::string num(double v) {
   char buf[64];
@@ -19,13 +17,16 @@ std::string num(double v) {
   return buf;
 }
 
-bool is_windowed(Algorithm a) {
-  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingLog || a == Algorithm::kSlidingWindow;
+using core::Param;
+
+// "burst is a parameter of gcra and leaky_queue, not of earrrl"
+std::string not_taken(Param p, std::string_view alg) {
+  return std::string(core::param_name(p)) + " is a parameter of " + core::takers(p) + ", not of " + std::string(alg);
 }
 
 }  // namespace
 
-std::string_view algorithm_name(Algorithm a) { return kNames[static_cast<int>(a)]; }
+std::string_view algorithm_name(Algorithm a) { return core::info(a).name; }
 
 std::optional<Algorithm> parse_algorithm(std::string_view name) {
   for (Algorithm a : kAllAlgorithms) {
@@ -38,19 +39,18 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
   std::vector<ParamError> errors;
   auto fail = [&](std::string param, std::string message) { errors.push_back({std::move(param), std::move(message)}); };
   const Algorithm a = spec.algorithm;
-  const std::string alg(algorithm_name(a));
-
-  if (static_cast<unsigned>(a) >= std::size(kNames)) {
+  if (static_cast<std::size_t>(a) >= std::size(kAllAlgorithms)) {
     fail("algorithm", "unknown algorithm " + std::to_string(static_cast<unsigned>(a)));
     return errors;
   }
+  const std::string alg(algorithm_name(a));
 
   const double limit = spec.limit;
   if (!std::isfinite(limit) || limit <= 0) {
     fail("limit", "limit must be a number greater than 0 (got " + num(limit) + ")");
   } else if (limit > kMaxLimit) {
     fail("limit", "limit " + num(limit) + " is absurd: at most " + num(kMaxLimit));
-  } else if (is_windowed(a) && std::floor(limit) != limit) {
+  } else if (core::info(a).whole_limit && std::floor(limit) != limit) {
     fail("limit", "limit of " + alg + " must be a whole number of requests (got " + num(limit) + ")");
   } else if (a == Algorithm::kSlidingLog && limit > kMaxSlidingLogLimit) {
     fail("limit", "limit " + num(limit) + " is too large for sliding_log, which keeps one timestamp per request: at most " +
@@ -63,7 +63,7 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     fail("window", "window of " + format_seconds(spec.window) + "s is absurd: at most 100 years");
   }
 
-  if (a == Algorithm::kEarrrl) {
+  if (core::takes(a, Param::kHalfLife)) {
     if (!spec.half_life) {
       fail("half_life", "earrrl needs half_life: how long the estimate takes to halve when requests stop");
     } else if (*spec.half_life <= Nanos{0}) {
@@ -72,14 +72,14 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
       fail("half_life", "half_life of " + format_seconds(*spec.half_life) + "s is absurd: at most 100 years");
     }
   } else if (spec.half_life) {
-    fail("half_life", "half_life is a parameter of earrrl, not of " + alg);
+    fail("half_life", not_taken(Param::kHalfLife, alg));
   }
 
-  const bool takes_burst = a == Algorithm::kGcra || a == Algorithm::kLeakyQueue;
+  const bool takes_burst = core::takes(a, Param::kBurst);
   if (spec.burst) {
     const double b = *spec.burst;
     if (!takes_burst) {
-      fail("burst", "burst is a parameter of gcra and leaky_queue, not of " + alg);
+      fail("burst", not_taken(Param::kBurst, alg));
     } else if (!std::isfinite(b) || b < 0 || std::floor(b) != b) {
       fail("burst", "burst must be a whole number >= 0 (got " + num(b) + ")");
     } else if (b > kMaxLimit) {
@@ -87,11 +87,10 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     }
   }
 
-  const bool takes_capacity = a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
   if (spec.capacity) {
     const double c = *spec.capacity;
-    if (!takes_capacity) {
-      fail("capacity", "capacity is a parameter of token_bucket and leaky_bucket, not of " + alg);
+    if (!core::takes(a, Param::kCapacity)) {
+      fail("capacity", not_taken(Param::kCapacity, alg));
     } else if (!std::isfinite(c) || c < 1) {
       fail("capacity", "capacity must be a number >= 1, or no request could ever pass (got " + num(c) + ")");
     } else if (c > kMaxLimit) {
@@ -99,15 +98,13 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     }
   }
 
-  if (spec.count_refused && a != Algorithm::kEarrrl && a != Algorithm::kFixedWindow) {
-    fail("count_refused", "count_refused is a parameter of earrrl and fixed_window, not of " + alg);
-  }
+  if (spec.count_refused && !core::takes(a, Param::kCountRefused)) fail("count_refused", not_taken(Param::kCountRefused, alg));
 
   if (spec.align == Align::kCalendar) {
     using std::chrono::hours;
     const Nanos w = spec.window;
-    if (a != Algorithm::kFixedWindow) {
-      fail("align", "calendar alignment is for fixed_window only, not " + alg);
+    if (!core::takes(a, Param::kAlign)) {
+      fail("align", "calendar alignment is for " + core::takers(Param::kAlign) + " only, not " + alg);
     } else if (w != hours(24 * 7) && w != hours(24 * 30) && w != hours(24 * 365) && !(w > Nanos{0} && hours(24) % w == Nanos{0})) {
       fail("align", "calendar alignment needs a window that divides a day, or of a week, a month (30d) or a year (365d); got " +
                         format_seconds(w) + "s");
@@ -120,9 +117,19 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     if (interval < 1) {
       fail("limit", "limit " + num(limit) + " per " + format_seconds(spec.window) +
                         "s is above one request a nanosecond, the finest interval " + alg + " can keep");
-    } else if (interval * (spec.burst.value_or(0) + 1) > static_cast<double>(kMaxDuration.count())) {
-      fail("burst", "burst " + num(spec.burst.value_or(0)) + " at one request every " + num(interval) +
+    } else if (const double burst = *core::with_defaults(spec).burst;
+               interval * (burst + 1) > static_cast<double>(kMaxDuration.count())) {
+      fail("burst", "burst " + num(burst) + " at one request every " + num(interval) +
                         "ns spans more than 100 years");
+    }
+  }
+  if (errors.empty() && core::takes(a, Param::kCapacity)) {
+    // The bucket's level is kept in nanoseconds (core/fluid.h): a full one must drain within the clock's range.
+    const double capacity = *core::with_defaults(spec).capacity;
+    const double interval = static_cast<double>(spec.window.count()) / limit;
+    if (capacity * interval > static_cast<double>(kMaxDuration.count())) {
+      fail(spec.capacity ? "capacity" : "limit", "a bucket of " + num(capacity) + " requests at one request every " +
+                                                     num(interval) + "ns takes more than 100 years to drain");
     }
   }
   return errors;
@@ -130,7 +137,8 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
 
 namespace core {
 
-EarrrlParams earrrl_params(const LimitSpec& spec) {
+EarrrlParams earrrl_params(const LimitSpec& given) {
+  const LimitSpec spec = with_defaults(given);
   EarrrlParams p;
   p.window_ns = static_cast<double>(spec.window.count());
   p.limit = spec.limit;
@@ -142,31 +150,35 @@ EarrrlParams earrrl_params(const LimitSpec& spec) {
   p.n_forget = p.rate;
   p.inv_n_forget = 1 / p.n_forget;
   p.inv_lambda = 1 / p.lambda;
-  p.count_refused = spec.count_refused.value_or(true);
+  p.count_refused = *spec.count_refused;
   return p;
 }
 
-GcraParams gcra_params(const LimitSpec& spec) {
+GcraParams gcra_params(const LimitSpec& given) {
+  const LimitSpec spec = with_defaults(given);
   GcraParams p;
   p.interval_ns = ceil_ns(static_cast<double>(spec.window.count()) / spec.limit);
-  const double burst = spec.burst.value_or(0);
+  const double burst = *spec.burst;
   p.tolerance_ns = sat_mul(static_cast<std::uint64_t>(burst) + 1, p.interval_ns);
   p.limit = burst + 1;
   return p;
 }
 
-FluidParams fluid_params(const LimitSpec& spec) {
+FluidParams fluid_params(const LimitSpec& given) {
+  const LimitSpec spec = with_defaults(given);
   FluidParams p;
-  p.capacity = spec.capacity.value_or(spec.limit);
-  p.rate = spec.limit / static_cast<double>(spec.window.count());
+  p.capacity = *spec.capacity;
+  p.interval = static_cast<double>(spec.window.count()) / spec.limit;
+  p.tolerance = p.capacity * p.interval;
   return p;
 }
 
-WindowParams window_params(const LimitSpec& spec) {
+WindowParams window_params(const LimitSpec& given) {
+  const LimitSpec spec = with_defaults(given);
   WindowParams p;
   p.window_ns = spec.window.count();
   p.limit = static_cast<std::uint64_t>(spec.limit);
-  p.count_refused = spec.count_refused.value_or(false);
+  p.count_refused = spec.count_refused.value_or(false);  // sliding_log and sliding_window count none
   if (spec.align == Align::kCalendar) {
     using std::chrono::hours;
     p.calendar = spec.window == hours(24 * 7)     ? Calendar::kWeek

@@ -26,10 +26,12 @@ struct GcraParams {
   double limit = 0;  // burst + 1
 };
 
-// token_bucket and leaky_bucket: one fluid level that drains at `rate` and holds at most `capacity`.
+// token_bucket and leaky_bucket: one fluid level, kept in time (core/fluid.h), that drains one request every
+// `interval` nanoseconds and holds at most `capacity` requests, `tolerance` = capacity * interval nanoseconds.
 struct FluidParams {
   double capacity = 0;
-  double rate = 0;  // per nanosecond
+  double interval = 0;   // window / limit
+  double tolerance = 0;  // capacity * interval
 };
 
 // fixed_window with align: calendar. kNone: windows are multiples of window_ns since time 0.

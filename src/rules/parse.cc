@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/registry.h"
+
 namespace rk::rules {
 
 namespace {
@@ -32,7 +34,10 @@ class Parser {
   void fail(const YAML::Node& n, std::string message) { errors_.push_back({pos(n), std::move(message)}); }
 
   // Checks `n` is a map whose keys are all in `allowed` and appear once. Returns false if it is not a map.
-  bool check_map(const YAML::Node& n, const std::string& where, std::initializer_list<std::string_view> allowed);
+  bool check_map(const YAML::Node& n, const std::string& where, std::initializer_list<std::string_view> allowed) {
+    return check_map(n, where, std::vector<std::string_view>(allowed));
+  }
+  bool check_map(const YAML::Node& n, const std::string& where, const std::vector<std::string_view>& allowed);
   std::optional<std::string> string(const YAML::Node& n, const std::string& where);
   std::optional<bool> boolean(const YAML::Node& n, const std::string& where);
   std::optional<std::uint32_t> uint32(const YAML::Node& n, const std::string& where);
@@ -51,7 +56,14 @@ class Parser {
   std::size_t count_ = 0;
 };
 
-bool Parser::check_map(const YAML::Node& n, const std::string& where, std::initializer_list<std::string_view> allowed) {
+// `keys` followed by the name of every algorithm parameter (core/registry.h).
+std::vector<std::string_view> with_params(std::initializer_list<std::string_view> keys) {
+  std::vector<std::string_view> out(keys);
+  for (core::Param p : core::kAllParams) out.push_back(core::param_name(p));
+  return out;
+}
+
+bool Parser::check_map(const YAML::Node& n, const std::string& where, const std::vector<std::string_view>& allowed) {
   if (!n.IsMap()) {
     fail(n, where + ": expected a map");
     return false;
@@ -131,23 +143,19 @@ std::optional<Nanos> Parser::duration(const YAML::Node& n, const std::string& wh
 // Whether a parameter from `defaults:` applies to a rule of algorithm `a` (on the rule itself every parameter is
 // taken, and validation names the ones that do not apply).
 bool default_applies(Algorithm a, std::string_view key) {
-  if (key == "half_life") return a == Algorithm::kEarrrl;
-  if (key == "burst") return a == Algorithm::kGcra || a == Algorithm::kLeakyQueue;
-  if (key == "capacity") return a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket;
-  if (key == "count_refused") return a == Algorithm::kEarrrl || a == Algorithm::kFixedWindow;
-  if (key == "align") return a == Algorithm::kFixedWindow;
-  return true;
+  const auto p = core::parse_param(key);
+  return !p || core::takes(a, *p);
 }
 
 void Parser::defaults(const YAML::Node& n) {
-  if (!check_map(n, "defaults", {"algorithm", "half_life", "burst", "capacity", "count_refused", "align"})) return;
+  if (!check_map(n, "defaults", with_params({"algorithm"}))) return;
   defaults_ = n;
 }
 
 void Parser::rate_limit(const YAML::Node& n, const std::string& where, RateLimit& out) {
   out.pos = pos(n);
-  if (!check_map(n, where, {"unit", "requests_per_unit", "unlimited", "name", "replaces", "window", "unit_multiplier",
-                            "algorithm", "half_life", "burst", "capacity", "count_refused", "align"})) {
+  if (!check_map(n, where, with_params({"unit", "requests_per_unit", "unlimited", "name", "replaces", "window",
+                                        "unit_multiplier", "algorithm"}))) {
     return;
   }
   const std::size_t errors_before = errors_.size();
@@ -173,8 +181,7 @@ void Parser::rate_limit(const YAML::Node& n, const std::string& where, RateLimit
     }
   }
   if (out.unlimited) {
-    for (std::string_view k : {"unit", "requests_per_unit", "window", "unit_multiplier", "algorithm", "half_life",
-                               "burst", "capacity", "count_refused", "align"}) {
+    for (std::string_view k : with_params({"unit", "requests_per_unit", "window", "unit_multiplier", "algorithm"})) {
       if (n[std::string(k)]) fail(n[std::string(k)], where + ": '" + std::string(k) + "' makes no sense with unlimited: true");
     }
     return;
@@ -237,8 +244,7 @@ void Parser::rate_limit(const YAML::Node& n, const std::string& where, RateLimit
       if (auto alg = parse_algorithm(*s)) {
         spec.algorithm = *alg;
       } else {
-        fail(a, w + ": unknown algorithm '" + *s +
-                    "' (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_window)");
+        fail(a, w + ": unknown algorithm '" + *s + "' (" + core::algorithm_names() + ")");
       }
     }
   }
@@ -262,8 +268,8 @@ void Parser::rate_limit(const YAML::Node& n, const std::string& where, RateLimit
   if (applies("count_refused")) {
     auto [node, w, present] = param("count_refused");
     spec.count_refused = boolean(node, w);
-  } else if (alg == Algorithm::kFixedWindow) {
-    spec.count_refused = true;  // envoyproxy/ratelimit counts every hit, refused or not
+  } else if (core::takes(alg, core::Param::kCountRefused)) {
+    spec.count_refused = core::info(alg).rules_count_refused;
   }
   if (applies("align")) {
     auto [node, w, present] = param("align");

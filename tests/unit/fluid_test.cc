@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <random>
+
+#include "core/gcra.h"
 
 #include "test_util.h"
 
@@ -64,12 +67,79 @@ TEST(LeakyBucket, LevelDrainsContinuously) {
   EXPECT_EQ(p.capacity, 10);  // capacity defaults to the limit
   FluidState s;
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(fluid_decide(p, s, 0, 1).allowed);
-  EXPECT_FALSE(fluid_decide(p, s, 0, 1).allowed);
-  EXPECT_DOUBLE_EQ(s.level, 10);
+  const Decision full = fluid_decide(p, s, 0, 1);
+  EXPECT_FALSE(full.allowed);
+  EXPECT_EQ(full.reset_after, Nanos{kSec});  // ten requests at 100 ms each
   EXPECT_TRUE(fluid_decide(p, s, 100'000'000, 1).allowed);  // 100 ms drains one
-  EXPECT_NEAR(s.level, 10, 1e-9);
+  EXPECT_EQ(fluid_decide(p, s, 100'000'000, 0).reset_after, Nanos{kSec});
   EXPECT_FALSE(fluid_forgettable(p, s, kSec));
   EXPECT_TRUE(fluid_forgettable(p, s, 1'100'000'000));
+}
+
+// x/time/rate, redis-cell and throttled say 1 s here; a level kept in requests with a 1e-9 tolerance said 0.999999999.
+TEST(TokenBucket, RetryAfterIsExactToTheNanosecond) {
+  const auto p = params(1, 1, 1);
+  FluidState s;
+  ASSERT_TRUE(fluid_decide(p, s, 0, 1).allowed);
+  const Decision d = fluid_decide(p, s, 0, 1);
+  ASSERT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, Nanos{kSec});
+  EXPECT_FALSE(fluid_decide(p, s, kSec - 1, 1).allowed);
+  EXPECT_TRUE(fluid_decide(p, s, kSec, 1).allowed);
+}
+
+// At one request a year the tolerance used to admit 31.5 ms early, where gcra refused.
+TEST(TokenBucket, NoEarlyAdmissionAtSlowRates) {
+  const std::int64_t year = 365LL * 86'400 * kSec;
+  const auto p = fluid_params(LimitSpec{.algorithm = Algorithm::kTokenBucket, .limit = 1, .window = Nanos{year}});
+  FluidState s;
+  const std::int64_t t0 = 1'700'000'000 * kSec;
+  ASSERT_TRUE(fluid_decide(p, s, t0, 1).allowed);
+  const Decision d = fluid_decide(p, s, t0 + 1, 1);
+  EXPECT_EQ(d.retry_after, Nanos{year - 1});
+  EXPECT_FALSE(fluid_decide(p, s, t0 + year - 1, 1).allowed);
+  EXPECT_TRUE(fluid_decide(p, s, t0 + year, 1).allowed);
+}
+
+// With a whole capacity and a whole number of nanoseconds per request, the token bucket is gcra, field for field.
+TEST(TokenBucket, IsGcraWhenEverythingIsWhole) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const double limit = static_cast<double>(1 + rng() % 20);
+    const std::int64_t window = static_cast<std::int64_t>(limit) * static_cast<std::int64_t>(1 + rng() % 1'000'000);
+    const double capacity = static_cast<double>(1 + rng() % 10);
+    const auto fp = fluid_params(LimitSpec{.algorithm = Algorithm::kTokenBucket, .limit = limit,
+                                           .window = Nanos{window}, .capacity = capacity});
+    const auto gp = gcra_params(LimitSpec{.algorithm = Algorithm::kGcra, .limit = limit, .window = Nanos{window},
+                                          .burst = capacity - 1});
+    FluidState fs;
+    GcraState gs;
+    std::int64_t t = 1'000'000;
+    for (int i = 0; i < 200; ++i) {
+      t += static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(2 * window / static_cast<std::int64_t>(limit)));
+      if (rng() % 8 == 0) t -= static_cast<std::int64_t>(rng() % 1000);  // the clock steps back
+      const std::uint64_t cost = rng() % 3;
+      const Decision f = fluid_decide(fp, fs, t, cost);
+      const Decision g = gcra_decide(gp, gs, t, cost);
+      ASSERT_EQ(f.allowed, g.allowed) << round << " " << i;
+      ASSERT_EQ(f.retry_after, g.retry_after) << round << " " << i;
+      ASSERT_EQ(f.reset_after, g.reset_after) << round << " " << i;
+      ASSERT_EQ(f.remaining, g.remaining) << round << " " << i;
+    }
+  }
+}
+
+// A refused attempt answers when it would pass, from its own time, even when the clock has gone back.
+TEST(TokenBucket, RetryAfterHoldsAfterTheClockStepsBack) {
+  const auto p = params(1, 1, 2);
+  FluidState s;
+  ASSERT_TRUE(fluid_decide(p, s, 10 * kSec, 2).allowed);
+  const std::int64_t back = 9 * kSec;  // a second before the latest time seen
+  const Decision d = fluid_decide(p, s, back, 1);
+  ASSERT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, Nanos{2 * kSec});
+  EXPECT_FALSE(fluid_decide(p, s, back + d.retry_after.count() - 1, 1).allowed);
+  EXPECT_TRUE(fluid_decide(p, s, back + d.retry_after.count(), 1).allowed);
 }
 
 TEST(Fluid, ExtremeInputsStayFinite) {

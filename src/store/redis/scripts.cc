@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/numeric.h"
+#include "core/algorithms.h"
 #include "core/params.h"
 #include "store/redis/lua_sources.h"
 
@@ -19,8 +20,11 @@ std::string num(double v) {
   return std::string(buf, r.ptr);
 }
 
-std::string script_text(std::string_view name, std::initializer_list<std::string_view> parts) {
+// `layout`: the version of the state's layout in Redis, part of its tag (below 2: the name alone). A state in an
+// older layout of the same algorithm is read as fresh, once, rather than misread.
+std::string script_text(std::string_view name, int layout, std::initializer_list<std::string_view> parts) {
   std::string s = "local ALGORITHM = '" + std::string(name) + "'\n";
+  s += "local TAG = '" + std::string(name) + (layout < 2 ? "" : "." + std::to_string(layout)) + "'\n";
   s += lua::kPrelude;
   for (std::string_view p : parts) s += p;
   return s;
@@ -34,14 +38,14 @@ struct Table {
       const auto i = static_cast<std::size_t>(a);
       const std::string_view name = algorithm_name(a);
       switch (a) {
-        case Algorithm::kEarrrl: text[i] = script_text(name, {lua::kEarrrl}); break;
+        case Algorithm::kEarrrl: text[i] = script_text(name, 1, {lua::kEarrrl}); break;
         case Algorithm::kGcra:
-        case Algorithm::kLeakyQueue: text[i] = script_text(name, {lua::kGcra}); break;
+        case Algorithm::kLeakyQueue: text[i] = script_text(name, 1, {lua::kGcra}); break;
         case Algorithm::kTokenBucket:
-        case Algorithm::kLeakyBucket: text[i] = script_text(name, {lua::kFluid}); break;
-        case Algorithm::kFixedWindow: text[i] = script_text(name, {lua::kWindows, lua::kFixedWindow}); break;
-        case Algorithm::kSlidingLog: text[i] = script_text(name, {lua::kWindows, lua::kSlidingLog}); break;
-        case Algorithm::kSlidingWindow: text[i] = script_text(name, {lua::kWindows, lua::kSlidingWindow}); break;
+        case Algorithm::kLeakyBucket: text[i] = script_text(name, 2, {lua::kFluid}); break;
+        case Algorithm::kFixedWindow: text[i] = script_text(name, 2, {lua::kWindows, lua::kFixedWindow}); break;
+        case Algorithm::kSlidingLog: text[i] = script_text(name, 1, {lua::kWindows, lua::kSlidingLog}); break;
+        case Algorithm::kSlidingWindow: text[i] = script_text(name, 2, {lua::kWindows, lua::kSlidingWindow}); break;
       }
       sources[i] = {name, text[i]};
     }
@@ -69,6 +73,44 @@ Nanos duration(double v) {
 
 const ScriptSource& script_for(Algorithm algorithm) { return table().sources[static_cast<std::size_t>(algorithm)]; }
 
+namespace {
+
+// Each algorithm's parameters as the script reads them, ARGV[5] on (src/store/redis/lua/*.lua).
+void append(std::vector<std::string>& a, Algorithm, const core::EarrrlParams& p) {
+  for (double v : {p.lambda, p.rate, p.n_saturate, p.n_forget, p.window_ns, p.limit}) a.push_back(num(v));
+  a.push_back(p.count_refused ? "1" : "0");
+  a.push_back(num(p.inv_n_forget));
+  a.push_back(num(p.inv_lambda));
+}
+
+void append(std::vector<std::string>& a, Algorithm algorithm, const core::GcraParams& p) {
+  a.push_back(std::to_string(p.interval_ns));
+  a.push_back(std::to_string(p.tolerance_ns));
+  a.push_back(num(p.limit));
+  a.push_back(algorithm == Algorithm::kLeakyQueue ? "1" : "0");
+}
+
+void append(std::vector<std::string>& a, Algorithm, const core::FluidParams& p) {
+  for (double v : {p.capacity, p.interval, p.tolerance}) a.push_back(num(v));
+}
+
+void append(std::vector<std::string>& a, Algorithm, const core::WindowParams& p) {
+  // The window as whole microseconds and the nanoseconds beyond: each exact in a Lua number, whatever its length.
+  const std::int64_t us = core::floor_div(p.window_ns, 1000);
+  a.push_back(std::to_string(us));
+  a.push_back(std::to_string(p.window_ns - us * 1000));
+  a.push_back(std::to_string(p.limit));
+  a.push_back(p.count_refused ? "1" : "0");
+  switch (p.calendar) {
+    case core::Calendar::kNone: a.emplace_back("0"); break;
+    case core::Calendar::kWeek: a.emplace_back("week"); break;
+    case core::Calendar::kMonth: a.emplace_back("month"); break;
+    case core::Calendar::kYear: a.emplace_back("year"); break;
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t cost, bool peek) {
   std::vector<std::string> a;
   if (now) {
@@ -82,40 +124,7 @@ std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos>
   }
   a.push_back(std::to_string(cost));
   a.push_back(peek ? "1" : "0");
-  switch (spec.algorithm) {
-    case Algorithm::kEarrrl: {
-      const core::EarrrlParams p = core::earrrl_params(spec);
-      for (double v : {p.lambda, p.rate, p.n_saturate, p.n_forget, p.window_ns, p.limit}) a.push_back(num(v));
-      a.push_back(p.count_refused ? "1" : "0");
-      break;
-    }
-    case Algorithm::kGcra:
-    case Algorithm::kLeakyQueue: {
-      const core::GcraParams p = core::gcra_params(spec);
-      a.push_back(std::to_string(p.interval_ns));
-      a.push_back(std::to_string(p.tolerance_ns));
-      a.push_back(num(p.limit));
-      a.push_back(spec.algorithm == Algorithm::kLeakyQueue ? "1" : "0");
-      break;
-    }
-    case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucket: {
-      const core::FluidParams p = core::fluid_params(spec);
-      a.push_back(num(p.capacity));
-      a.push_back(num(p.rate));
-      break;
-    }
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingLog:
-    case Algorithm::kSlidingWindow: {
-      const core::WindowParams p = core::window_params(spec);
-      a.push_back(std::to_string(p.window_ns));
-      a.push_back(std::to_string(p.limit));
-      a.push_back(p.count_refused ? "1" : "0");
-      a.push_back(p.calendar != core::Calendar::kNone ? "1" : "0");
-      break;
-    }
-  }
+  core::with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) { append(a, spec.algorithm, p); });
   return a;
 }
 

@@ -1,6 +1,7 @@
 -- earrrl: as src/core/earrrl.cc. State {n, t}.
 local lambda, rate, n_saturate, n_forget, window_ns, limit = param(5), param(6), param(7), param(8), param(9), param(10)
 local count_refused = ARGV[11] == '1'
+local inv_n_forget, inv_lambda = param(12), param(13) -- reset_after multiplies, as the C++ does
 local n, t = 0, 0
 if st then n, t = st[3], st[4] end
 local n_before = 0
@@ -16,8 +17,9 @@ if allowed or count_refused then n_after = math.min(1e300, n_before + cost) end
 local new_t = now
 if n_before ~= 0 then new_t = math.max(t, now) end
 local remaining = math.max(0, n_saturate - n_after)
+local lead = new_t - now -- waits count from the impulse, which a clock that went backwards left ahead of now
 local retry = 0
-if not allowed then retry = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1 end
+if not allowed then retry = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1 + lead end
 local reset = 0
-if n_after > n_forget then reset = ceil_ns(math.log(n_after / n_forget) / lambda) end
+if n_after > n_forget then reset = ceil_ns(math.log(n_after * inv_n_forget) * inv_lambda) + lead end
 return finish(allowed, limit, remaining, retry, reset, 0, estimate * window_ns, {n_after, new_t + shift})

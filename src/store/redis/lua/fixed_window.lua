@@ -1,16 +1,16 @@
--- fixed_window: as src/core/windows.cc (windows aligned to the epoch). State {start, count}.
-local count_refused = ARGV[7] == '1'
-if ARGV[8] == '1' then
-  return redis.error_reply('ERR ratekeeper: calendar-aligned windows (weeks, months, years) are not available in Redis')
+-- fixed_window: as src/core/windows.cc. State {start_us, start_r, count}: the start of the latest window seen.
+local count_refused = ARGV[8] == '1'
+local s_us, s_r, e_us, e_r = window_bounds(now_us, now_r)
+local count = 0
+if st and not before(st[3], st[4], s_us, s_r) then -- this window, or a later one the clock went back from
+  s_us, s_r, e_us, e_r = window_bounds(st[3], st[4])
+  count = st[5]
 end
-local start, count = nil, 0
-if st then start, count = st[3], st[4] end
-if start == nil or window_start > start then start, count = window_start, 0 end
-local finish_at = start + window
 local allowed = cost <= room(count)
 if allowed or count_refused then count = count + cost end
+local to_end = ns_from_now(e_us, e_r)
 local retry = 0
-if not allowed then if cost <= limit then retry = finish_at - now else retry = NEVER end end
+if not allowed then if cost <= limit then retry = to_end else retry = NEVER end end
 local reset = 0
-if count > 0 then reset = math.max(0, finish_at - now) end
-return finish(allowed, limit, room(count), retry, reset, 0, nil, {start + shift, count})
+if count > 0 then reset = math.max(0, to_end) end
+return finish(allowed, limit, room(count), retry, reset, 0, nil, {s_us, s_r, count})

@@ -1,25 +1,27 @@
--- token_bucket and leaky_bucket: as src/core/fluid.cc. State {level, t}.
-local capacity, rate = param(5), param(6)
-local tolerance = 1e-9
-local level0, t0 = 0, 0
-if st then level0, t0 = st[3], st[4] end
-local level = 0
-if level0 > 0 then
-  local dt = now - t0
-  if dt < 0 then dt = 0 end
-  level = level0 - dt * rate
-  if level < tolerance then level = 0 end
+-- token_bucket and leaky_bucket: as src/core/fluid.cc. State {empty, frac}: the bucket is empty at empty + frac.
+local capacity, interval, tolerance = param(5), param(6), param(7)
+local whole, frac = 0, 0 -- the backlog at now: whole nanoseconds until empty, and the fraction
+if st and st[3] >= now then whole, frac = st[3] - now, st[4] end
+local function fits(w, f, k) return w <= math.floor(tolerance - k * interval - f) end
+local function room_for(w, f) -- the most whole requests that fit (fits is monotone in k)
+  local k = math.floor((tolerance - f - w) / interval)
+  k = math.max(0, math.min(k, math.floor(capacity)))
+  while k > 0 and not fits(w, f, k) do k = k - 1 end
+  while k + 1 <= capacity and fits(w, f, k + 1) do k = k + 1 end
+  return k
 end
-local allowed = level + cost <= capacity + tolerance
-local retry = 0
+local most = math.floor(tolerance - cost * interval - frac)
+local allowed = cost <= capacity and whole <= most
+local retry, state = 0, nil
 if allowed then
-  level = math.min(capacity, level + cost)
-elseif cost <= capacity then
-  retry = ceil_ns((level + cost - capacity - tolerance) / rate)
+  local x = frac + cost * interval
+  local xw = math.floor(x)
+  whole, frac = whole + xw, x - xw
+  state = {now + whole + shift, frac}
 else
-  retry = NEVER
+  if cost <= capacity then retry = whole - most else retry = NEVER end
+  if st then state = {st[3] + shift, st[4]} end
 end
-local new_t = now
-if level0 > 0 then new_t = math.max(t0, now) end
-local remaining = math.max(0, math.floor(capacity - level + tolerance))
-return finish(allowed, capacity, remaining, retry, ceil_ns(level / rate), 0, nil, {level, new_t + shift})
+local reset = whole
+if frac > 0 then reset = reset + 1 end
+return finish(allowed, capacity, room_for(whole, frac), retry, reset, 0, nil, state)

@@ -1,6 +1,7 @@
 -- ratekeeper: the part every decision script starts with (src/store/redis/lua/*.lua are appended to it).
 --
--- KEYS[1]: the key's state, one string packed with cmsgpack: {algorithm, base_us, fields...}.
+-- KEYS[1]: the key's state, one string packed with cmsgpack: {tag, base_us, fields...}; the tag is the algorithm's
+-- name, with '.N' for the Nth layout of its fields (src/store/redis/scripts.cc).
 -- ARGV[1], ARGV[2]: now as whole microseconds and the nanoseconds beyond them; ARGV[1] == "" takes Redis's TIME.
 -- ARGV[3]: cost; ARGV[4]: "1" to decide without recording; ARGV[5...]: the algorithm's parameters.
 --
@@ -41,11 +42,12 @@ local st = nil
 local raw = redis.call('GET', key)
 if raw then
   local ok, t = pcall(cmsgpack.unpack, raw)
-  if not ok or type(t) ~= 'table' or t[1] ~= ALGORITHM or type(t[2]) ~= 'number' then
+  local older = ok and type(t) == 'table' and TAG ~= ALGORITHM and t[1] == ALGORITHM -- an older layout: fresh
+  if not older and (not ok or type(t) ~= 'table' or t[1] ~= TAG or type(t[2]) ~= 'number') then
     return redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
                              ' state; it was left as it is')
   end
-  st = t
+  if not older then st = t end
 end
 local base = st and st[2] or now_us
 local now = (now_us - base) * 1000 + now_r -- nanoseconds since base
@@ -56,7 +58,7 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
   if not peek then
     if state and reset > 0 then
       table.insert(state, 1, now_us)
-      table.insert(state, 1, ALGORITHM)
+      table.insert(state, 1, TAG)
       redis.call('SET', key, cmsgpack.pack(state), 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
     elseif raw then
       redis.call('DEL', key)

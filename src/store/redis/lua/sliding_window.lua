@@ -1,13 +1,17 @@
--- sliding_window: as src/core/windows.cc. State {start, curr, prev}. Exact while limit * window_ns < 2^53.
-local start, curr, prev = nil, 0, 0
-if st then start, curr, prev = st[3], st[4], st[5] end
-if start == nil or window_start > start then
-  local adjacent = start ~= nil and window_start - start == window
-  if adjacent then prev = curr else prev = 0 end
-  curr = 0
-  start = window_start
+-- sliding_window: as src/core/windows.cc. State {start_us, start_r, curr, prev}: the current window's start.
+-- Times below are nanoseconds relative to now. Exact while limit * window_ns < 2^53.
+local s_us, s_r = window_bounds(now_us, now_r)
+local curr, prev = 0, 0
+if st then
+  if not before(st[3], st[4], s_us, s_r) then -- this window, or a later one the clock went back from
+    s_us, s_r, curr, prev = st[3], st[4], st[5], st[6]
+  else
+    local a_us, a_r = norm(st[3] + window_us, st[4] + window_r)
+    if a_us == s_us and a_r == s_r then prev = st[5] end -- the window just before: its count weighs in
+  end
 end
-local elapsed = math.min(math.max(now - start, 0), window)
+local start = ns_from_now(s_us, s_r)
+local elapsed = math.min(math.max(-start, 0), window)
 local weighted = math.floor(prev * (window - elapsed) / window)
 -- The smallest offset into a window at whose start `weight` requests were counted, where the weighted count
 -- floors to at most target - 1.
@@ -28,16 +32,15 @@ else
   if cost > limit then
     retry = NEVER
   elseif curr <= limit - cost then
-    retry = math.max(0, start + first_offset_below(prev, limit - cost - curr + 1) - now)
+    retry = math.max(0, start + first_offset_below(prev, limit - cost - curr + 1))
   else
-    retry = start + window + first_offset_below(curr, limit - cost + 1) - now
+    retry = start + window + first_offset_below(curr, limit - cost + 1)
   end
 end
-local fresh_at = now
+local fresh_at = 0
 if curr > 0 then
   fresh_at = start + window + first_offset_below(curr, 1)
 elseif prev > 0 then
   fresh_at = start + first_offset_below(prev, 1)
 end
-local reset = math.max(0, fresh_at - now)
-return finish(allowed, limit, remaining, retry, reset, 0, nil, {start + shift, curr, prev})
+return finish(allowed, limit, remaining, retry, math.max(0, fresh_at), 0, nil, {s_us, s_r, curr, prev})
