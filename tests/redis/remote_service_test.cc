@@ -121,6 +121,50 @@ TEST_F(RemoteService, EveryAlgorithmDecidesInRedisAsInMemory) {
   }
 }
 
+// Calendar quotas and windows that are not whole microseconds used to fail open in Redis, on every decision. Now the
+// scripts find the same windows (UTC, from the pairs of microseconds and nanoseconds): the same answers, to the
+// nanosecond, across month ends, a leap day, week and year boundaries.
+TEST_F(RemoteService, CalendarQuotasAndOddWindowsLimitInRedisExactlyAsInMemory) {
+  RedisProcess redis;
+  auto store = remote(redis.url());
+  const char* rules_for[] = {
+      "{unit: month, requests_per_unit: 3, algorithm: fixed_window, align: calendar}",
+      "{unit: week, requests_per_unit: 3, algorithm: fixed_window, align: calendar, count_refused: false}",
+      "{unit: year, requests_per_unit: 3, algorithm: fixed_window, align: calendar}",
+      "{window: 1000000001ns, requests_per_unit: 2, algorithm: fixed_window}",
+      "{window: 1000000001ns, requests_per_unit: 2, algorithm: sliding_window}",
+      "{window: 1000000001ns, requests_per_unit: 2, algorithm: sliding_log}",
+      "{window: 3h, requests_per_unit: 2, algorithm: sliding_window}",
+  };
+  const std::int64_t kDay = 86'400'000'000'000;
+  const std::int64_t jan_30_2024 = 19'752 * kDay;  // a Tuesday; 2024 is a leap year
+  for (const char* rule : rules_for) {
+    const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(rule) + "\n";
+    Service& memory = make(rules, nullptr);
+    Service& shared = make(rules, store);
+    const bool long_windows = std::string(rule).find("ns") == std::string::npos;
+    // Redis expires a key by its own clock, after reset_after: the manual clock must run well ahead of the real one.
+    const std::int64_t step = long_windows ? kDay / 2 : 130'000'000;
+    clock_->set(Nanos{jan_30_2024 - 5});
+    std::mt19937_64 rng(11);
+    int refused = 0;
+    for (int i = 0; i < 800; ++i) {
+      // Often the last or first nanoseconds of a window, where an off-by-one shows.
+      clock_->advance(Nanos{rng() % 4 == 0 ? 1 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(step))});
+      const DescriptorStatus m = status(memory.check(req("q")));
+      const DescriptorStatus r = status(shared.check(req("q")));
+      ASSERT_EQ(r.fallback, rules::FailurePolicy::kDefault) << rule << ": " << r.store_error;
+      ASSERT_TRUE(r.store_error.empty()) << rule << ": " << r.store_error;
+      ASSERT_EQ(m.code, r.code) << rule << " at step " << i;
+      ASSERT_EQ(m.limit_remaining, r.limit_remaining) << rule << " at step " << i;
+      ASSERT_EQ(m.duration_until_reset, r.duration_until_reset) << rule << " at step " << i;
+      ASSERT_EQ(m.retry_after, r.retry_after) << rule << " at step " << i;
+      refused += m.code == Code::kOverLimit;
+    }
+    EXPECT_GT(refused, 50) << rule << ": the trace must reach the limit to compare refusals";
+  }
+}
+
 TEST_F(RemoteService, AllOrNothingChargesNothingWhenOneLimitRefuses) {
   RedisProcess redis;
   Service& s = make(R"(

@@ -24,10 +24,8 @@ LimitSpec spec_for(Algorithm a) {
   return s;
 }
 
-// Algorithms whose arithmetic is exact integers, where retry_after is also the earliest time.
-bool exact(Algorithm a) {
-  return a != Algorithm::kEarrrl && a != Algorithm::kTokenBucket && a != Algorithm::kLeakyBucket;
-}
+// Algorithms whose retry_after is also the earliest time (earrrl's is a nanosecond past a logarithm).
+bool exact(Algorithm a) { return a != Algorithm::kEarrrl; }
 
 bool same(const Decision& a, const Decision& b) {
   return a.allowed == b.allowed && a.limit == b.limit && a.remaining == b.remaining &&
@@ -116,6 +114,34 @@ TEST_P(EveryAlgorithm, ClockGoingBackwardsNeverAdmitsMore) {
     jumpy_allowed += jumpy.check_at("k", Nanos{i % 10 == 9 ? t - 1'000'000'000 : t}).allowed;
   }
   EXPECT_LE(jumpy_allowed, forward_allowed + 1) << algorithm_name(a);
+}
+
+// The backwards-clock rule (docs/algorithms.md): an attempt timed before the latest time the key has seen is never
+// admitted where that latest time would refuse it, and its retry_after counts from its own time: the same attempt
+// is allowed at its time + retry_after (and, for the exact algorithms, not a nanosecond before).
+TEST_P(EveryAlgorithm, RetryAfterCountsFromTheAttemptsOwnTimeWhenTheClockStepsBack) {
+  const Algorithm a = GetParam();
+  std::mt19937_64 rng(99);
+  for (int round = 0; round < 200; ++round) {
+    Limiter limiter(spec_for(a));
+    std::int64_t latest = 5'000'000'000'000;
+    for (int i = 0; i < 12; ++i) {
+      latest += static_cast<std::int64_t>(rng() % 40'000'000);
+      limiter.check_at("k", Nanos{latest}, 1);
+    }
+    const Nanos back{latest - static_cast<std::int64_t>(rng() % 3'000'000'000)};
+    const Decision at_latest = limiter.peek_at("k", Nanos{latest}, 1);
+    const Decision d = limiter.peek_at("k", back, 1);
+    if (!at_latest.allowed) {
+      ASSERT_FALSE(d.allowed) << round;
+    }
+    if (d.allowed) continue;
+    ASSERT_NE(d.retry_after, kNever);
+    ASSERT_TRUE(limiter.peek_at("k", back + d.retry_after, 1).allowed) << round;
+    if (exact(a)) {
+      ASSERT_FALSE(limiter.peek_at("k", back + d.retry_after - Nanos{1}, 1).allowed) << round;
+    }
+  }
 }
 
 std::string name_of(const ::testing::TestParamInfo<Algorithm>& p) { return std::string(algorithm_name(p.param)); }

@@ -57,13 +57,16 @@ const Table& table() {
   return t;
 }
 
-bool parse(const std::string& s, double& out) {
-  if (s.empty()) return false;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && p == s.data() + s.size() && std::isfinite(out);
-}
-
-Nanos duration(double v) {
+// A duration in the reply: whole nanoseconds (exact, as an integer or, above 2^53, as its digits), a Lua number
+// Redis wrote as an integer, or -1 for never.
+std::optional<Nanos> duration(const std::string& s) {
+  std::int64_t ns = 0;
+  if (const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), ns); ec == std::errc{} && p == s.data() + s.size()) {
+    return ns < 0 ? kNever : Nanos{ns};
+  }
+  double v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
   if (v < 0) return kNever;
   if (v >= 9.2e18) return Nanos{core::kMaxI64};
   return Nanos{static_cast<std::int64_t>(v)};
@@ -149,13 +152,11 @@ std::variant<Decision, std::string> decode_reply(std::span<const std::string> e)
     return "the script's reply has a limit or remaining that is not a number";
   }
   if (!std::isnan(v[2])) d.estimate = v[2];
-  double retry = 0, reset = 0, delay = 0;
-  if (!parse(e[2], retry) || !parse(e[3], reset) || !parse(e[4], delay)) {
-    return "the script's reply has a field that is not a number";
-  }
-  d.retry_after = duration(retry);
-  d.reset_after = duration(reset);
-  d.delay = duration(delay);
+  std::optional<Nanos> retry = duration(e[2]), reset = duration(e[3]), delay = duration(e[4]);
+  if (!retry || !reset || !delay) return "the script's reply has a field that is not a number";
+  d.retry_after = *retry;
+  d.reset_after = *reset;
+  d.delay = *delay;
   return d;
 }
 

@@ -13,4 +13,7 @@ local retry = 0
 if not allowed then if cost <= limit then retry = to_end else retry = NEVER end end
 local reset = 0
 if count > 0 then reset = math.max(0, to_end) end
-return finish(allowed, limit, room(count), retry, reset, 0, nil, {s_us, s_r, count})
+local reply = finish(allowed, limit, room(count), retry, reset, 0, nil, {s_us, s_r, count})
+if retry == to_end then reply[3] = reply_ns_from_now(e_us, e_r) end
+if reset == to_end then reply[4] = reply_ns_from_now(e_us, e_r) end
+return reply

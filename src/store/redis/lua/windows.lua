@@ -15,6 +15,13 @@ local function norm(us, r) -- any whole r into [0, 1000)
 end
 local function before(a_us, a_r, b_us, b_r) return a_us < b_us or (a_us == b_us and a_r < b_r) end
 local function ns_from_now(us, r) return (us - now_us) * 1000 + (r - now_r) end
+-- The same, for the reply: exact even above 2^53 ns (104 days), where a Lua number is not, as its digits.
+local function reply_ns_from_now(us, r)
+  local d_us, d_r = norm(us - now_us, r - now_r)
+  local approx = d_us * 1000 + d_r
+  if d_us < 0 or approx < 9007199254740992 then return approx end
+  return string.format('%.0f', d_us) .. string.format('%03d', d_r)
+end
 local function mod(a, b) -- exact for whole a, b below 2^53 (Lua's % rounds a / b first)
   local m = math.fmod(a, b)
   if m < 0 then m = m + b end
