@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 
+#include "core/registry.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/shared.h"
 
@@ -85,9 +86,8 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
   if (spec->algorithm == nullptr) return fail(RK_INVALID_ARGUMENT, "algorithm is NULL");
   const auto algorithm = rk::parse_algorithm(spec->algorithm);
   if (!algorithm) {
-    return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm +
-                                         "' is not one of earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, "
-                                         "fixed_window, sliding_log, sliding_window");
+    return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm + "' is not one of " +
+                                         rk::core::algorithm_names());
   }
   s = rk::LimitSpec{.algorithm = *algorithm, .limit = spec->limit, .window = rk::Nanos{spec->window_ns}};
   if (spec->half_life_ns != -1) s.half_life = rk::Nanos{spec->half_life_ns};

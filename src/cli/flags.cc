@@ -17,8 +17,7 @@ bool parse_number(const std::string& s, double& out) {
 }  // namespace
 
 const char* limit_flags_help() {
-  return "  --algorithm NAME     earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window,\n"
-         "                       sliding_log, sliding_window (default earrrl)\n"
+  static const std::string help = "  --algorithm NAME     " + core::algorithm_names() + " (default earrrl)\n" +
          "  --limit N            requests per window (earrrl: the average rate not to exceed)\n"
          "  --window DURATION    default 1s; units ns us ms s m h d w\n"
          "  --half-life DURATION earrrl: how fast the estimate forgets (required for earrrl)\n"
@@ -26,6 +25,7 @@ const char* limit_flags_help() {
          "  --capacity N         token_bucket, leaky_bucket: bucket size (default: the limit)\n"
          "  --count-refused B    earrrl (default true), fixed_window (default false)\n"
          "  --max-keys N         keys tracked before the least recently used is evicted (default 1000000)\n";
+  return help.c_str();
 }
 
 namespace {
@@ -66,9 +66,7 @@ void read_flags(const std::vector<std::string>& args, LimitFlags& out, std::vect
         out.spec.algorithm = *a;
         given.algorithm = true;
       } else {
-        errors.push_back("--algorithm: unknown algorithm '" + value +
-                         "' (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log, "
-                         "sliding_window)");
+        errors.push_back("--algorithm: unknown algorithm '" + value + "' (" + core::algorithm_names() + ")");
       }
     } else if (name == "--limit" || name == "--burst" || name == "--capacity" || name == "--max-keys") {
       if (!parse_number(value, number)) {

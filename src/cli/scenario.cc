@@ -1,5 +1,6 @@
 #include "cli/scenario.h"
 
+#include "core/registry.h"
 #include "ratekeeper/store.h"
 
 #include <yaml-cpp/yaml.h>
@@ -189,15 +190,12 @@ void Reader::limiter(const YAML::Node& n, Scenario& out) {
   }
   const std::size_t before = errors_.size();
   if (!n["algorithm"]) {
-    fail(n, "limiter: needs an algorithm (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, "
-            "sliding_log, sliding_window)");
+    fail(n, "limiter: needs an algorithm (" + core::algorithm_names() + ")");
   } else if (auto s = string(n["algorithm"], "limiter.algorithm")) {
     if (auto a = parse_algorithm(*s)) {
       out.spec.algorithm = *a;
     } else {
-      fail(n["algorithm"], "limiter.algorithm: unknown algorithm '" + *s +
-                               "' (earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log, "
-                               "sliding_window)");
+      fail(n["algorithm"], "limiter.algorithm: unknown algorithm '" + *s + "' (" + core::algorithm_names() + ")");
     }
   }
   if (!n["limit"]) {
