@@ -170,6 +170,8 @@ FluidParams fluid_params(const LimitSpec& given) {
   p.capacity = *spec.capacity;
   p.interval = static_cast<double>(spec.window.count()) / spec.limit;
   p.tolerance = p.capacity * p.interval;
+  p.inv_interval = 1 / p.interval;
+  p.whole_capacity = std::floor(p.capacity);
   return p;
 }
 

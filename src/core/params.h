@@ -32,6 +32,8 @@ struct FluidParams {
   double capacity = 0;
   double interval = 0;   // window / limit
   double tolerance = 0;  // capacity * interval
+  double inv_interval = 0;    // 1 / interval, for a first guess at `remaining`
+  double whole_capacity = 0;  // floor(capacity)
 };
 
 // fixed_window with align: calendar. kNone: windows are multiples of window_ns since time 0.
