@@ -435,7 +435,8 @@ forward_auth:
     - entries: [{key: caller, from: header, header: Authorization}]
 )";
   ASSERT_TRUE(reloader_->load_now().empty());
-  for (const auto& [key, value] : {std::pair{"api_key", "sk_live_SECRET"}, std::pair{"caller", "Bearer eyJhbGciOi.secret"},
+  for (const auto& [key, value] : {std::pair{"api_key", "sk_live_SECRET"},
+                                   std::pair{"caller", "Bearer eyJhbGciOi.secret"},
                                    std::pair{"remote_address", "203.0.113.7"}}) {
     app::CheckRequest r{.domain = "auth"};
     r.descriptors.push_back({.entries = {{key, value}}});

@@ -210,11 +210,14 @@ std::string host_name(std::string_view authority) {
   return lower(authority);
 }
 
+bool configured(std::string_view name, const AdminOptions& admin) {
+  return std::find(admin.hosts.begin(), admin.hosts.end(), name) != admin.hosts.end();
+}
+
 // A DNS-rebinding page makes the browser send its own host name, never an IP literal or a localhost name (which
 // resolve here whatever the attacker's DNS says).
 bool own_host(std::string_view name, const AdminOptions& admin) {
-  return parse_ip(name) || name == "localhost" || name.ends_with(".localhost") ||
-         std::find(admin.hosts.begin(), admin.hosts.end(), name) != admin.hosts.end();
+  return parse_ip(name) || name == "localhost" || name.ends_with(".localhost") || configured(name, admin);
 }
 
 // Refuses what a browser sends on behalf of another site's page: a foreign Host (DNS rebinding reads hot keys and
@@ -230,9 +233,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
   if (const std::string_view origin = req.header("origin"); !origin.empty()) {
     const auto scheme = origin.find("://");
     const std::string_view authority = scheme == std::string_view::npos ? "" : origin.substr(scheme + 3);
-    const std::string name = host_name(authority);
-    const bool own = !authority.empty() && (lower(authority) == lower(host) ||
-                                            std::find(admin.hosts.begin(), admin.hosts.end(), name) != admin.hosts.end());
+    const bool own = !authority.empty() && (lower(authority) == lower(host) || configured(host_name(authority), admin));
     if (!own) {
       error(res, hooks, "admin", 403, "foreign_origin", "Origin",
             "'" + std::string(origin.substr(0, 256)) + "' is not this admin listener's own page");
@@ -262,7 +263,7 @@ http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptio
       std::string_view domain = req.path.substr(kAuth.size()), uri = req.target;
       if (forward.proxy == ProxyKind::kEnvoy) {
         // Envoy's ext_authz appends the proxied request's path (and query) to its path_prefix, /v1/auth/<domain>.
-        const std::string_view rest = req.target.substr(kAuth.size());
+        const std::string_view rest = (req.target.starts_with(kAuth) ? req.target : req.path).substr(kAuth.size());
         const std::size_t end = std::min(rest.find_first_of("/?"), rest.size());
         domain = rest.substr(0, end);
         uri = rest.substr(end);

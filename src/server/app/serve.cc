@@ -252,6 +252,7 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       }
       (max == 32 ? f.forward.prefixes.ipv4 : f.forward.prefixes.ipv6) = n;
     } else if (name == "--admin-hosts") {
+      f.admin_hosts.clear();  // the last one given wins, as for every flag
       for (std::size_t start = 0; start <= value.size();) {
         const std::size_t end = std::min(value.find(',', start), value.size());
         std::string host = value.substr(start, end - start);
@@ -516,9 +517,11 @@ int run_serve(const std::vector<std::string>& args) {
 
   std::unique_ptr<http::Server> public_server, admin_server;
   try {
-    public_server = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks, flags.forward), events);
-    admin_server = std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks, {.hosts = flags.admin_hosts}),
-                                                  http::ServerEvents{.on_handler_error = events.on_handler_error});
+    public_server =
+        std::make_unique<http::Server>(public_options, api::public_routes(service, hooks, flags.forward), events);
+    admin_server =
+        std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks, {.hosts = flags.admin_hosts}),
+                                       http::ServerEvents{.on_handler_error = events.on_handler_error});
     public_server->start();
     admin_server->start();
   } catch (const std::exception& e) {
