@@ -370,6 +370,17 @@ class ForwardAuthTest(unittest.TestCase):
         self.assertIn("2001:db8:1:2::/64", [k["key"] for k in hot["rules"][0]["keys"]])
         self.assertIn("198.51.100.20", [k["key"] for k in hot["rules"][0]["keys"]])
 
+    def test_envoy_appends_the_path_to_the_domain(self):
+        envoy = Server(FORWARD_RULES, extra=["--proxy", "envoy"])
+        self.addCleanup(envoy.stop)
+
+        def auth(client, path):
+            return envoy.request("GET", "/v1/auth/edge" + path, headers={"X-Forwarded-For": client})[0]
+        self.assertEqual([auth("192.0.2.%d" % i, "/login?a=1") for i in range(3)], [200] * 3)
+        for i, path in enumerate(("//login", "/%6cogin", "/x/../login", "/login;jsessionid=1")):
+            self.assertEqual(auth("192.0.2.%d" % (10 + i), path), 429, path)
+        self.assertEqual(auth("192.0.2.20", "/logout"), 200)
+
     def test_bad_proxy_flags_stop_the_start(self):
         for flag, value, message in (("--proxy", "haproxy", "--proxy: 'haproxy' is not none, nginx, traefik"),
                                      ("--ipv6-prefix", "129", "--ipv6-prefix: '129' is not a prefix length from 1 to 128"),
