@@ -1,9 +1,14 @@
 // fuzz/forward_auth_fuzz.cc: forward-auth's reading of a proxied request (src/server/api/forward_auth.h): the
-// client address through X-Forwarded-For and trusted proxies, descriptors from every kind of source, and the
-// answer's header fields and body built from the values found (which the client chose).
+// client address through each proxy kind's headers and trusted proxies, descriptors from every kind of source, the
+// path normaliser (src/server/api/uri_path.h), and the answer's header fields and body built from the values
+// found (which the client chose).
 //
-// Input: the first byte picks one of the domains below; the rest is lines: the peer address, the method, the URI,
-// the host, then header fields as "name: value".
+// Input: the first byte picks one of the domains below, and (its high bits) the proxy kind, the path options and
+// the prefix lengths; the rest is lines: the peer address, the method, the URI, the host, then header fields as
+// "name: value".
+//
+// Properties: no more descriptors than configured; normalising a path twice changes nothing, and a normalised path
+// starts with '/' and holds no "//", "/./" or "/../"; no CR, LF or NUL in any answer header.
 #include <cstddef>
 #include <climits>
 #include <cstdint>
@@ -14,6 +19,7 @@
 
 #include "rules/parse.h"
 #include "server/api/forward_auth.h"
+#include "server/api/uri_path.h"
 
 namespace {
 
@@ -87,7 +93,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return values;
   };
 
-  const rk::app::CheckRequest request = rk::api::build_descriptors(domain, r);
+  const std::uint8_t b = data[0] / 3;
+  rk::api::ForwardAuthOptions options;
+  options.proxy = static_cast<rk::api::ProxyKind>(b % 5);
+  options.path = {.strip_params = (b & 8) == 0, .fold_case = (b & 16) != 0};
+  options.prefixes = {.ipv4 = (b & 32) ? 24 : 32, .ipv6 = (b & 64) ? 48 : 64};
+
+  const std::string once = rk::api::normalize_path(r.uri, options.path);
+  if (rk::api::normalize_path(once, options.path) != once || once.empty() || once.front() != '/' ||
+      once.find("//") != std::string::npos || once.find("/./") != std::string::npos ||
+      once.find("/../") != std::string::npos || once.ends_with("/.") || once.ends_with("/..")) {
+    __builtin_trap();
+  }
+
+  const auto built = rk::api::build_descriptors(domain, r, options);
+  if (std::holds_alternative<rk::app::RequestError>(built)) {
+    if (std::get<rk::app::RequestError>(built).field.empty()) __builtin_trap();  // an error names its header
+    return 0;
+  }
+  const rk::app::CheckRequest& request = std::get<rk::app::CheckRequest>(built);
   if (request.domain != domain.domain || request.descriptors.size() > domain.forward_auth.descriptors.size()) {
     __builtin_trap();
   }

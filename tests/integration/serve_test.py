@@ -71,7 +71,10 @@ class Server:
         os.replace(tmp, self.rules)
 
     def request(self, method, path, body=None, headers=None, admin=False):
+        """Admin POSTs are sent as application/json unless `headers` are given (the admin listener takes no other)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.admin_port if admin else self.http_port, timeout=10)
+        if headers is None and admin and method == "POST":
+            headers = {"Content-Type": "application/json"}
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()
@@ -229,6 +232,40 @@ class ServeTest(unittest.TestCase):
         # The admin API is not on the public listener.
         self.assertEqual(self.server.get("/metrics")[0], 404)
 
+    def test_admin_refuses_cross_site_and_rebound_requests(self):
+        """Issue 19: a page elsewhere posted a text/plain reset with its own Origin (no CORS preflight needed), and a
+        DNS name rebound to 127.0.0.1 read the hot keys. Both are refused, and nothing was reset."""
+        for _ in range(3):
+            self.server.check("mallory")
+        self.assertEqual(self.server.check("mallory")[0], 429)
+        body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "mallory"}]}]})
+        port = self.server.admin_port
+        attacks = [
+            ({"Content-Type": "text/plain", "Origin": "https://evil.example", "Host": "evil.example:%d" % port}, 403),
+            ({"Content-Type": "text/plain", "Origin": "https://evil.example"}, 403),
+            ({"Content-Type": "text/plain"}, 415),
+            ({"Content-Type": "application/x-www-form-urlencoded"}, 415),
+            ({"Content-Type": "application/json", "Host": "rebind.evil.example:%d" % port}, 403),
+            ({"Content-Type": "application/json", "Origin": "null"}, 403),
+        ]
+        for headers, status in attacks:
+            got, _, data = self.server.request("POST", "/v1/admin/reset", body, headers, admin=True)
+            self.assertEqual(got, status, (headers, data))
+            self.assertIn(json.loads(data)["error"]["field"], ("Host", "Origin", "Content-Type"))
+        for path in ("/v1/admin/hot-keys", "/v1/rules", "/metrics", "/ui"):
+            got, _, _ = self.server.request("GET", path, headers={"Host": "rebind.evil.example:%d" % port}, admin=True)
+            self.assertEqual(got, 403, path)
+        self.assertEqual(self.server.check("mallory")[0], 429)  # still refused: no reset got through
+        self.assertIn('ratekeeper_bad_requests_total{protocol="admin",reason="foreign_host"}',
+                      self.server.get("/metrics", admin=True)[2].decode())
+        # The page's own requests, by IP literal or localhost name, and the same Origin, pass.
+        for host in ("127.0.0.1:%d" % port, "localhost:%d" % port):
+            got, _, data = self.server.request(
+                "POST", "/v1/admin/reset", body,
+                {"Content-Type": "application/json", "Host": host, "Origin": "http://" + host}, admin=True)
+            self.assertEqual(got, 200, data)
+        self.assertEqual(self.server.check("mallory")[0], 200)
+
     def test_live_reload_keeps_counters_and_survives_broken_files(self):
         for _ in range(3):
             self.server.check("erin")
@@ -261,6 +298,98 @@ class ServeTest(unittest.TestCase):
         self.server.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.server.proc.wait(timeout=15), 0)
         self.assertIn('"msg":"stopped"', self.server.output())
+
+FORWARD_RULES = """
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: sliding_log, name: per_client}
+  - key: path
+    value: /login
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: sliding_log, name: login}
+forward_auth:
+  trusted_proxies: [127.0.0.1]
+  descriptors:
+    - entries: [{key: remote_address, from: client_ip}]
+    - entries: [{key: path, from: path}]
+"""
+
+
+class ForwardAuthTest(unittest.TestCase):
+    """Issue 19's ways around a forward-auth limit, against the real binary: the test plays a trusted nginx (its
+    peer address is 127.0.0.1) that sets X-Real-IP, X-Original-URI and X-Original-Method and passes the client's
+    other headers on, as auth_request does."""
+
+    def setUp(self):
+        self.server = Server(FORWARD_RULES, extra=["--proxy", "nginx"])
+
+    def tearDown(self):
+        self.server.stop()
+
+    def auth(self, client, uri="/", **client_headers):
+        headers = {"X-Real-IP": client, "X-Original-URI": uri, "X-Original-Method": "GET"}
+        headers.update({k.replace("_", "-"): v for k, v in client_headers.items()})
+        status, _, data = self.server.request("GET", "/v1/auth/edge", headers=headers)
+        return status, data
+
+    def test_client_sent_forwarded_for_does_not_change_the_key(self):
+        statuses = [self.auth("198.51.100.7", X_Forwarded_For="203.0.113.%d" % i)[0] for i in range(8)]
+        self.assertEqual(statuses, [200] * 5 + [429] * 3)
+        self.assertEqual(self.auth("198.51.100.8")[0], 200)  # another client is not refused for it
+
+    def test_client_cannot_pick_someone_elses_key(self):
+        for _ in range(5):  # the attacker spends the victim's allowance only if it can claim the victim's address
+            self.auth("203.0.113.66", X_Forwarded_For="198.51.100.99")
+        self.assertEqual(self.auth("198.51.100.99")[0], 200)
+
+    def test_unparsable_address_is_refused_not_guessed(self):
+        for value in ("unknown", "198.51.100.7, 203.0.113.1", ""):
+            status, data = self.auth(value, X_Forwarded_For="198.51.100.1")
+            self.assertEqual(status, 400, value)
+            self.assertEqual(json.loads(data)["error"]["field"], "X-Real-IP")
+        self.assertIn('ratekeeper_bad_requests_total{protocol="auth",reason="invalid_proxy_headers"} 3',
+                      self.server.get("/metrics", admin=True)[2].decode())
+
+    def test_every_spelling_of_a_limited_path_shares_its_limit(self):
+        variants = ["//login", "/%6cogin", "/./login", "/x/../login", "/login;jsessionid=1", "/%2E/login",
+                    "/login?x=1", "/..;/login"]
+        clients = iter("192.0.2.%d" % i for i in range(1, 100))  # a client each: only the path limit binds
+        self.assertEqual([self.auth(next(clients), "/login")[0] for _ in range(3)], [200] * 3)
+        for uri in variants:
+            self.assertEqual(self.auth(next(clients), uri)[0], 429, uri)
+        self.assertEqual(self.auth(next(clients), "/logout")[0], 200)
+
+    def test_one_ipv6_slash64_is_one_client(self):
+        # 5 allowed per client: addresses all over one /64 share them; the next /64 is someone else.
+        statuses = [self.auth("2001:db8:1:2:%x:%x:%x:%x" % (i, i * 7919 % 65536, 65535 - i, i ^ 0xbeef))[0]
+                    for i in range(0, 65536, 4096)]
+        self.assertEqual(statuses, [200] * 5 + [429] * 11)
+        self.assertEqual(self.auth("::ffff:198.51.100.20")[0], 200)
+        self.assertEqual(self.auth("2001:db8:1:3::1")[0], 200)
+        hot = json.loads(self.server.get("/v1/admin/hot-keys?domain=edge&rule=remote_address", admin=True)[2])
+        self.assertIn("2001:db8:1:2::/64", [k["key"] for k in hot["rules"][0]["keys"]])
+        self.assertIn("198.51.100.20", [k["key"] for k in hot["rules"][0]["keys"]])
+
+    def test_envoy_appends_the_path_to_the_domain(self):
+        envoy = Server(FORWARD_RULES, extra=["--proxy", "envoy"])
+        self.addCleanup(envoy.stop)
+
+        def auth(client, path):
+            return envoy.request("GET", "/v1/auth/edge" + path, headers={"X-Forwarded-For": client})[0]
+        self.assertEqual([auth("192.0.2.%d" % i, "/login?a=1") for i in range(3)], [200] * 3)
+        for i, path in enumerate(("//login", "/%6cogin", "/x/../login", "/login;jsessionid=1")):
+            self.assertEqual(auth("192.0.2.%d" % (10 + i), path), 429, path)
+        self.assertEqual(auth("192.0.2.20", "/logout"), 200)
+
+    def test_bad_proxy_flags_stop_the_start(self):
+        for flag, value, message in (("--proxy", "haproxy", "--proxy: 'haproxy' is not none, nginx, traefik"),
+                                     ("--ipv6-prefix", "129", "--ipv6-prefix: '129' is not a prefix length from 1 to 128"),
+                                     ("--ipv4-prefix", "0", "--ipv4-prefix: '0' is not a prefix length from 1 to 32"),
+                                     ("--admin-hosts", "a.example,,b", "--admin-hosts: '' is not a host name")):
+            r = subprocess.run([BINARY, "serve", "--config", self.server.rules, flag, value],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(message, r.stderr)
 
 
 class CheckConfigTest(unittest.TestCase):
@@ -306,68 +435,102 @@ class Upstream(http.server.BaseHTTPRequestHandler):
 
 
 class NginxTest(unittest.TestCase):
-    """nginx auth_request in front of an upstream: 200s, then 429 with Retry-After; the upstream never sees the
-    refused requests."""
+    """nginx auth_request in front of an upstream, configured as examples/nginx/nginx.conf is, with ratekeeper
+    started with --proxy nginx: 200s, then 429 with Retry-After; the upstream never sees the refused requests; and
+    what a client sends through nginx cannot change who it is or which path it asked for."""
 
-    def test_forward_auth_through_nginx(self):
-        rules = RULES + """
-forward_auth:
-  deny_status: 403
-  trusted_proxies: [127.0.0.1]
-  descriptors:
-    - entries: [{key: user, from: header, header: X-User}]
-"""
-        server = Server(rules)
+    def start(self, rules):
+        """ratekeeper, an upstream and nginx (the example config) in front; all stopped at the test's end."""
+        server = Server(rules, extra=["--proxy", "nginx"])
+        self.addCleanup(server.stop)
         upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
         threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        self.addCleanup(upstream.server_close)
+        self.addCleanup(upstream.shutdown)
         nginx_dir = tempfile.mkdtemp(prefix="rk-nginx-")
-        nginx_port = free_port()
+        self.addCleanup(shutil.rmtree, nginx_dir, True)
+        self.nginx_port = free_port()
         with open(os.path.join(ROOT, "examples", "nginx", "nginx.conf")) as f:
             conf = f.read()
         conf = (conf.replace("127.0.0.1:8080", "127.0.0.1:%d" % server.http_port)
                     .replace("127.0.0.1:8000", "127.0.0.1:%d" % upstream.server_address[1])
-                    .replace("127.0.0.1:8888", "127.0.0.1:%d" % nginx_port)
+                    .replace("127.0.0.1:8888", "127.0.0.1:%d" % self.nginx_port)
                     .replace("/tmp/ratekeeper-nginx.pid", os.path.join(nginx_dir, "nginx.pid"))
                     .replace("/v1/auth/edge", "/v1/auth/api"))
         conf = "daemon off;\n" + conf.replace("http {", "http {\n  client_body_temp_path %s/body;\n"
-                                                   "  proxy_temp_path %s/proxy;" % (nginx_dir, nginx_dir), 1)
+                                                    "  proxy_temp_path %s/proxy;" % (nginx_dir, nginx_dir), 1)
         conf_path = os.path.join(nginx_dir, "nginx.conf")
         with open(conf_path, "w") as f:
             f.write(conf)
         nginx_log = open(os.path.join(nginx_dir, "stderr"), "w")
+        self.addCleanup(nginx_log.close)
         nginx = subprocess.Popen([NGINX, "-p", nginx_dir, "-c", conf_path, "-e", "stderr"],
                                  stdout=subprocess.DEVNULL, stderr=nginx_log)
-        try:
-            def through(user):
-                conn = http.client.HTTPConnection("127.0.0.1", nginx_port, timeout=10)
-                try:
-                    conn.request("GET", "/some/page", headers={"X-User": user})
-                    r = conn.getresponse()
-                    r.read()
-                    return r.status, dict(r.getheaders())
-                finally:
-                    conn.close()
-            wait_until(lambda: through("probe")[0] == 200, "nginx to serve")
-            Upstream.hits = 0
-            answers = [through("zoe") for _ in range(6)]
-            self.assertEqual([s for s, _ in answers], [200, 200, 200, 429, 429, 429])
-            refused = answers[3][1]
-            self.assertGreater(int(refused["Retry-After"]), 3500)
-            self.assertTrue(refused["RateLimit"].startswith('"per_user";r=0;t='), refused)
-            self.assertEqual(Upstream.hits, 3)  # the refused ones never reached it
-            self.assertEqual(through("yann")[0], 200)
-        finally:
+
+        def stop_nginx():
             nginx.send_signal(signal.SIGQUIT)
             try:
                 nginx.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 nginx.kill()
-            nginx_log.close()
-            upstream.shutdown()
-            upstream.server_close()
-            server.stop()
-            shutil.rmtree(nginx_dir, ignore_errors=True)
+                nginx.wait()
+        self.addCleanup(stop_nginx)
+        wait_until(lambda: self.through("/probe")[0] in (200, 429), "nginx to serve")
+        return server
 
+    def through(self, path, **headers):
+        conn = http.client.HTTPConnection("127.0.0.1", self.nginx_port, timeout=10)
+        try:
+            conn.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
+            r = conn.getresponse()
+            r.read()
+            return r.status, dict(r.getheaders())
+        finally:
+            conn.close()
+
+    def test_forward_auth_through_nginx(self):
+        self.start(RULES + """
+forward_auth:
+  deny_status: 403
+  trusted_proxies: [127.0.0.1]
+  descriptors:
+    - entries: [{key: user, from: header, header: X-User}]
+""")
+        Upstream.hits = 0
+        answers = [self.through("/some/page", X_User="zoe") for _ in range(6)]
+        self.assertEqual([s for s, _ in answers], [200, 200, 200, 429, 429, 429])
+        refused = answers[3][1]
+        self.assertGreater(int(refused["Retry-After"]), 3500)
+        self.assertTrue(refused["RateLimit"].startswith('"per_user";r=0;t='), refused)
+        self.assertEqual(Upstream.hits, 3)  # the refused ones never reached it
+        self.assertEqual(self.through("/some/page", X_User="yann")[0], 200)
+
+    def test_what_a_client_sends_through_nginx_changes_neither_its_key_nor_its_path(self):
+        """Issue 19, through the real nginx: a client's own X-Forwarded-For, X-Real-IP or X-Original-URI, and other
+        spellings of a limited path, all get the same limit."""
+        self.start("""
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 6, algorithm: sliding_log, name: per_client}
+  - key: path
+    value: /login
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_log, name: login}
+forward_auth:
+  deny_status: 403
+  trusted_proxies: [127.0.0.1]
+  descriptors:
+    - entries: [{key: remote_address, from: client_ip}]
+    - entries: [{key: path, from: path}]
+""")
+        Upstream.hits = 0
+        self.assertEqual([self.through("/login")[0] for _ in range(2)], [200, 200])
+        for path in ("//login", "/%6cogin", "/./login", "/x/../login", "/login;jsessionid=1"):
+            self.assertEqual(self.through(path)[0], 429, path)
+        self.assertEqual(self.through("/about", X_Original_URI="/other")[0], 429)  # 8th from 127.0.0.1
+        for spoof in ({"X_Forwarded_For": "203.0.113.1"}, {"X_Real_IP": "203.0.113.2"}):
+            self.assertEqual(self.through("/about", **spoof)[0], 429, spoof)
+        self.assertEqual(Upstream.hits, 2)
 
 if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv.pop(1))

@@ -11,6 +11,7 @@
 #include "server/api/routes.h"
 #include "server/ui/dashboard.h"
 #include "server/ui/hot_keys.h"
+#include "server/ui/redact.h"
 #include "server/ui/tracker.h"
 #include "server/ui/what_if.h"
 
@@ -68,6 +69,24 @@ TEST(DisplayKey, DecodesCounterKeysAndLeavesOthersAlone) {
   EXPECT_EQ(display_key("plain"), "plain");
 }
 
+TEST(DisplayKey, SecretEntriesAreShownAsFingerprintsOnly) {
+  // sha256("sk_live_SECRET") starts 95697d8551e8 (sha256sum agrees).
+  EXPECT_EQ(fingerprint("sk_live_SECRET"), "sha256:95697d8551e8");
+  EXPECT_EQ(display_key("14:sk_live_SECRET6:/login", {true, false}), "sha256:95697d8551e8//login");
+  EXPECT_EQ(display_key("6:/login14:sk_live_SECRET", {false, true}), "/login/sha256:95697d8551e8");
+  EXPECT_EQ(display_key("sk_live_SECRET", {true}), "sha256:95697d8551e8");  // not a counter key: all of it
+}
+
+TEST(SecretName, CredentialNamesButNotEnvoysGenericKey) {
+  for (const char* n : {"api_key", "X-API-Key", "Authorization", "Proxy-Authorization", "Cookie", "x-auth-token",
+                        "session_id", "client_secret", "password", "jwt"}) {
+    EXPECT_TRUE(secret_name(n)) << n;
+  }
+  for (const char* n : {"remote_address", "path", "method", "user", "tenant", "generic_key", "header_match"}) {
+    EXPECT_FALSE(secret_name(n)) << n;
+  }
+}
+
 // ---- The tracker and the endpoints, against a real Service ----
 
 const char* kRules = R"(
@@ -105,14 +124,17 @@ class DashboardTest : public ::testing::Test {
     return service_->check(r);
   }
 
+  // As the page's own script calls it: POSTs as application/json, unless `fields` says otherwise.
   http::Response call(std::string_view method, std::string_view path, std::string_view query = "",
-                      std::string_view body = "") {
+                      std::string_view body = "", std::vector<http::Field> fields = {}) {
+    if (fields.empty() && method == "POST") fields.push_back({"Content-Type", "application/json"});
     http::Request req;
     req.method = method;
     req.path = path;
     req.target = path;
     req.query = query;
     req.body = body;
+    req.fields = fields;
     http::Response res;
     admin_(req, res);
     return res;
@@ -334,6 +356,104 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
   }
   EXPECT_EQ(bad_requests_, static_cast<int>(cases.size()));
   EXPECT_EQ(json::parse(call("GET", "/v1/admin/rates").body)["rules"].dump(), rates_before);
+}
+
+// The attack of issue 19: a page on another site, or a DNS name rebound to 127.0.0.1, drove the admin listener
+// through the visitor's browser: a text/plain POST (no CORS preflight) reset limits, and hot keys were readable.
+TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
+  ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(check("user", "mallory")));
+  ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(check("user", "mallory")));
+  const std::string reset = R"({"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"mallory"}]}]})";
+  auto refused = [&](const http::Response& res, int status, std::string_view field) {
+    EXPECT_EQ(res.status, status) << res.body;
+    EXPECT_EQ(json::parse(res.body)["error"]["field"], field) << res.body;
+  };
+  refused(call("POST", "/v1/admin/reset", "", reset, {{"Content-Type", "text/plain"}}), 415, "Content-Type");
+  refused(call("POST", "/v1/admin/reset", "", reset, {{"Content-Type", "application/x-www-form-urlencoded"}}), 415,
+          "Content-Type");
+  refused(call("POST", "/v1/admin/reset", "", reset, {{"Host", "127.0.0.1:9090"}}), 415, "Content-Type");  // none
+  refused(call("POST", "/v1/admin/reset", "", reset,
+               {{"Host", "127.0.0.1:9090"}, {"Origin", "https://evil.example"}, {"Content-Type", "application/json"}}),
+          403, "Origin");
+  refused(call("POST", "/v1/admin/reset", "", reset,
+               {{"Host", "127.0.0.1:9090"}, {"Origin", "null"}, {"Content-Type", "application/json"}}),
+          403, "Origin");
+  refused(call("POST", "/v1/admin/reset", "", reset,
+               {{"Host", "rebind.evil.example:9090"}, {"Content-Type", "application/json"}}),
+          403, "Host");
+  refused(call("GET", "/v1/admin/hot-keys", "", "", {{"Host", "rebind.evil.example:9090"}}), 403, "Host");
+  refused(call("GET", "/metrics", "", "", {{"Host", "localhost.evil.example"}}), 403, "Host");
+  // None of it reset anything: mallory's two are still counted.
+  const auto peek = [&] {
+    app::CheckRequest r{.domain = "edge"};
+    r.descriptors.push_back({.entries = {{"user", "mallory"}}});
+    return std::get<app::CheckResponse>(service_->dry_run(r)).statuses[0].limit_remaining;
+  };
+  EXPECT_EQ(peek(), 0u);
+  // Its own names pass: IP literals, localhost names, the same origin, and JSON as the page sends it.
+  for (std::string_view host : {"127.0.0.1:9090", "[::1]:9090", "10.1.2.3", "localhost:9090", "LOCALHOST.",
+                                "admin.localhost:8000"}) {
+    EXPECT_EQ(call("GET", "/v1/admin/rates", "", "", {{"Host", host}}).status, 200) << host;
+  }
+  const auto ok = call("POST", "/v1/admin/reset", "", reset,
+                       {{"Host", "127.0.0.1:9090"}, {"Origin", "http://127.0.0.1:9090"},
+                        {"Content-Type", "Application/JSON; charset=utf-8"}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(peek(), 1u);  // fresh: a look at cost 1 leaves 1 of 2
+}
+
+TEST_F(DashboardTest, ConfiguredAdminHostsAreAnswered) {
+  const auto admin = api::admin_routes(*service_, hooks_, {.hosts = {"Ratekeeper.Internal"}});
+  auto status = [&](std::vector<http::Field> fields) {
+    http::Request req;
+    req.method = "GET";
+    req.path = req.target = "/v1/admin/rates";
+    req.fields = fields;
+    http::Response res;
+    admin(req, res);
+    return res.status;
+  };
+  EXPECT_EQ(status({{"Host", "ratekeeper.internal:9090"}}), 200);
+  EXPECT_EQ(status({{"Host", "127.0.0.1:9090"}, {"Origin", "https://ratekeeper.internal"}}), 200);  // behind a proxy
+  EXPECT_EQ(status({{"Host", "other.internal:9090"}}), 403);
+  EXPECT_EQ(status({{"Host", "ratekeeper.internal"}, {"Origin", "https://ratekeeper.internal.evil.example"}}), 403);
+}
+
+// Hot keys once showed API keys and Authorization values as they were sent.
+TEST_F(DashboardTest, HotKeysNeverShowCredentials) {
+  std::ofstream(dir_ / "auth.yaml") << R"(
+domain: auth
+descriptors:
+  - key: api_key
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: caller
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 5}
+forward_auth:
+  descriptors:
+    - entries: [{key: caller, from: header, header: Authorization}]
+)";
+  ASSERT_TRUE(reloader_->load_now().empty());
+  for (const auto& [key, value] : {std::pair{"api_key", "sk_live_SECRET"},
+                                   std::pair{"caller", "Bearer eyJhbGciOi.secret"},
+                                   std::pair{"remote_address", "203.0.113.7"}}) {
+    app::CheckRequest r{.domain = "auth"};
+    r.descriptors.push_back({.entries = {{key, value}}});
+    ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(service_->check(r)));
+  }
+  const auto res = call("GET", "/v1/admin/hot-keys", "domain=auth");
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(res.body.find("sk_live"), std::string::npos) << res.body;
+  EXPECT_EQ(res.body.find("eyJhbGciOi"), std::string::npos) << res.body;
+  const json rules = json::parse(res.body)["rules"];
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(rules[0]["keys"][0]["key"], "sha256:95697d8551e8");
+  EXPECT_EQ(rules[1]["keys"][0]["key"], "sha256:c1d532a2b008");  // its descriptor key is innocent; its header is not
+  EXPECT_EQ(rules[2]["keys"][0]["key"], "203.0.113.7");
+  // The state is still read under the real key: one charged of five, so a request of cost 1 would leave 3 (a key
+  // never seen would leave 4).
+  EXPECT_EQ(rules[0]["keys"][0]["remaining"], 3);
 }
 
 TEST(WhatIf, StopsAtItsTimeBound) {

@@ -1,81 +1,18 @@
 #include "server/api/forward_auth.h"
 
-#include <arpa/inet.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <iterator>
 
 namespace rk::api {
 
 namespace {
 
-struct Address {
-  std::uint8_t bytes[16] = {};
-  bool ok = false;
-};
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-Address parse_ip(std::string_view text) {
-  Address a;
-  text = trim(text);
-  if (text.size() > 64) return a;
-  std::string s(text);
-  // "[v6]:port" and "v4:port" as some proxies write them.
-  if (!s.empty() && s.front() == '[') {
-    const auto close = s.find(']');
-    if (close == std::string::npos) return a;
-    s = s.substr(1, close - 1);
-  } else if (std::count(s.begin(), s.end(), ':') == 1) {
-    s.resize(s.find(':'));
-  }
-  in_addr v4;
-  in6_addr v6;
-  if (inet_pton(AF_INET, s.c_str(), &v4) == 1) {
-    a.bytes[10] = a.bytes[11] = 0xff;
-    std::memcpy(a.bytes + 12, &v4, 4);
-    a.ok = true;
-  } else if (inet_pton(AF_INET6, s.c_str(), &v6) == 1) {
-    std::memcpy(a.bytes, &v6, 16);
-    a.ok = true;
-  }
-  return a;
-}
-
-std::string format_ip(const Address& a) {
-  char buf[INET6_ADDRSTRLEN];
-  static const std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(a.bytes, kMapped, 12) == 0) {
-    inet_ntop(AF_INET, a.bytes + 12, buf, sizeof buf);
-  } else {
-    inet_ntop(AF_INET6, a.bytes, buf, sizeof buf);
-  }
-  return buf;
-}
-
-bool in_range(const Address& a, const rules::Cidr& c) {
-  int bits = c.prefix;
-  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
-    const auto mask = static_cast<std::uint8_t>(bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff);
-    if ((a.bytes[i] & mask) != (c.bytes[i] & mask)) return false;
-  }
-  return true;
-}
-
-bool trusted(const Address& a, const std::vector<rules::Cidr>& list) {
-  return a.ok && std::any_of(list.begin(), list.end(), [&](const rules::Cidr& c) { return in_range(a, c); });
-}
-
 std::string_view path_of(std::string_view uri) { return uri.substr(0, uri.find_first_of("?#")); }
 
-std::string path_prefix(std::string_view uri, std::uint32_t segments) {
-  const std::string_view path = path_of(uri);
+std::string path_prefix(std::string_view path, std::uint32_t segments) {
   std::size_t end = 0;
   for (std::uint32_t i = 0; i < segments; ++i) {
     const std::size_t next = path.find('/', end + 1);
@@ -136,42 +73,130 @@ const app::DescriptorStatus* binding(const app::CheckResponse& r) {
 
 }  // namespace
 
-std::string client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted_proxies) {
-  const Address peer = parse_ip(r.peer_ip);
-  if (!trusted(peer, trusted_proxies)) return peer.ok ? format_ip(peer) : std::string(r.peer_ip);
-  // Right to left: the last address a trusted proxy did not add is the client.
-  std::vector<std::string_view> hops;
-  for (std::string_view value : r.headers("x-forwarded-for")) {
-    while (!value.empty()) {
-      const auto comma = value.find(',');
-      hops.push_back(trim(value.substr(0, comma)));
-      value.remove_prefix(comma == std::string_view::npos ? value.size() : comma + 1);
-    }
-  }
-  for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
-    const Address a = parse_ip(*it);
-    if (!a.ok) break;  // garbage: stop trusting the chain here
-    if (!trusted(a, trusted_proxies)) return format_ip(a);
-    if (it + 1 == hops.rend()) return format_ip(a);  // all trusted: the first hop is the client
-  }
-  for (std::string_view real : r.headers("x-real-ip")) {
-    if (const Address a = parse_ip(real); a.ok) return format_ip(a);
-  }
-  return format_ip(peer);
+namespace {
+
+// The headers each kind of proxy sets on its auth request, named as that proxy's documentation names them; ""
+// where the auth request's own value is the proxied request's (Envoy forwards the method, Host and path).
+struct KindHeaders {
+  std::string_view name;
+  std::string_view address;  // the client's address
+  bool address_chain;        // a list (X-Forwarded-For), read right to left past trusted proxies
+  std::string_view method, uri, host;
+};
+constexpr KindHeaders kKinds[] = {
+    {"none", "", false, "", "", ""},
+    {"nginx", "X-Real-IP", false, "X-Original-Method", "X-Original-URI", "X-Forwarded-Host"},
+    {"traefik", "X-Forwarded-For", true, "X-Forwarded-Method", "X-Forwarded-Uri", "X-Forwarded-Host"},
+    {"caddy", "X-Forwarded-For", true, "X-Forwarded-Method", "X-Forwarded-Uri", "X-Forwarded-Host"},
+    {"envoy", "X-Forwarded-For", true, "", "", ""},
+};
+
+const KindHeaders& headers_of(ProxyKind k) { return kKinds[static_cast<std::size_t>(k)]; }
+
+std::string shown(std::string_view v) {
+  return "'" + std::string(v.substr(0, 64)) + (v.size() > 64 ? "...'" : "'");
 }
 
-app::CheckRequest build_descriptors(const rules::DomainConfig& domain, const ProxiedRequest& r) {
+app::RequestError not_an_address(std::string_view header, std::string_view value) {
+  return {std::string(header), shown(value) + " is not an IP address; the client is not guessed from anything else"};
+}
+
+bool is_trusted(const IpAddress& a, const std::vector<rules::Cidr>& trusted) {
+  return std::any_of(trusted.begin(), trusted.end(), [&](const rules::Cidr& c) { return in_cidr(a, c); });
+}
+
+// The one value of a header the proxy sets. Missing means the proxy is not the kind configured; repeated means a
+// client's copy got past it: either way, nothing in it can be believed.
+std::variant<std::string_view, app::RequestError> proxy_header(const ProxiedRequest& r, std::string_view name,
+                                                               const KindHeaders& kind) {
+  const auto values = r.headers(name);
+  if (values.size() == 1) return values.front();
+  return app::RequestError{std::string(name), values.empty() ? "missing, though the " + std::string(kind.name) +
+                                                                   " proxy sets it"
+                                                             : std::to_string(values.size()) + " values, though the " +
+                                                                   std::string(kind.name) + " proxy sets one"};
+}
+
+// Right to left: the first address a trusted proxy did not add is the client; when all are trusted, the first.
+std::variant<IpAddress, app::RequestError> from_chain(const ProxiedRequest& r, std::string_view header,
+                                                      const std::vector<rules::Cidr>& trusted) {
+  std::vector<std::string_view> hops;
+  for (std::string_view value : r.headers(header)) {
+    while (true) {
+      const auto comma = value.find(',');
+      hops.push_back(value.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  if (hops.empty()) return app::RequestError{std::string(header), "missing, though the proxy sets it"};
+  for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
+    const auto a = parse_ip(*it);
+    if (!a) return not_an_address(header, *it);
+    if (!is_trusted(*a, trusted) || it + 1 == hops.rend()) return *a;
+  }
+  return not_an_address(header, "");  // not reached: the loop returns on its last hop
+}
+
+// The proxied request's method, URI or host: from the proxy's header when the peer is a trusted proxy of a kind
+// that sets one, else the auth request's own.
+std::variant<std::string_view, app::RequestError> original(const ProxiedRequest& r, bool trusted_peer,
+                                                           const KindHeaders& kind, std::string_view header,
+                                                           std::string_view own) {
+  if (!trusted_peer || header.empty()) return own;
+  return proxy_header(r, header, kind);
+}
+
+}  // namespace
+
+std::optional<ProxyKind> parse_proxy_kind(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kKinds); ++i) {
+    if (kKinds[i].name == name) return static_cast<ProxyKind>(i);
+  }
+  return std::nullopt;
+}
+
+std::variant<std::string, app::RequestError> client_ip(const ProxiedRequest& r,
+                                                       const std::vector<rules::Cidr>& trusted_proxies,
+                                                       const ForwardAuthOptions& options) {
+  const auto peer = parse_ip(r.peer_ip);
+  if (!peer) return not_an_address("peer", r.peer_ip);
+  const KindHeaders& kind = headers_of(options.proxy);
+  if (kind.address.empty() || !is_trusted(*peer, trusted_proxies)) return client_key(*peer, options.prefixes);
+  if (kind.address_chain) {
+    auto a = from_chain(r, kind.address, trusted_proxies);
+    if (auto* e = std::get_if<app::RequestError>(&a)) return std::move(*e);
+    return client_key(std::get<IpAddress>(a), options.prefixes);
+  }
+  auto value = proxy_header(r, kind.address, kind);
+  if (auto* e = std::get_if<app::RequestError>(&value)) return std::move(*e);
+  const auto a = parse_ip(std::get<std::string_view>(value));
+  if (!a) return not_an_address(kind.address, std::get<std::string_view>(value));
+  return client_key(*a, options.prefixes);
+}
+
+std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules::DomainConfig& domain,
+                                                                     const ProxiedRequest& r,
+                                                                     const ForwardAuthOptions& options) {
   app::CheckRequest req;
   req.domain = domain.domain;
-  std::string ip;
+  const KindHeaders& kind = headers_of(options.proxy);
+  const auto peer = parse_ip(r.peer_ip);
+  const bool trusted_peer = peer && is_trusted(*peer, domain.forward_auth.trusted_proxies);
+  std::optional<std::string> ip, path;
   for (const auto& entries : domain.forward_auth.descriptors) {
     app::CheckDescriptor d;
     bool complete = true;
     for (const rules::EntrySource& e : entries) {
       std::optional<std::string> value;
+      std::variant<std::string_view, app::RequestError> from_proxy;
       switch (e.source) {
         case rules::Source::kClientIp:
-          if (ip.empty()) ip = client_ip(r, domain.forward_auth.trusted_proxies);
+          if (!ip) {
+            auto found = client_ip(r, domain.forward_auth.trusted_proxies, options);
+            if (auto* err = std::get_if<app::RequestError>(&found)) return std::move(*err);
+            ip = std::get<std::string>(std::move(found));
+          }
           value = ip;
           break;
         case rules::Source::kHeader: {
@@ -179,12 +204,23 @@ app::CheckRequest build_descriptors(const rules::DomainConfig& domain, const Pro
           if (!values.empty()) value = std::string(values.front());
           break;
         }
-        case rules::Source::kMethod: value = std::string(r.method); break;
-        case rules::Source::kPath: value = std::string(path_of(r.uri)); break;
-        case rules::Source::kPathPrefix: value = path_prefix(r.uri, e.segments); break;
-        case rules::Source::kHost: value = std::string(r.host); break;
-        case rules::Source::kQuery: value = query_param(r.uri, e.name); break;
+        case rules::Source::kMethod: from_proxy = original(r, trusted_peer, kind, kind.method, r.method); break;
+        case rules::Source::kPath:
+        case rules::Source::kPathPrefix:
+        case rules::Source::kQuery: from_proxy = original(r, trusted_peer, kind, kind.uri, r.uri); break;
+        case rules::Source::kHost: from_proxy = original(r, trusted_peer, kind, kind.host, r.host); break;
         case rules::Source::kValue: value = e.name; break;
+      }
+      if (auto* err = std::get_if<app::RequestError>(&from_proxy)) return std::move(*err);
+      const std::string_view found = std::get<std::string_view>(from_proxy);
+      if (e.source == rules::Source::kPath || e.source == rules::Source::kPathPrefix) {
+        // As the proxy routes it: the variants of one path must share its limit (uri_path.h).
+        if (!path) path = normalize_path(path_of(found), options.path);
+        value = e.source == rules::Source::kPath ? *path : path_prefix(*path, e.segments);
+      } else if (e.source == rules::Source::kQuery) {
+        value = query_param(found, e.name);
+      } else if (e.source == rules::Source::kMethod || e.source == rules::Source::kHost) {
+        value = std::string(found);
       }
       if (!value) {
         complete = false;

@@ -1,6 +1,6 @@
-// server/api/forward_auth.h: forward-auth for proxies (nginx auth_request, Traefik ForwardAuth, Envoy ext_authz
-// over HTTP): descriptors built from the proxied request as the domain's `forward_auth:` rules say, and the answer
-// as status and headers.
+// server/api/forward_auth.h: forward-auth for proxies (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth,
+// Envoy ext_authz over HTTP): descriptors built from the proxied request as the domain's `forward_auth:` rules say,
+// and the answer as status and headers.
 //
 // Allowed: 200. Refused: the domain's deny_status (default 429; nginx's auth_request only passes 401/403 on, so
 // the nginx example maps 403 to 429), with Retry-After, the IETF draft's RateLimit-Policy and RateLimit fields,
@@ -10,31 +10,52 @@
 
 #include <functional>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "rules/config.h"
+#include "server/api/client_address.h"
+#include "server/api/uri_path.h"
 #include "server/app/service.h"
 
 namespace rk::api {
 
-// What forward-auth reads of the proxied request.
+// Which proxy sits in front, and so which headers carry the proxied request (docs/service.md#forward-auth). Each
+// kind believes exactly the headers that proxy sets, never another as a fallback: a client's own X-Forwarded-For
+// must not stand in for the X-Real-IP its proxy wrote. kNone (the default) believes no header at all.
+enum class ProxyKind : std::uint8_t { kNone, kNginx, kTraefik, kCaddy, kEnvoy };
+std::optional<ProxyKind> parse_proxy_kind(std::string_view name);  // "none", "nginx", "traefik", "caddy", "envoy"
+
+struct ForwardAuthOptions {
+  ProxyKind proxy = ProxyKind::kNone;
+  PathOptions path;           // how `path` and `path_prefix` values are normalised (uri_path.h)
+  ClientPrefixes prefixes;    // how `client_ip` values are keyed (client_address.h)
+};
+
+// The auth request as received. What the proxied request was comes from the headers the proxy kind sets, and only
+// when the peer is one of the domain's trusted proxies; otherwise the auth request stands for itself.
 struct ProxiedRequest {
   std::string_view peer_ip;  // the TCP peer (the proxy, or the client when there is none)
-  std::string_view method;   // X-Original-Method / X-Forwarded-Method, else the auth request's own
-  std::string_view uri;      // X-Original-URI / X-Forwarded-Uri, else the auth request's own
-  std::string_view host;     // X-Forwarded-Host, else Host
+  std::string_view method;   // the auth request's own
+  std::string_view uri;      // the auth request's own target (Envoy: what follows /v1/auth/<domain>)
+  std::string_view host;     // the auth request's Host
   std::function<std::vector<std::string_view>(std::string_view name)> headers;  // all values of a header
 };
 
-// The client's address: X-Forwarded-For read right to left past trusted proxies, or X-Real-IP, but only when the
-// peer itself is a trusted proxy; otherwise the peer. Returns a normalised textual address.
-std::string client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted);
+// The client's key (client_key: its address cut to the configured prefix), or an error naming the header when the
+// proxy's header is missing, repeated or not an address: never a guess from another header.
+std::variant<std::string, app::RequestError> client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted,
+                                                       const ForwardAuthOptions& options);
 
 // Builds one descriptor per `forward_auth.descriptors` item whose every entry has a value (a missing header
-// skips that descriptor, as Envoy's request_headers action does).
-app::CheckRequest build_descriptors(const rules::DomainConfig& domain, const ProxiedRequest& r);
+// skips that descriptor, as Envoy's request_headers action does); an error when a value the descriptors need is
+// in a proxy header that is missing or malformed.
+std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules::DomainConfig& domain,
+                                                                     const ProxiedRequest& r,
+                                                                     const ForwardAuthOptions& options);
 
 struct AuthAnswer {
   int status = 200;

@@ -2,11 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
 
 #include "server/api/check_json.h"
+#include "server/api/client_address.h"
 #include "server/api/forward_auth.h"
 #include "server/ui/dashboard.h"
 
@@ -22,6 +24,12 @@ void error(http::Response& res, const Hooks& hooks, std::string_view protocol, i
   res.content_type = "application/json";
   res.body = error_json(status, field, message);
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return out;
 }
 
 bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
@@ -108,8 +116,8 @@ void check(app::Service& service, const Hooks& hooks, const http::Request& req, 
          });
 }
 
-void forward_auth(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res,
-                  std::string_view domain_name) {
+void forward_auth(app::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
+                  const http::Request& req, http::Response& res, std::string_view domain_name, std::string_view uri) {
   const auto rules = service.rules();
   const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
   if (!domain || !domain->forward_auth.enabled) {
@@ -117,19 +125,19 @@ void forward_auth(app::Service& service, const Hooks& hooks, const http::Request
           "no forward_auth rules for domain '" + std::string(domain_name.substr(0, 256)) + "'");
     return;
   }
-  auto first = [&](std::string_view a, std::string_view b, std::string_view fallback) {
-    std::string_view v = req.header(a);
-    if (v.empty()) v = req.header(b);
-    return v.empty() ? fallback : v;
-  };
   const ProxiedRequest proxied{
       .peer_ip = req.remote_ip,
-      .method = first("x-original-method", "x-forwarded-method", req.method),
-      .uri = first("x-original-uri", "x-forwarded-uri", req.target),
-      .host = first("x-forwarded-host", "host", ""),
+      .method = req.method,
+      .uri = uri,
+      .host = req.header("host"),
       .headers = [&req](std::string_view name) { return req.headers(name); },
   };
-  app::CheckRequest request = build_descriptors(*domain, proxied);
+  auto built = build_descriptors(*domain, proxied, options);
+  if (auto* e = std::get_if<app::RequestError>(&built)) {
+    // The proxy's headers do not say who the client is: refused (the proxy turns it into an error), never a guess.
+    return error(res, hooks, "auth", 400, "invalid_proxy_headers", e->field, e->message);
+  }
+  app::CheckRequest request = std::get<app::CheckRequest>(std::move(built));
   if (request.descriptors.empty()) return;  // nothing in this request to limit on: 200
   const auto start = std::chrono::steady_clock::now();
   std::string name = request.domain;
@@ -191,22 +199,86 @@ bool dashboard(app::Service& service, const Hooks& hooks, const http::Request& r
   return false;
 }
 
+// The host of a Host header or an Origin's authority, lower-case, without port or brackets or a final dot.
+std::string host_name(std::string_view authority) {
+  if (authority.starts_with('[')) {
+    authority = authority.substr(1, authority.find(']') - 1);
+  } else {
+    authority = authority.substr(0, authority.rfind(':') == authority.find(':') ? authority.find(':') : authority.npos);
+  }
+  if (authority.ends_with('.')) authority.remove_suffix(1);
+  return lower(authority);
+}
+
+bool configured(std::string_view name, const AdminOptions& admin) {
+  return std::find(admin.hosts.begin(), admin.hosts.end(), name) != admin.hosts.end();
+}
+
+// A DNS-rebinding page makes the browser send its own host name, never an IP literal or a localhost name (which
+// resolve here whatever the attacker's DNS says).
+bool own_host(std::string_view name, const AdminOptions& admin) {
+  return parse_ip(name) || name == "localhost" || name.ends_with(".localhost") || configured(name, admin);
+}
+
+// Refuses what a browser sends on behalf of another site's page: a foreign Host (DNS rebinding reads hot keys and
+// rules), a foreign Origin (a cross-site POST resets limits), and a POST body a form or a "simple" fetch can send
+// without a CORS preflight (only application/json needs one).
+bool from_own_page(const http::Request& req, http::Response& res, const Hooks& hooks, const AdminOptions& admin) {
+  const std::string_view host = req.header("host");
+  if (!host.empty() && !own_host(host_name(host), admin)) {
+    error(res, hooks, "admin", 403, "foreign_host", "Host",
+          "'" + std::string(host.substr(0, 256)) + "' is not a name of this admin listener (see --admin-hosts)");
+    return false;
+  }
+  if (const std::string_view origin = req.header("origin"); !origin.empty()) {
+    const auto scheme = origin.find("://");
+    const std::string_view authority = scheme == std::string_view::npos ? "" : origin.substr(scheme + 3);
+    const bool own = !authority.empty() && (lower(authority) == lower(host) || configured(host_name(authority), admin));
+    if (!own) {
+      error(res, hooks, "admin", 403, "foreign_origin", "Origin",
+            "'" + std::string(origin.substr(0, 256)) + "' is not this admin listener's own page");
+      return false;
+    }
+  }
+  if (req.method == "POST") {
+    const std::string_view type = req.header("content-type");
+    std::string_view media = type.substr(0, type.find(';'));
+    while (media.ends_with(' ') || media.ends_with('\t')) media.remove_suffix(1);
+    if (lower(media) != "application/json") {
+      error(res, hooks, "admin", 415, "content_type", "Content-Type",
+            "'" + std::string(type.substr(0, 128)) + "' is not application/json");
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-http::Handler public_routes(app::Service& service, Hooks hooks) {
-  return [&service, hooks](const http::Request& req, http::Response& res) {
+http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptions forward) {
+  return [&service, hooks, forward](const http::Request& req, http::Response& res) {
     if (req.path == "/v1/check") return check(service, hooks, req, res);
     constexpr std::string_view kAuth = "/v1/auth/";
     if (req.path.starts_with(kAuth) && req.path.size() > kAuth.size()) {
-      return forward_auth(service, hooks, req, res, req.path.substr(kAuth.size()));
+      std::string_view domain = req.path.substr(kAuth.size()), uri = req.target;
+      if (forward.proxy == ProxyKind::kEnvoy) {
+        // Envoy's ext_authz appends the proxied request's path (and query) to its path_prefix, /v1/auth/<domain>.
+        const std::string_view rest = (req.target.starts_with(kAuth) ? req.target : req.path).substr(kAuth.size());
+        const std::size_t end = std::min(rest.find_first_of("/?"), rest.size());
+        domain = rest.substr(0, end);
+        uri = rest.substr(end);
+      }
+      return forward_auth(service, hooks, forward, req, res, domain, uri);
     }
     if (health(req, res, hooks)) return;
     error(res, hooks, "http", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
   };
 }
 
-http::Handler admin_routes(app::Service& service, Hooks hooks) {
-  return [&service, hooks](const http::Request& req, http::Response& res) {
+http::Handler admin_routes(app::Service& service, Hooks hooks, AdminOptions admin) {
+  for (std::string& h : admin.hosts) h = lower(h);
+  return [&service, hooks, admin](const http::Request& req, http::Response& res) {
+    if (!from_own_page(req, res, hooks, admin)) return;
     if (req.path == "/metrics" && hooks.metrics) {
       res.content_type = "text/plain; version=0.0.4; charset=utf-8";
       res.body = hooks.metrics();

@@ -1,16 +1,24 @@
 // server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server.
 //
-// Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth), GET /healthz, /readyz
+// Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
+//                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
 //                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (server/ui/dashboard.h):
 //                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
+//
+// The admin listener answers browsers' requests only when they are its own (docs/security.md): a Host that is an IP
+// literal, a localhost name or a configured name (else 403: DNS rebinding), an Origin that is the Host itself or a
+// configured name (else 403: cross-site requests), and POST bodies only as application/json (else 415: a form or
+// text/plain POST needs no CORS preflight).
 #pragma once
 
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "server/api/forward_auth.h"
 #include "server/app/service.h"
 #include "server/http/server.h"
 #include "server/ui/tracker.h"
@@ -30,8 +38,14 @@ struct Hooks {
   std::shared_ptr<const ui::Tracker> tracker;
 };
 
-http::Handler public_routes(app::Service& service, Hooks hooks);
-http::Handler admin_routes(app::Service& service, Hooks hooks);
+struct AdminOptions {
+  // Host names, besides IP literals and localhost names, that the admin listener is reached by (--admin-hosts):
+  // the name a reverse proxy or a scraper uses. Compared without port, case-insensitively.
+  std::vector<std::string> hosts;
+};
+
+http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
+http::Handler admin_routes(app::Service& service, Hooks hooks, AdminOptions admin = {});
 
 // GET /v1/rules: the active rules as JSON (version, load time, every rule and its parameters).
 std::string rules_json(const rules::RuleSet* set);

@@ -47,6 +47,10 @@ struct ServeFlags {
   Nanos redis_timeout = std::chrono::milliseconds(100);
   int redis_connections = 2;
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
+  api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
+  bool keep_path_params = false;
+  bool path_case_insensitive = false;
+  std::vector<std::string> admin_hosts;
 };
 
 const char* kServeUsage =
@@ -70,6 +74,14 @@ const char* kServeUsage =
     "  --redis-connections N    connections per Redis node (default 2)\n"
     "  --redis-failure POLICY   fail_open (default), fail_closed or local, for domains that name none\n"
     "  --redis-near-cache       answer keys Redis refused until a known time here, without a round trip\n"
+    "  --proxy KIND             who calls /v1/auth: none (default: no header believed), nginx, traefik,\n"
+    "                           caddy or envoy; only that proxy's headers, from a trusted proxy, are read\n"
+    "  --ipv4-prefix N          forward-auth keys IPv4 clients by their /N (default 32)\n"
+    "  --ipv6-prefix N          forward-auth keys IPv6 clients by their /N (default 64)\n"
+    "  --keep-path-params       keep ';' parameters in forward-auth paths (default: /a;x=1 is /a)\n"
+    "  --path-case-insensitive  fold forward-auth paths to lower case (for case-insensitive backends)\n"
+    "  --admin-hosts NAMES      host names (comma-separated) the admin listener answers to, besides IP\n"
+    "                           addresses and localhost names\n"
     "  --log-level LEVEL        debug, info (default) or error\n";
 
 bool split_address(const std::string& s, std::string& host, std::uint16_t& port) {
@@ -93,7 +105,9 @@ struct Switch {
 };
 constexpr Switch kSwitches[] = {{"shadow-mode", &ServeFlags::shadow_mode},
                                 {"redis-near-cache", &ServeFlags::redis_near_cache},
-                                {"grpc-response-headers", &ServeFlags::grpc_headers}};
+                                {"grpc-response-headers", &ServeFlags::grpc_headers},
+                                {"keep-path-params", &ServeFlags::keep_path_params},
+                                {"path-case-insensitive", &ServeFlags::path_case_insensitive}};
 
 const Switch* find_switch(std::string_view name) {
   for (const Switch& s : kSwitches) {
@@ -221,6 +235,34 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
         return false;
       }
       (name == "--reload-interval" ? f.reload_interval : f.header_timeout) = *d;
+    } else if (name == "--proxy") {
+      const auto kind = api::parse_proxy_kind(value);
+      if (!kind) {
+        error = "--proxy: '" + value + "' is not none, nginx, traefik, caddy or envoy";
+        return false;
+      }
+      f.forward.proxy = *kind;
+    } else if (name == "--ipv4-prefix" || name == "--ipv6-prefix") {
+      const int max = name == "--ipv4-prefix" ? 32 : 128;
+      int n = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || p != value.data() + value.size() || n < 1 || n > max) {
+        error = name + ": '" + value + "' is not a prefix length from 1 to " + std::to_string(max);
+        return false;
+      }
+      (max == 32 ? f.forward.prefixes.ipv4 : f.forward.prefixes.ipv6) = n;
+    } else if (name == "--admin-hosts") {
+      f.admin_hosts.clear();  // the last one given wins, as for every flag
+      for (std::size_t start = 0; start <= value.size();) {
+        const std::size_t end = std::min(value.find(',', start), value.size());
+        std::string host = value.substr(start, end - start);
+        if (host.empty() || host.find_first_of(" \t:/[]") != std::string::npos) {
+          error = "--admin-hosts: '" + host + "' is not a host name (names without port, comma-separated)";
+          return false;
+        }
+        f.admin_hosts.push_back(std::move(host));
+        start = end + 1;
+      }
     } else if (name == "--log-level") {
       Level l;
       if (!parse_log_level(value, l)) {
@@ -309,6 +351,7 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: --http and --admin take ADDR:PORT (like 127.0.0.1:8080)\n";
     return 2;
   }
+  flags.forward.path = {.strip_params = !flags.keep_path_params, .fold_case = flags.path_case_insensitive};
   public_options.threads = flags.threads;
   public_options.header_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout);
   admin_options.threads = 1;
@@ -474,9 +517,11 @@ int run_serve(const std::vector<std::string>& args) {
 
   std::unique_ptr<http::Server> public_server, admin_server;
   try {
-    public_server = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks), events);
-    admin_server = std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks),
-                                                  http::ServerEvents{.on_handler_error = events.on_handler_error});
+    public_server =
+        std::make_unique<http::Server>(public_options, api::public_routes(service, hooks, flags.forward), events);
+    admin_server =
+        std::make_unique<http::Server>(admin_options, api::admin_routes(service, hooks, {.hosts = flags.admin_hosts}),
+                                       http::ServerEvents{.on_handler_error = events.on_handler_error});
     public_server->start();
     admin_server->start();
   } catch (const std::exception& e) {

@@ -1,5 +1,8 @@
 #include "server/ui/tracker.h"
 
+#include "server/ui/redact.h"
+
+#include <algorithm>
 #include <charconv>
 #include <mutex>
 
@@ -77,19 +80,27 @@ std::vector<HotKey> Tracker::hot(const rules::Rule& rule, std::size_t n, Nanos n
   return e ? e->keys.top(n, now) : std::vector<HotKey>{};
 }
 
-std::string display_key(std::string_view k) {
+std::string display_key(std::string_view k, const std::vector<bool>& secret) {
+  const bool any_secret = std::find(secret.begin(), secret.end(), true) != secret.end();
   std::string out;
   std::string_view rest = k;
+  std::size_t entry = 0;
   while (!rest.empty()) {
     std::size_t len = 0;
     const auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), len);
     const std::size_t digits = static_cast<std::size_t>(p - rest.data());
     if (ec != std::errc{} || digits == 0 || digits >= rest.size() || rest[digits] != ':' ||
         len > rest.size() - digits - 1) {
-      return std::string(k);
+      return any_secret ? fingerprint(k) : std::string(k);
     }
     if (!out.empty()) out += '/';
-    out.append(rest.substr(digits + 1, len));
+    const std::string_view value = rest.substr(digits + 1, len);
+    if (entry < secret.size() && secret[entry]) {
+      out += fingerprint(value);
+    } else {
+      out.append(value);
+    }
+    ++entry;
     rest.remove_prefix(digits + 1 + len);
   }
   return out;

@@ -68,7 +68,8 @@ class Tracker final : public app::DecisionObserver {
 };
 
 // A counter key ("<length>:<value>" per descriptor entry, rules/ruleset.h) as people read it: the values joined
-// by '/'. A key that is not in that form is shown as it is.
-std::string display_key(std::string_view counter_key);
+// by '/', each entry marked in `secret` shown as its fingerprint (redact.h). A key that is not in that form is
+// shown as it is, or as one fingerprint if any entry is secret.
+std::string display_key(std::string_view counter_key, const std::vector<bool>& secret = {});
 
 }  // namespace rk::ui

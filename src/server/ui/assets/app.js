@@ -218,7 +218,11 @@ async function runWhatIf(event) {
   const form = $("whatif");
   $("whatif-error").textContent = "";
   try {
-    const doc = await getJSON("/v1/admin/simulate", { method: "POST", body: JSON.stringify(scenario(form)) });
+    const doc = await getJSON("/v1/admin/simulate", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },  // the admin listener takes no other (docs/security.md)
+      body: JSON.stringify(scenario(form)),
+    });
     drawWhatIf(doc);
   } catch (e) {
     $("whatif-error").textContent = (e.field ? e.field + ": " : "") + e.message;
