@@ -833,6 +833,8 @@ void Worker::begin_stop() {
 
 // ---- Server ----
 
+void check_per_ip_exempt(const std::vector<std::string>& list) { (void)Networks(list); }
+
 std::string Server::Impl::ip_key(const asio::ip::address& a) const {
   if (options.max_connections_per_ip == 0 || a.is_unspecified() || exempt->contain(a)) return {};
   if (a.is_v4()) {

@@ -173,6 +173,10 @@ struct ServerEvents {
   std::function<void(std::string_view what)> on_handler_error;
 };
 
+// Throws what Server's constructor would for a bad ServerOptions::per_ip_exempt (std::invalid_argument naming
+// the entry), so that a command line can be checked before anything listens.
+void check_per_ip_exempt(const std::vector<std::string>& list);
+
 class Server {
  public:
   // Binds and listens, so a bad address or a port in use throws std::runtime_error here, like
