@@ -247,5 +247,136 @@ TEST_F(GrpcTest, HealthWatchCancelledByTheClientIsForgotten) {
   server_->stop();
 }
 
+// Issue 19: health Watch streams kept their requests (up to 1 MiB each) with no bound on how many were open, so
+// 200 streams took 200 MiB. These run against a server of their own with small bounds.
+class GrpcBoundsTest : public GrpcTest {
+ protected:
+  void start_bounded(GrpcOptions options) {
+    bounded_ = std::make_unique<GrpcServer>(*service_, options);
+    bounded_->start();
+  }
+  // A channel with a connection of its own (channels otherwise share connections to the same address).
+  std::shared_ptr<grpc::Channel> connect() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxSendMessageSize(-1);
+    return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(bounded_->port()),
+                                     grpc::InsecureChannelCredentials(), args);
+  }
+  void TearDown() override {
+    if (bounded_) bounded_->stop();
+    GrpcTest::TearDown();
+  }
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<hv::HealthCheckResponse>> reader;
+  };
+  static std::unique_ptr<Watch> watch(hv::Health::Stub& stub, const std::string& service,
+                                      std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
+    auto w = std::make_unique<Watch>();
+    w->ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    w->reader = stub.Watch(&w->ctx, health_request(service));
+    return w;
+  }
+  static bool rate_limit_answers(const std::shared_ptr<grpc::Channel>& channel) {
+    auto stub = pb::RateLimitService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    pb::RateLimitResponse resp;
+    return stub->ShouldRateLimit(&ctx, request("edge", {{{"vip", "v"}}}), &resp).ok() &&
+           resp.overall_code() == pb::RateLimitResponse::OK;
+  }
+  std::unique_ptr<GrpcServer> bounded_;
+};
+
+TEST_F(GrpcBoundsTest, WatchStreamsPastTheCapAreRefusedWhileCallsGoOn) {
+  start_bounded({.max_watch_streams = 3});
+  const auto channel = connect();
+  auto health = hv::Health::NewStub(channel);
+  const std::string big(60 * 1024, 'n');  // under the message limit, and not kept
+  std::vector<std::unique_ptr<Watch>> open;
+  hv::HealthCheckResponse resp;
+  for (int i = 0; i < 3; ++i) {
+    open.push_back(watch(*health, i == 0 ? "" : big));
+    ASSERT_TRUE(open.back()->reader->Read(&resp)) << i;
+    EXPECT_EQ(resp.status(), i == 0 ? hv::HealthCheckResponse::SERVING : hv::HealthCheckResponse::SERVICE_UNKNOWN);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto extra = watch(*health, big);
+    EXPECT_FALSE(extra->reader->Read(&resp));
+    const grpc::Status s = extra->reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(s.error_message(), "too many health Watch streams (3); use Check, or try again later");
+  }
+  EXPECT_TRUE(rate_limit_answers(channel));  // on the same connection, meanwhile
+  open.front()->ctx.TryCancel();             // a place frees up once the server has seen it go
+  EXPECT_EQ(open.front()->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  bool admitted = false;
+  for (int attempt = 0; attempt < 100 && !admitted; ++attempt) {
+    auto again = watch(*health, "");
+    admitted = again->reader->Read(&resp);
+    if (admitted) open.front() = std::move(again);
+  }
+  EXPECT_TRUE(admitted);
+  bounded_->set_serving(false);  // the ones open still hear of changes
+  ASSERT_TRUE(open.front()->reader->Read(&resp));
+  EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
+  bounded_->stop();
+}
+
+TEST_F(GrpcBoundsTest, AMessageOverTheLimitIsRefusedBeforeItIsHeld) {
+  start_bounded({.max_message_bytes = 64 * 1024});
+  const auto channel = connect();
+  auto health = hv::Health::NewStub(channel);
+  auto w = watch(*health, std::string(512 * 1024, 'n'));
+  hv::HealthCheckResponse resp;
+  EXPECT_FALSE(w->reader->Read(&resp));
+  EXPECT_EQ(w->reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  auto stub = pb::RateLimitService::NewStub(channel);
+  auto big = request("edge", {});
+  for (int i = 0; i < 64; ++i) {  // the most descriptors a request may have, each of 16 entries at the limits
+    auto* d = big.add_descriptors();
+    for (int j = 0; j < 16; ++j) {
+      auto* e = d->add_entries();
+      e->set_key(std::string(256, 'k'));
+      e->set_value(std::string(1024, 'v'));
+    }
+  }
+  grpc::ClientContext ctx;
+  pb::RateLimitResponse rls;
+  EXPECT_EQ(stub->ShouldRateLimit(&ctx, big, &rls).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(rate_limit_answers(channel));
+}
+
+// SETTINGS_MAX_CONCURRENT_STREAMS: a client waits for a place on its connection; other connections are not held up.
+TEST_F(GrpcBoundsTest, StreamsPerConnectionAreCapped) {
+  start_bounded({.max_streams_per_connection = 4});
+  const auto channel = connect();
+  auto health = hv::Health::NewStub(channel);
+  std::vector<std::unique_ptr<Watch>> open;
+  hv::HealthCheckResponse resp;
+  for (int i = 0; i < 4; ++i) {
+    open.push_back(watch(*health, ""));
+    ASSERT_TRUE(open.back()->reader->Read(&resp)) << i;
+  }
+  auto fifth = watch(*health, "", std::chrono::milliseconds(1000));
+  EXPECT_FALSE(fifth->reader->Read(&resp));  // never started on the server
+  EXPECT_EQ(fifth->reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(rate_limit_answers(connect()));
+  open.back()->ctx.TryCancel();
+  EXPECT_EQ(open.back()->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(rate_limit_answers(channel));  // a place on the first connection again
+  bounded_->stop();
+}
+
+TEST_F(GrpcTest, BoundsBelowOneAreAClearError) {
+  try {
+    GrpcServer s(*service_, GrpcOptions{.max_watch_streams = 0});
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "GrpcOptions::max_watch_streams is 0; it must be at least 1");
+  }
+}
+
 }  // namespace
 }  // namespace rk::grpcapi

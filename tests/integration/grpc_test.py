@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -20,6 +21,7 @@ import grpc
 
 BINARY = PROTO_DIR = None
 rls = health = None
+MAX_WATCH = 64  # --grpc-max-watch-streams, small so that the test passes it quickly
 
 RULES = """
 domain: edge
@@ -61,7 +63,9 @@ class GrpcTest(unittest.TestCase):
         cls.log = open(os.path.join(cls.dir, "log"), "w+")
         cls.proc = subprocess.Popen([BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % free_port(),
                                      "--admin", "127.0.0.1:%d" % cls.admin_port,
-                                     "--grpc", "127.0.0.1:%d" % cls.grpc_port], stdout=cls.log, stderr=subprocess.STDOUT)
+                                     "--grpc", "127.0.0.1:%d" % cls.grpc_port,
+                                     "--grpc-max-watch-streams", str(MAX_WATCH)],
+                                    stdout=cls.log, stderr=subprocess.STDOUT)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.grpc_port)
         grpc.channel_ready_future(cls.channel).result(timeout=20)
         cls.should = cls.channel.unary_unary(
@@ -141,6 +145,52 @@ class GrpcTest(unittest.TestCase):
         metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.admin_port, timeout=10).read().decode()
         self.assertIn('ratekeeper_grpc_requests_total{code="INVALID_ARGUMENT",method="ShouldRateLimit"} 4', metrics)
         self.assertIn('ratekeeper_decision_duration_seconds_count{protocol="grpc"}', metrics)
+
+
+    def rss(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+    # Issue 19: 200 Watch streams of 1 MiB requests took 200 MiB of the server's memory.
+    def test_watch_streams_cannot_exhaust_memory(self):
+        watch = self.channel.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=health.HealthCheckRequest.SerializeToString,
+            response_deserializer=health.HealthCheckResponse.FromString)
+        before = self.rss()
+        # Over the 64 KiB message limit: refused before the server keeps anything.
+        for _ in range(200):
+            with self.assertRaises(grpc.RpcError) as err:
+                next(watch(health.HealthCheckRequest(service="x" * (1 << 20)), timeout=20))
+            self.assertEqual(err.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        # Under it, 200 streams at once: MAX_WATCH are open, the rest refused; what is open keeps no request.
+        streams, first, lock = [], [], threading.Lock()
+
+        def open_one():
+            s = watch(health.HealthCheckRequest(service="y" * 60000), timeout=60)
+            try:
+                answer = health.HealthCheckResponse.ServingStatus.Name(next(s).status)
+            except grpc.RpcError as e:
+                answer = e.code().name
+            with lock:
+                streams.append(s)
+                first.append(answer)
+
+        threads = [threading.Thread(target=open_one) for _ in range(200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertEqual(first.count("SERVICE_UNKNOWN"), MAX_WATCH, first)
+        self.assertEqual(first.count("RESOURCE_EXHAUSTED"), 200 - MAX_WATCH, first)
+        # Calls are answered meanwhile.
+        resp = self.should(self.request("edge", [("client", "during-watch")]), timeout=10)
+        self.assertEqual(resp.overall_code, rls.RateLimitResponse.OK)
+        grown = self.rss() - before
+        print("server RSS grew by %.1f MiB" % (grown / 2 ** 20), file=sys.stderr)
+        self.assertLess(grown, 48 << 20)  # 200 MiB before the fix
+        for s in streams:
+            s.cancel()
 
 
 if __name__ == "__main__":

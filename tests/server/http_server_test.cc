@@ -44,10 +44,15 @@ struct Reply {
 
 class Client {
  public:
-  explicit Client(std::uint16_t port) {
+  // `from`: the loopback address to connect from (all of 127.0.0.0/8 is the loopback interface's).
+  explicit Client(std::uint16_t port, const char* from = "127.0.0.1") {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     timeval tv{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from, &source.sin_addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&source), sizeof source) != 0) return;
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
@@ -497,12 +502,16 @@ TEST_F(HttpServer, AHandlerCanAskToClose) {
   EXPECT_TRUE(c.closed());
 }
 
+// Both places taken by connections in the middle of a request, so none is idle to give way.
 TEST_F(HttpServer, ConnectionsPastTheLimitGet503) {
   start(ServerOptions{.threads = 2, .max_connections = 2});
   auto a = std::make_unique<Client>(port());
   Client b(port());
-  ASSERT_EQ(a->get("/").status, 200);
-  ASSERT_EQ(b.get("/").status, 200);
+  ASSERT_TRUE(a->send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
+  rk::http::Reply for_a = take_parked();
+  ASSERT_TRUE(b.send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
+  rk::http::Reply for_b = take_parked();
+  ASSERT_TRUE(for_a && for_b);
   {
     Client c(port());
     const Reply r = c.read();
@@ -512,11 +521,97 @@ TEST_F(HttpServer, ConnectionsPastTheLimitGet503) {
     EXPECT_TRUE(c.closed());
   }
   EXPECT_EQ(count("too_many_connections"), 1);
+  for_a.send({});
+  EXPECT_EQ(a->read().status, 200);
   a.reset();  // a place frees up
   ASSERT_TRUE(eventually([&] { return connections.load() == 1; }));
   Client d(port());
   EXPECT_EQ(d.get("/").status, 200);
   EXPECT_EQ(connections.load(), 2);  // the rejected one was never counted
+}
+
+// Issue 19: one client held every place with idle kept-alive connections, and the next client got 503.
+TEST_F(HttpServer, OneAddressGetsNoMoreThanItsShareOfConnections) {
+  start(ServerOptions{.threads = 2, .max_connections = 100, .max_connections_per_ip = 3,
+                      .per_ip_exempt = {"127.0.0.3", "10.0.0.0/8"}});
+  std::vector<std::unique_ptr<Client>> hog;
+  for (int i = 0; i < 3; ++i) {
+    hog.push_back(std::make_unique<Client>(port(), "127.0.0.1"));
+    ASSERT_EQ(hog.back()->get("/").status, 200);  // and then idle, kept alive
+  }
+  for (int i = 0; i < 2; ++i) {
+    Client extra(port(), "127.0.0.1");
+    const Reply r = extra.read();
+    EXPECT_EQ(r.status, 503);
+    EXPECT_NE(r.body.find("\"reason\":\"too_many_connections_from_ip\""), std::string::npos) << r.body;
+    EXPECT_TRUE(extra.closed());
+  }
+  EXPECT_EQ(count("too_many_connections_from_ip"), 2);
+  Client other(port(), "127.0.0.2");
+  EXPECT_EQ(other.get("/").status, 200);
+  EXPECT_NE(other.get("/").body.find("ip=127.0.0.2"), std::string::npos);
+  std::vector<std::unique_ptr<Client>> proxy;  // exempt: bounded by max_connections only
+  for (int i = 0; i < 5; ++i) {
+    proxy.push_back(std::make_unique<Client>(port(), "127.0.0.3"));
+    ASSERT_EQ(proxy.back()->get("/").status, 200) << i;
+  }
+  hog.front().reset();  // its place is the address's again once it is gone
+  ASSERT_TRUE(eventually([&] { return connections.load() == 2 + 1 + 5; }));
+  Client again(port(), "127.0.0.1");
+  EXPECT_EQ(again.get("/").status, 200);
+  for (auto& c : hog) {
+    if (c) {
+      EXPECT_EQ(c->get("/").status, 200);  // the ones admitted were never disturbed
+    }
+  }
+}
+
+// Every place taken by idle connections (one that has sent nothing yet, and kept-alive ones): a new client sheds
+// the one idle longest and is served at once; busy_idle_timeout is out of the way here.
+TEST_F(HttpServer, IdleConnectionsGiveWayToANewClientWhenEveryPlaceIsTaken) {
+  start(ServerOptions{.threads = 1, .max_connections = 4, .max_connections_per_ip = 0,
+                      .busy_idle_timeout = std::chrono::minutes(1)});
+  Client silent(port());  // connected, sends nothing: idle the longest
+  ASSERT_TRUE(eventually([&] { return connections.load() == 1; }));
+  Client a(port(), "127.0.0.2"), b(port(), "127.0.0.3"), c(port(), "127.0.0.4");
+  for (Client* k : {&a, &b, &c}) ASSERT_EQ(k->get("/").status, 200);
+  Client first(port(), "127.0.0.5");
+  EXPECT_EQ(first.get("/").status, 200);
+  EXPECT_TRUE(silent.closed());
+  Client second(port(), "127.0.0.6");
+  EXPECT_EQ(second.get("/").status, 200);
+  EXPECT_TRUE(a.closed());  // next longest idle
+  EXPECT_EQ(b.get("/").status, 200);
+  EXPECT_EQ(c.get("/").status, 200);
+  EXPECT_EQ(bad_requests(), 0);  // giving way is not counted against anyone
+  EXPECT_EQ(connections.load(), 4);
+}
+
+// Below 3/4 of max_connections an idle connection keeps its idle_timeout; from there on busy_idle_timeout. One
+// thread, so that one sweep sees every connection (each thread's sweep looks at the mark for itself).
+TEST_F(HttpServer, UnderPressureIdleConnectionsAreClosedSooner) {
+  ServerOptions o = short_timeouts();
+  o.threads = 1;
+  o.max_connections = 8;
+  o.max_connections_per_ip = 0;
+  o.idle_timeout = std::chrono::minutes(1);
+  o.header_timeout = std::chrono::minutes(1);
+  o.busy_idle_timeout = 300ms;
+  start(o);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 5; ++i) {
+    idle.push_back(std::make_unique<Client>(port()));
+    ASSERT_EQ(idle.back()->get("/").status, 200);
+  }
+  std::this_thread::sleep_for(3 * o.busy_idle_timeout);
+  ASSERT_EQ(connections.load(), 5);  // 5 of 8: not yet under pressure, none closed
+  Client sixth(port());
+  ASSERT_EQ(sixth.get("/").status, 200);  // 6 of 8: the five, idle past busy_idle_timeout, give way
+  for (auto& c : idle) EXPECT_TRUE(c->closed());  // within the client's 5 s, far below idle_timeout
+  EXPECT_TRUE(eventually([&] { return connections.load() <= 1; }));
+  Client later(port());
+  EXPECT_EQ(later.get("/").status, 200);
+  EXPECT_EQ(bad_requests(), 0);
 }
 
 TEST_F(HttpServer, StopLetsTheRequestInFlightFinish) {
@@ -673,6 +768,18 @@ TEST(HttpServerStart, CannotListenIsAClearError) {
             "cannot listen on 127.0.0.1:" + std::to_string(a.port()) + ": Address already in use");
   EXPECT_EQ(message({.address = "not-an-ip"}), "cannot listen on not-an-ip:0: 'not-an-ip' is not an IP address");
   EXPECT_EQ(message({.address = "192.0.2.1"}), "cannot listen on 192.0.2.1:0: Cannot assign requested address");
+}
+
+TEST(HttpServerStart, ABadPerIpExemptionIsAClearError) {
+  for (const std::string bad : {"localhost", "10.0.0.0/33", "::1/129", "10.0.0.1/x", ""}) {
+    try {
+      Server s({.per_ip_exempt = {"127.0.0.1", bad}}, [](const Request&, Response&) {});
+      ADD_FAILURE() << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "ServerOptions::per_ip_exempt: '" + bad +
+                                           "' is not an IP address or CIDR range (like 10.0.0.0/8)");
+    }
+  }
 }
 
 TEST(HttpServerStart, StopWithoutStartAndPortFromConstruction) {

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -36,6 +37,13 @@ struct ServeFlags {
   std::string grpc;  // empty: no gRPC listener
   bool grpc_headers = false;
   int threads = 2;
+  std::size_t max_connections = 10000;
+  std::size_t max_connections_per_ip = 256;
+  std::vector<std::string> per_ip_exempt = {"127.0.0.0/8", "::1"};
+  Nanos busy_idle_timeout = std::chrono::seconds(5);
+  int grpc_max_message_bytes = 64 * 1024;
+  int grpc_max_streams_per_connection = 256;
+  int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
   std::size_t max_keys = 1'000'000;
   Nanos reload_interval = std::chrono::milliseconds(250);
@@ -63,6 +71,14 @@ const char* kServeUsage =
     "  --grpc ADDR:PORT         Envoy's rate-limit gRPC API and gRPC health (off unless given)\n"
     "  --grpc-response-headers  add the RateLimit header fields to gRPC answers\n"
     "  --threads N              HTTP threads per listener (default 2)\n"
+    "  --max-connections N      HTTP connections at once (default 10000)\n"
+    "  --max-connections-per-ip N  of those, from one IPv4 address or IPv6 /64 (default 256; 0: no limit)\n"
+    "  --per-ip-exempt LIST     addresses or CIDR ranges of proxies in front, which only --max-connections\n"
+    "                           bounds (default 127.0.0.0/8,::1)\n"
+    "  --busy-idle-timeout DUR  idle connections are closed after this from 3/4 of --max-connections on\n"
+    "                           (default 5s)\n"
+    "  --grpc-max-message-bytes N, --grpc-max-streams-per-connection N, --grpc-max-watch-streams N\n"
+    "                           gRPC bounds (defaults 65536, 256, 1024)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
@@ -167,6 +183,59 @@ bool settings_to_flags(const std::string& path, std::vector<std::string>& out, s
   return true;
 }
 
+enum class Taken { kNotMine, kYes, kBad };
+
+// The bounds on connections and streams; kBad sets `error`.
+Taken apply_connection_flag(const std::string& name, const std::string& value, ServeFlags& f, std::string& error) {
+  if (name == "--per-ip-exempt") {
+    std::vector<std::string> list;
+    for (std::size_t at = 0; at <= value.size();) {
+      const std::size_t comma = std::min(value.find(',', at), value.size());
+      list.push_back(value.substr(at, comma - at));
+      at = comma + 1;
+    }
+    try {
+      http::check_per_ip_exempt(list);
+    } catch (const std::invalid_argument& e) {
+      error = "--per-ip-exempt: " + std::string(e.what()).substr(std::string_view(e.what()).find('\''));
+      return Taken::kBad;
+    }
+    f.per_ip_exempt = std::move(list);
+  } else if (name == "--busy-idle-timeout") {
+    const auto d = parse_duration(value);
+    if (!d || *d < std::chrono::milliseconds(100) || *d > std::chrono::hours(1)) {
+      error = name + ": '" + value + "' is not a duration from 100ms to 1h";
+      return Taken::kBad;
+    }
+    f.busy_idle_timeout = *d;
+  } else {
+    struct Bound {
+      const char* flag;
+      unsigned long long min, max;
+    };
+    static constexpr Bound kBounds[] = {{"--max-connections", 1, 1'000'000},
+                                        {"--max-connections-per-ip", 0, 1'000'000},
+                                        {"--grpc-max-message-bytes", 1024, 64 << 20},
+                                        {"--grpc-max-streams-per-connection", 1, 65536},
+                                        {"--grpc-max-watch-streams", 1, 1'000'000}};
+    const Bound* b = std::find_if(std::begin(kBounds), std::end(kBounds), [&](const Bound& k) { return name == k.flag; });
+    if (b == std::end(kBounds)) return Taken::kNotMine;
+    unsigned long long n = 0;
+    const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc{} || p != value.data() + value.size() || n < b->min || n > b->max) {
+      error = name + ": '" + value + "' is not a whole number from " + std::to_string(b->min) + " to " +
+              std::to_string(b->max);
+      return Taken::kBad;
+    }
+    if (b == &kBounds[0]) f.max_connections = n;
+    else if (b == &kBounds[1]) f.max_connections_per_ip = n;
+    else if (b == &kBounds[2]) f.grpc_max_message_bytes = static_cast<int>(n);
+    else if (b == &kBounds[3]) f.grpc_max_streams_per_connection = static_cast<int>(n);
+    else f.grpc_max_watch_streams = static_cast<int>(n);
+  }
+  return Taken::kYes;
+}
+
 bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::string& error) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
@@ -263,6 +332,8 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
         f.admin_hosts.push_back(std::move(host));
         start = end + 1;
       }
+    } else if (const Taken t = apply_connection_flag(name, value, f, error); t != Taken::kNotMine) {
+      if (t == Taken::kBad) return false;
     } else if (name == "--log-level") {
       Level l;
       if (!parse_log_level(value, l)) {
@@ -353,6 +424,10 @@ int run_serve(const std::vector<std::string>& args) {
   }
   flags.forward.path = {.strip_params = !flags.keep_path_params, .fold_case = flags.path_case_insensitive};
   public_options.threads = flags.threads;
+  public_options.max_connections = flags.max_connections;
+  public_options.max_connections_per_ip = flags.max_connections_per_ip;
+  public_options.per_ip_exempt = flags.per_ip_exempt;
+  public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
   public_options.header_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout);
   admin_options.threads = 1;
 
@@ -542,7 +617,11 @@ int run_serve(const std::vector<std::string>& args) {
     };
     try {
       grpc_server = std::make_unique<grpcapi::GrpcServer>(
-          service, grpcapi::GrpcOptions{.address = flags.grpc, .response_headers = flags.grpc_headers}, grpc_hooks);
+          service, grpcapi::GrpcOptions{.address = flags.grpc,
+                                        .response_headers = flags.grpc_headers,
+                                        .max_message_bytes = flags.grpc_max_message_bytes,
+                                        .max_streams_per_connection = flags.grpc_max_streams_per_connection,
+                                        .max_watch_streams = flags.grpc_max_watch_streams}, grpc_hooks);
       grpc_server->start();
     } catch (const std::exception& e) {
       std::cerr << "ratekeeper serve: " << e.what() << "\n";

@@ -19,20 +19,21 @@ using ServingStatus = hv::HealthCheckResponse::ServingStatus;
 struct HealthService::Impl {
   class WatchCall;
 
-  explicit Impl(std::vector<std::string> services) : names(std::move(services)) {}
+  Impl(std::vector<std::string> services, int max) : names(std::move(services)), max_watchers(max) {}
 
   bool known(const std::string& name) const {
     return name.empty() || std::find(names.begin(), names.end(), name) != names.end();
   }
-  ServingStatus status_of(const std::string& name) const {  // mu held
-    if (!known(name)) return hv::HealthCheckResponse::SERVICE_UNKNOWN;
+  ServingStatus status_of(bool is_known) const {  // mu held
+    if (!is_known) return hv::HealthCheckResponse::SERVICE_UNKNOWN;
     return serving ? hv::HealthCheckResponse::SERVING : hv::HealthCheckResponse::NOT_SERVING;
   }
-  void add(WatchCall* call);
+  bool add(WatchCall* call);  // false: max_watchers are open already
   void remove(WatchCall* call);
 
   hv::Health::AsyncService async;
   const std::vector<std::string> names;
+  const std::size_t max_watchers;
   std::mutex mu;
   bool serving = false;        // guarded by mu
   bool shutting_down = false;  // guarded by mu
@@ -61,7 +62,7 @@ class CheckCall final : public CqTag {
     }
     {
       std::lock_guard lock(impl_.mu);
-      response_.set_status(impl_.status_of(request_.service()));
+      response_.set_status(impl_.status_of(true));
     }
     responder_.Finish(response_, grpc::Status::OK, this);
   }
@@ -96,7 +97,9 @@ class HealthService::Impl::WatchCall final : public CqTag {
       }
       started_ = true;
       new WatchCall(impl_, cq_);
-      impl_.add(this);
+      known_ = impl_.known(request_.service());
+      hv::HealthCheckRequest().Swap(&request_);  // frees the name, which may be as large as a message can be
+      if (!impl_.add(this)) refuse();
       return;
     }
     std::unique_lock lock(mu_);
@@ -117,7 +120,7 @@ class HealthService::Impl::WatchCall final : public CqTag {
     advance();
   }
 
-  const std::string& service() const { return request_.service(); }
+  bool known() const { return known_; }
 
  private:
   struct Done final : CqTag {
@@ -134,6 +137,16 @@ class HealthService::Impl::WatchCall final : public CqTag {
       lock.unlock();
       delete this;
     }
+  }
+
+  void refuse() {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    in_flight_ = true;
+    writer_.Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "too many health Watch streams (" + std::to_string(impl_.max_watchers) +
+                                    "); use Check, or try again later"),
+                   this);
   }
 
   void advance() {  // mu_ held
@@ -159,6 +172,7 @@ class HealthService::Impl::WatchCall final : public CqTag {
   grpc::ServerAsyncWriter<hv::HealthCheckResponse> writer_;
   Done done_{this};
   bool started_ = false;  // only the queue's thread touches it
+  bool known_ = false;    // the name asked for is ours; written before the call is shared (add)
   std::mutex mu_;
   std::optional<ServingStatus> pending_;    // guarded by mu_
   std::optional<ServingStatus> last_sent_;  // guarded by mu_
@@ -166,10 +180,12 @@ class HealthService::Impl::WatchCall final : public CqTag {
   bool finish_ = false, finished_ = false, broken_ = false, done_seen_ = false;  // guarded by mu_
 };
 
-void HealthService::Impl::add(WatchCall* call) {
+bool HealthService::Impl::add(WatchCall* call) {
   std::lock_guard lock(mu);
+  if (watchers.size() >= max_watchers) return false;
   watchers.insert(call);
-  call->notify(status_of(call->service()), shutting_down);
+  call->notify(status_of(call->known()), shutting_down);
+  return true;
 }
 
 void HealthService::Impl::remove(WatchCall* call) {
@@ -177,8 +193,8 @@ void HealthService::Impl::remove(WatchCall* call) {
   watchers.erase(call);
 }
 
-HealthService::HealthService(std::vector<std::string> services)
-    : impl_(std::make_unique<Impl>(std::move(services))) {}
+HealthService::HealthService(std::vector<std::string> services, int max_watchers)
+    : impl_(std::make_unique<Impl>(std::move(services), static_cast<std::size_t>(std::max(max_watchers, 0)))) {}
 
 HealthService::~HealthService() = default;
 
@@ -193,14 +209,14 @@ void HealthService::set_serving(bool serving) {
   std::lock_guard lock(impl_->mu);
   if (impl_->shutting_down) return;
   impl_->serving = serving;
-  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->service()), false);
+  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->known()), false);
 }
 
 void HealthService::shut_down() {
   std::lock_guard lock(impl_->mu);
   impl_->shutting_down = true;
   impl_->serving = false;
-  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->service()), true);
+  for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->known()), true);
 }
 
 }  // namespace rk::grpcapi

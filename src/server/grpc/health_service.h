@@ -17,6 +17,10 @@
 // unknown name fails with NOT_FOUND; Watch on one answers SERVICE_UNKNOWN and stays open. Watch sends the current
 // status at once and again on every change (a watcher that falls behind gets the latest, not every step).
 //
+// Bounds: a Watch stream keeps only whether its name is known, not its request (which can be as large as the
+// server's max receive size), and at most `max_watchers` streams are open at once: one past it ends at once with
+// RESOURCE_EXHAUSTED, so that clients cannot make the server hold memory by opening streams.
+//
 // Thread safety: set_serving and shut_down from any thread; calls run on the queues' threads. Lock order: the
 // service's mutex, then a watch call's.
 #pragma once
@@ -43,7 +47,7 @@ class CqTag {
 
 class HealthService {
  public:
-  explicit HealthService(std::vector<std::string> services);
+  HealthService(std::vector<std::string> services, int max_watchers);
   ~HealthService();
   grpc::Service* service();                   // register with the ServerBuilder before BuildAndStart
   void start(grpc::ServerCompletionQueue* cq);  // after BuildAndStart: one Check and one Watch wait on cq

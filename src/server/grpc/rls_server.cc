@@ -155,7 +155,7 @@ struct GrpcServer::Impl {
   GrpcOptions options;
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
-  HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}};
+  HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
   std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
@@ -164,8 +164,17 @@ struct GrpcServer::Impl {
   bool stopped = false;
 };
 
-GrpcServer::GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hooks)
-    : impl_(std::make_unique<Impl>(service, std::move(options), std::move(hooks))) {}
+GrpcServer::GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hooks) {
+  for (const auto& [name, value] : {std::pair{"max_message_bytes", options.max_message_bytes},
+                                    std::pair{"max_streams_per_connection", options.max_streams_per_connection},
+                                    std::pair{"max_watch_streams", options.max_watch_streams}}) {
+    if (value < 1) {
+      throw std::invalid_argument(std::string("GrpcOptions::") + name + " is " + std::to_string(value) +
+                                  "; it must be at least 1");
+    }
+  }
+  impl_ = std::make_unique<Impl>(service, std::move(options), std::move(hooks));
+}
 
 GrpcServer::~GrpcServer() { stop(); }
 
@@ -179,7 +188,8 @@ void GrpcServer::start() {
   builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
-  builder.SetMaxReceiveMessageSize(1 << 20);  // 1 MiB: far above any real request
+  builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();

@@ -23,6 +23,11 @@ struct GrpcOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free one (see port())
   bool response_headers = false;        // add the RateLimit header fields to response_headers_to_add
   int threads = 2;                      // threads, each polling its own completion queue
+  // Bounds on what clients can make the server hold. A request is decoded whole before it is answered, so each
+  // stream in flight may hold one message; Watch streams hold theirs for as long as they are open.
+  int max_message_bytes = 64 * 1024;       // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
+  int max_streams_per_connection = 256;    // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
+  int max_watch_streams = 1024;            // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
 };
 
 struct GrpcHooks {

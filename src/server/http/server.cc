@@ -10,7 +10,11 @@
 //   write in flight; both at once only while a final answer (an error, a 408) goes out. Each worker keeps an
 //   intrusive list of its sessions, for the timeout sweep and for stop().
 // - Server::Impl::connections counts the sessions admitted under max_connections, across workers (atomic);
-//   `stopping` is set once by stop(); the rest of Impl is written before the threads start.
+//   `per_ip` counts them by address under `ip_mu` (taken once when a connection is accepted and once when it is
+//   gone, never per request); `stopping` is set once by stop(); the rest of Impl is written before the threads
+//   start.
+// - Each Worker also keeps its idle sessions (waiting for a request, nothing pending) in a second intrusive list,
+//   longest idle first, so that a new connection finding every place taken can shed one in O(1).
 #include "server/http/server.h"
 
 #include <sys/socket.h>
@@ -19,6 +23,8 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/network_v4.hpp>
+#include <boost/asio/ip/network_v6.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -31,6 +37,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 
 #include "server/http/request_parser.h"
 #include "server/http/response_writer.h"
@@ -65,22 +72,58 @@ void notify(const F& hook, Args&&... args) noexcept {
   }
 }
 
-std::string peer_ip(const tcp::socket& socket) {
+// The peer's address, IPv4-mapped IPv6 as IPv4; unspecified if the peer is already gone.
+asio::ip::address peer_address(const tcp::socket& socket) {
   error_code ec;
   const auto address = socket.remote_endpoint(ec).address();
   if (ec) return {};
   if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string();
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
   }
-  return address.to_string();
+  return address;
 }
 
 // Timeouts are checked by a sweep over the worker's sessions, so a request costs no timer operation; the sweep
 // runs ten times per shortest timeout.
 Clock::duration sweep_interval(const ServerOptions& o) {
-  const auto shortest = std::min(o.header_timeout, o.idle_timeout);
+  const auto shortest = std::min({o.header_timeout, o.idle_timeout, o.busy_idle_timeout});
   return std::clamp<Clock::duration>(shortest / 10, milliseconds(10), milliseconds(1000));
 }
+
+// ServerOptions::per_ip_exempt, parsed.
+struct Networks {
+  std::vector<asio::ip::network_v4> v4;
+  std::vector<asio::ip::network_v6> v6;
+
+  explicit Networks(const std::vector<std::string>& list) {
+    for (const std::string& text : list) {
+      const auto slash = text.find('/');
+      error_code ec;
+      const auto address = asio::ip::make_address(text.substr(0, slash), ec);
+      if (!ec && slash != std::string::npos) {
+        if (address.is_v4()) v4.push_back(asio::ip::make_network_v4(text, ec));
+        else v6.push_back(asio::ip::make_network_v6(text, ec));
+      } else if (!ec) {
+        if (address.is_v4()) v4.emplace_back(address.to_v4(), 32);
+        else v6.emplace_back(address.to_v6(), 128);
+      }
+      if (ec) {
+        throw std::invalid_argument("ServerOptions::per_ip_exempt: '" + text +
+                                    "' is not an IP address or CIDR range (like 10.0.0.0/8)");
+      }
+    }
+  }
+  bool contain(const asio::ip::address& a) const {
+    if (a.is_v4()) {
+      return std::any_of(v4.begin(), v4.end(), [&](const auto& n) {
+        return asio::ip::network_v4(a.to_v4(), n.prefix_length()).canonical() == n.canonical();
+      });
+    }
+    return std::any_of(v6.begin(), v6.end(), [&](const auto& n) {
+      return asio::ip::network_v6(a.to_v6(), n.prefix_length()).canonical() == n.canonical();
+    });
+  }
+};
 
 }  // namespace
 
@@ -125,6 +168,19 @@ struct Server::Impl {
   std::uint16_t port = 0;
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> stopping{false};
+  std::optional<Networks> exempt;  // set by the constructor
+
+  std::mutex ip_mu;
+  std::unordered_map<std::string, std::size_t> per_ip;  // under ip_mu: admitted connections by ip_key()
+
+  // Whom max_connections_per_ip counts this peer as: its IPv4 address, or its IPv6 /64 (what one client is
+  // usually given); "" if the limit does not apply to it.
+  std::string ip_key(const asio::ip::address& a) const;
+  bool take_ip(const std::string& key);  // false: the address has its fill
+  void give_ip(const std::string& key) noexcept;
+  bool busy() const noexcept {  // idle connections give way from here on
+    return connections.load(std::memory_order_relaxed) * 4 >= options.max_connections * 3;
+  }
 
   std::mutex mu;  // start() and stop() from outside the server's threads
   bool started = false;
@@ -175,10 +231,14 @@ class Worker {
   void begin_stop();
   void link(Session* s) noexcept;
   void unlink(Session* s) noexcept;
+  void mark_idle(Session* s) noexcept;    // s begins to wait for a request: it goes to the back of `idle`
+  void unmark_idle(Session* s) noexcept;  // s is no longer idle (or never was)
 
   Server::Impl& server;
   const Clock::duration tick;
   Session* sessions = nullptr;  // intrusive list, this worker's thread only
+  Session* idle_front = nullptr;  // idle sessions, longest idle first; this worker's thread only
+  Session* idle_back = nullptr;
   bool stopping = false;        // this worker's thread only
   std::thread thread;
   std::optional<asio::io_context> ioc;
@@ -188,19 +248,28 @@ class Worker {
 
  private:
   void on_accept(tcp::socket socket);
+  bool shed_idle() noexcept;  // closes the session idle longest, if any
+};
+
+// What a new connection was admitted under; nothing for one that is refused.
+struct Admission {
+  asio::ip::address peer;
+  bool counted = false;  // holds a place under max_connections
+  std::string ip_key;    // holds one under max_connections_per_ip too ("": none)
 };
 
 // One connection: read requests, answer them in order, until either side closes or a limit is hit.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, Worker& worker, bool counted);
+  Session(tcp::socket socket, Worker& worker, Admission admission);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   void start() noexcept;
-  void reject() noexcept;  // over max_connections: 503, then close
-  void on_tick(Clock::time_point now) noexcept;
+  void reject(std::string_view reason, std::string_view message) noexcept;  // 503, then close
+  void on_tick(Clock::time_point now, bool busy) noexcept;
+  bool shed() noexcept;  // idle, with nothing from the client pending: closes, true; otherwise false
   void on_stop() noexcept;
 
   // Reply's side: the handler deferred its answer; the answer arrives (on this session's thread).
@@ -211,6 +280,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Session* prev = nullptr;  // Worker::sessions
   Session* next = nullptr;
+  Session* idle_prev = nullptr;  // Worker::idle_front...idle_back, while `idle`
+  Session* idle_next = nullptr;
+  bool idle = false;
+  Clock::time_point idle_since{};
 
  private:
   // kIdle: waiting for a request's first byte; kHead, kBody: a request is arriving; kWaiting: its handler deferred
@@ -237,11 +310,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void linger();
   void close() noexcept;
   bool quiet();
+  void wait_for_request(Clock::duration timeout);
 
   tcp::socket socket_;
   Worker& worker_;
   Server::Impl& server_;
-  const bool counted_;  // admitted under max_connections (a rejected one is not)
+  const bool counted_;        // admitted under max_connections (a rejected one is not)
+  const std::string ip_key_;  // and under max_connections_per_ip, if not ""
   std::string remote_ip_;
   beast::flat_buffer buffer_;
   detail::RequestData data_;
@@ -267,18 +342,24 @@ class Session : public std::enable_shared_from_this<Session> {
 
 // ---- Session ----
 
-Session::Session(tcp::socket socket, Worker& worker, bool counted)
-    : socket_(std::move(socket)), worker_(worker), server_(worker.server), counted_(counted) {
+Session::Session(tcp::socket socket, Worker& worker, Admission admission)
+    : socket_(std::move(socket)),
+      worker_(worker),
+      server_(worker.server),
+      counted_(admission.counted),
+      ip_key_(std::move(admission.ip_key)) {
   error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
-  remote_ip_ = peer_ip(socket_);
+  if (!admission.peer.is_unspecified()) remote_ip_ = admission.peer.to_string();
   worker_.link(this);  // last: nothing after it throws
   if (counted_) server_.connection(+1);
 }
 
 Session::~Session() {
   if (channel_) channel_->close();
+  worker_.unmark_idle(this);
   worker_.unlink(this);
+  if (!ip_key_.empty()) server_.give_ip(ip_key_);
   if (counted_) {
     server_.connections.fetch_sub(1, std::memory_order_relaxed);
     server_.connection(-1);
@@ -297,14 +378,14 @@ void Session::guarded(F&& f) noexcept {
 void Session::start() noexcept {
   guarded([&] {
     channel_ = std::make_shared<detail::ReplyChannel>(worker_.ioc->get_executor(), weak_from_this(), this);
-    deadline_ = Clock::now() + server_.options.header_timeout;
+    wait_for_request(server_.options.header_timeout);
     read();
   });
 }
 
-void Session::reject() noexcept {
+void Session::reject(std::string_view reason, std::string_view message) noexcept {
   guarded([&] {
-    detail::append_error(out_, 503, "too_many_connections", "the server has too many connections; try again later");
+    detail::append_error(out_, 503, reason, message);
     final_ = true;
     linger_time_ = kRejectLinger;
     write();
@@ -382,6 +463,7 @@ bool Session::head_over_limit(std::size_t used, error_code ec) {
 }
 
 void Session::begin_request() {
+  worker_.unmark_idle(this);
   data_.clear();
   parser_.emplace(data_);
   parser_->header_limit(static_cast<std::uint32_t>(
@@ -523,8 +605,15 @@ void Session::on_write(error_code ec) {
   out_.clear();
   if (out_.capacity() > kKeepCapacity) std::string().swap(out_);
   if (final_) return linger();
-  if (phase_ == Phase::kIdle) deadline_ = Clock::now() + server_.options.idle_timeout;
+  if (phase_ == Phase::kIdle) wait_for_request(server_.options.idle_timeout);
   process();  // pipelined requests may be waiting in the buffer
+}
+
+void Session::wait_for_request(Clock::duration timeout) {
+  const auto now = Clock::now();
+  deadline_ = now + timeout;
+  idle_since = now;
+  worker_.mark_idle(this);
 }
 
 // Shut our side and discard what still comes, so that closing does not reset the connection (which can destroy
@@ -542,6 +631,7 @@ void Session::linger() {
 void Session::close() noexcept {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  worker_.unmark_idle(this);
   error_code ec;
   socket_.close(ec);  // pending operations end with operation_aborted; the last handler frees the session
 }
@@ -552,13 +642,16 @@ bool Session::quiet() {
   return buffer_.size() == 0 && (socket_.available(ec) == 0 || ec);
 }
 
-void Session::on_tick(Clock::time_point now) noexcept {
+void Session::on_tick(Clock::time_point now, bool busy) noexcept {
   guarded([&] {
     if (phase_ == Phase::kClosed) return;
     if (writing_) {
       if (now < write_deadline_) return;
       server_.bad_request("timeout");  // the client does not read what it asked for
       return close();
+    }
+    if (busy && idle && now >= idle_since + server_.options.busy_idle_timeout && now < deadline_) {
+      return (void)shed();  // giving way is not the client's fault: not counted
     }
     if (phase_ == Phase::kWaiting || now < deadline_) return;  // a deferred answer is the handler's to bound
     switch (phase_) {
@@ -579,6 +672,12 @@ void Session::on_tick(Clock::time_point now) noexcept {
         return close();
     }
   });
+}
+
+bool Session::shed() noexcept {
+  if (phase_ != Phase::kIdle || writing_ || final_ || !quiet()) return false;  // a request is on its way
+  close();
+  return true;
 }
 
 void Session::on_stop() noexcept {
@@ -612,6 +711,36 @@ void Worker::link(Session* s) noexcept {
   sessions = s;
 }
 
+void Worker::mark_idle(Session* s) noexcept {
+  unmark_idle(s);
+  s->idle = true;
+  s->idle_prev = idle_back;
+  if (idle_back) idle_back->idle_next = s;
+  else idle_front = s;
+  idle_back = s;
+}
+
+void Worker::unmark_idle(Session* s) noexcept {
+  if (!s->idle) return;
+  s->idle = false;
+  if (s->idle_prev) s->idle_prev->idle_next = s->idle_next;
+  else idle_front = s->idle_next;
+  if (s->idle_next) s->idle_next->idle_prev = s->idle_prev;
+  else idle_back = s->idle_prev;
+  s->idle_prev = s->idle_next = nullptr;
+}
+
+// Only this thread's sessions: another thread's would have to be closed on that thread, after this connection
+// has been answered or refused. While the server is this full, busy_idle_timeout sheds theirs.
+bool Worker::shed_idle() noexcept {
+  for (Session* s = idle_front; s;) {
+    Session* following = s->idle_next;  // shed() unlinks s, and a session that is not quiet stays
+    if (s->shed()) return true;
+    s = following;
+  }
+  return false;
+}
+
 void Worker::unlink(Session* s) noexcept {
   if (s->prev)
     s->prev->next = s->next;
@@ -641,17 +770,34 @@ void Worker::accept() {
 }
 
 void Worker::on_accept(tcp::socket socket) {
-  if (server.connections.fetch_add(1, std::memory_order_relaxed) >= server.options.max_connections) {
-    server.connections.fetch_sub(1, std::memory_order_relaxed);
-    server.bad_request("too_many_connections");
-    std::make_shared<Session>(std::move(socket), *this, false)->reject();
+  Admission admission{.peer = peer_address(socket)};
+  std::string key = server.ip_key(admission.peer);
+  if (!key.empty() && !server.take_ip(key)) {
+    server.bad_request("too_many_connections_from_ip");
+    std::make_shared<Session>(std::move(socket), *this, std::move(admission))
+        ->reject("too_many_connections_from_ip",
+                 "too many connections from this address (" + std::to_string(server.options.max_connections_per_ip) +
+                     "); reuse one, or try again later");
     return;
   }
+  // A shed session keeps its place until it is gone, so the count may pass max_connections by the sessions
+  // closing meanwhile; their descriptors are already closed.
+  if (server.connections.fetch_add(1, std::memory_order_relaxed) >= server.options.max_connections && !shed_idle()) {
+    server.connections.fetch_sub(1, std::memory_order_relaxed);
+    if (!key.empty()) server.give_ip(key);
+    server.bad_request("too_many_connections");
+    std::make_shared<Session>(std::move(socket), *this, std::move(admission))
+        ->reject("too_many_connections", "the server has too many connections; try again later");
+    return;
+  }
+  admission.counted = true;
+  admission.ip_key = std::move(key);
   std::shared_ptr<Session> session;
   try {
-    session = std::make_shared<Session>(std::move(socket), *this, true);
+    session = std::make_shared<Session>(std::move(socket), *this, admission);
   } catch (...) {
     server.connections.fetch_sub(1, std::memory_order_relaxed);
+    if (!admission.ip_key.empty()) server.give_ip(admission.ip_key);
     throw;
   }
   session->start();
@@ -662,9 +808,10 @@ void Worker::arm_sweep() {
   sweep->async_wait([this](error_code ec) {
     if (ec) return;
     const auto now = Clock::now();
+    const bool busy = server.busy();
     for (Session* s = sessions; s;) {
       Session* following = s->next;  // on_tick never frees s: its pending handlers own it
-      s->on_tick(now);
+      s->on_tick(now, busy);
       s = following;
     }
     if (!(stopping && !sessions)) arm_sweep();
@@ -685,6 +832,32 @@ void Worker::begin_stop() {
 }
 
 // ---- Server ----
+
+void check_per_ip_exempt(const std::vector<std::string>& list) { (void)Networks(list); }
+
+std::string Server::Impl::ip_key(const asio::ip::address& a) const {
+  if (options.max_connections_per_ip == 0 || a.is_unspecified() || exempt->contain(a)) return {};
+  if (a.is_v4()) {
+    const auto bytes = a.to_v4().to_bytes();
+    return std::string(bytes.begin(), bytes.end());
+  }
+  const auto bytes = a.to_v6().to_bytes();
+  return std::string(bytes.begin(), bytes.begin() + 8);
+}
+
+bool Server::Impl::take_ip(const std::string& key) {
+  std::lock_guard lock(ip_mu);
+  std::size_t& n = per_ip[key];
+  if (n >= options.max_connections_per_ip) return false;  // n > 0: the entry was there before
+  ++n;
+  return true;
+}
+
+void Server::Impl::give_ip(const std::string& key) noexcept {
+  std::lock_guard lock(ip_mu);
+  const auto it = per_ip.find(key);
+  if (it != per_ip.end() && --it->second == 0) per_ip.erase(it);
+}
 
 void Server::Impl::bind() {
   const bool v6 = options.address.find(':') != std::string::npos;
@@ -747,6 +920,7 @@ Server::Server(ServerOptions options, Handler handler, ServerEvents events) : im
                                 "; it must be at least 1");
   }
   if (!handler) throw std::invalid_argument("the Server's handler is empty");
+  impl_->exempt.emplace(options.per_ip_exempt);
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
   impl_->events = std::move(events);

@@ -34,14 +34,22 @@
 //   a new connection that sends nothing within header_timeout    close                 "timeout"
 //   a client that does not read its answers for idle_timeout     close                 "timeout"
 //   a kept-alive connection idle for idle_timeout [60 s]         close                 (not counted)
-//   a connection beyond max_connections [10,000]                 503, then close       "too_many_connections"
+//   a connection beyond max_connections_per_ip [256] from one    503, then close       "too_many_connections_from_ip"
+//     IPv4 address or IPv6 /64 (per_ip_exempt ones aside)
+//   a connection beyond max_connections [10,000] while every     503, then close       "too_many_connections"
+//     connection is busy (otherwise the longest idle one is shed to make room)
 //   the handler throws, or answers what cannot be sent (status   500, connection kept  (on_handler_error)
 //     outside 200-599; a header name not a token; CR, LF or NUL in a value)
-// Timeouts are checked every tenth of the shorter of header_timeout and idle_timeout (10 ms to 1 s), so one
-// fires up to that much late. After a last answer (an error, `Connection: close`) the server shuts its side and
-// discards what the client still sends, for up to 1 s or 1 MiB (0.1 s after a 503), so that the client reads the
-// answer rather than a reset. Each connection keeps its buffers from one request to the next (a buffer grown past
-// 64 KiB is released): a kept-alive request costs the server no heap allocation.
+// Idle connections give way (one client must not hold every place with kept-alive connections it does not use):
+// while the server holds 3/4 of max_connections or more, a connection idle for busy_idle_timeout [5 s] is closed
+// (a new one that has sent nothing included), and a new connection that finds every place taken sheds the
+// connection of its thread that has been idle longest. Behind a proxy every connection comes from the proxy's
+// address: list it in per_ip_exempt, so that only max_connections bounds it.
+// Timeouts are checked every tenth of the shortest of header_timeout, idle_timeout and busy_idle_timeout (10 ms to
+// 1 s), so one fires up to that much late. After a last answer (an error, `Connection: close`) the server shuts its
+// side and discards what the client still sends, for up to 1 s or 1 MiB (0.1 s after a 503), so that the client
+// reads the answer rather than a reset. Each connection keeps its buffers from one request to the next (a buffer
+// grown past 64 KiB is released): a kept-alive request costs the server no heap allocation.
 //
 // Thread safety: the handler runs on the server's threads, many calls at once; it must not block for long, since
 // the other connections of its thread wait. Events are called on the server's threads too (and on the thread of
@@ -144,20 +152,30 @@ struct ServerOptions {
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t max_header_bytes = 16 * 1024;  // request line and header fields
   std::size_t max_connections = 10000;
+  std::size_t max_connections_per_ip = 256;  // per IPv4 address or IPv6 /64; 0: no limit
+  // Addresses ("10.0.0.7", "::1") or CIDR ranges ("10.0.0.0/8") max_connections_per_ip does not apply to: a proxy
+  // in front of the server. A bad one throws std::invalid_argument from the constructor.
+  std::vector<std::string> per_ip_exempt;
   std::chrono::milliseconds header_timeout{10000};  // a request head must be in within this of its first byte
   std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
+  std::chrono::milliseconds busy_idle_timeout{5000};  // ...and this long while 3/4 of max_connections are taken
   std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
 };
 
 // Optional hooks, for metrics and logs; called on the server's threads. An exception they throw is ignored.
 struct ServerEvents {
-  // "malformed", "body_too_large", "header_too_large", "timeout" or "too_many_connections".
+  // "malformed", "body_too_large", "header_too_large", "timeout", "too_many_connections" or
+  // "too_many_connections_from_ip".
   std::function<void(std::string_view reason)> on_bad_request;
   std::function<void(int delta)> on_connection;  // +1 when a connection is accepted, -1 when it is gone
   // The handler threw (what() of the exception) or answered something that cannot be sent. The client gets a
   // 500 that does not repeat this text.
   std::function<void(std::string_view what)> on_handler_error;
 };
+
+// Throws what Server's constructor would for a bad ServerOptions::per_ip_exempt (std::invalid_argument naming
+// the entry), so that a command line can be checked before anything listens.
+void check_per_ip_exempt(const std::vector<std::string>& list);
 
 class Server {
  public:
