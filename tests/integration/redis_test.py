@@ -8,6 +8,7 @@ processes (Redis starting, a Cluster failing over), polled with deadlines.
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -473,6 +474,104 @@ class SentinelTest(unittest.TestCase):
             replica.close()
             primary.close()
             shutil.rmtree(d, ignore_errors=True)
+
+
+class Trickler:
+    """A loopback server that accepts every connection and, once it has been sent anything, answers a reply that
+    never ends one byte every `every` seconds, or with every=None nothing at all: the slow peer a hostile or broken
+    Sentinel or Redis can be. What it is sent is read and dropped."""
+
+    def __init__(self, every):
+        self.every = every
+        self.accepted = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self):
+        trickle = b"*2\r\n$1000000\r\n" + b"a" * 1000000
+        peers = {}  # socket -> bytes of the trickle sent, None until it has asked something
+        last = time.monotonic()
+        while not self.stopping.is_set():
+            readable, _, _ = select.select([self.listener, *peers], [], [], 0.01)
+            for s in readable:
+                if s is self.listener:
+                    peer, _ = s.accept()
+                    peers[peer] = None
+                    self.accepted += 1
+                    continue
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    s.close()
+                    del peers[s]
+                elif peers[s] is None:
+                    peers[s] = 0
+            if self.every is None or time.monotonic() - last < self.every:
+                continue
+            last = time.monotonic()
+            for s, at in peers.items():
+                if at is not None and at < len(trickle):
+                    try:
+                        s.send(trickle[at:at + 1])
+                        peers[s] = at + 1
+                    except OSError:
+                        pass
+        for s in peers:
+            s.close()
+        self.listener.close()
+
+    def close(self):
+        self.stopping.set()
+        self.thread.join()
+
+
+class TricklingPeerTest(unittest.TestCase):
+    """Issue 19: a Sentinel or a Redis that answers a byte at a time, or never, must cost each decision no more
+    than the Redis timeout (the domain's failure policy answers), and must not keep SIGTERM from stopping the
+    server. Bounds are multiples of the configured timeout, so that they hold on a busy machine."""
+
+    TIMEOUT = 0.1
+
+    def attack(self, url_of):
+        for every in (0.02, None):
+            peer = Trickler(every)
+            d = tempfile.mkdtemp(prefix="rk-rules-")
+            what = "a peer sending a byte every %s s" % every
+            try:
+                with open(os.path.join(d, "r.yaml"), "w") as f:
+                    f.write(POLICY_RULES % ("api", "fail_open"))
+                server = ServerDir(d, url_of(peer.port), ["--redis-timeout", "%dms" % (self.TIMEOUT * 1000)])
+                try:
+                    for i in range(10):
+                        t0 = time.monotonic()
+                        status, body = server.check("t%d" % i)
+                        took = time.monotonic() - t0
+                        self.assertEqual(status, 200, (what, body))
+                        self.assertEqual(body["statuses"][0].get("fallback"), "fail_open", (what, body))
+                        self.assertLess(took, 3 * self.TIMEOUT, "%s: decision %d took %.3f s" % (what, i, took))
+                        time.sleep(0.05)
+                    self.assertGreaterEqual(peer.accepted, 1, what)
+                finally:
+                    t0 = time.monotonic()
+                    server.stop()  # fails if SIGTERM does not stop it
+                    took = time.monotonic() - t0
+                self.assertLess(took, 30 * self.TIMEOUT, "%s: stopping on SIGTERM took %.3f s" % (what, took))
+            finally:
+                peer.close()
+                shutil.rmtree(d, ignore_errors=True)
+
+    def test_a_trickling_or_silent_sentinel_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
+        self.attack(lambda port: "redis+sentinel://127.0.0.1:%d/mymaster" % port)
+
+    def test_a_trickling_or_silent_redis_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
+        self.attack(lambda port: "redis://127.0.0.1:%d" % port)
 
 
 class SettingsFileTest(unittest.TestCase):
