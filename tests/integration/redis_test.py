@@ -426,6 +426,37 @@ class ClusterFailoverTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class ClusterSlotsTest(unittest.TestCase):
+    # Issue 19: Redis Cluster hashes only a key's first {...}, and a value "{same}..." once chose the slot of its
+    # key: a client could pile all its keys onto one node. Each key has its own tag now.
+    def test_values_sharing_a_hash_tag_spread_over_every_primary(self):
+        cluster = Cluster()
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(WINDOW_RULES)
+            server = ServerDir(d, cluster.url(), ["--redis-timeout", "500ms"])
+            try:
+                values = ["{same}%d" % i for i in range(60)]
+                for v in values:
+                    status, body = server.check(v)
+                    self.assertEqual(status, 200, body)
+                    self.assertNotIn("fallback", body["statuses"][0], body)
+            finally:
+                server.stop()
+            primaries = [n for n in cluster.nodes if "role:master" in cli(n.port, "INFO", "replication")]
+            self.assertEqual(len(primaries), 3)
+            held = {n.port: cli(n.port, "--scan", "--pattern", "rk:*").split() for n in primaries}
+            keys = [k for ks in held.values() for k in ks]
+            self.assertEqual(len(keys), len(values), held)
+            self.assertTrue(all(held.values()), {p: len(ks) for p, ks in held.items()})  # each primary holds some
+            slots = {cli(primaries[0].port, "CLUSTER", "KEYSLOT", k) for k in keys}
+            self.assertGreater(len(slots), len(values) - 5, slots)  # 60 keys over 16384 slots: all but a few apart
+        finally:
+            cluster.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class SentinelTest(unittest.TestCase):
     def test_the_service_follows_a_sentinel_failover(self):
         primary = Redis()

@@ -8,9 +8,12 @@
 #include <cmath>
 #include <future>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "redis_process.h"
+#include "rules/ruleset.h"
+#include "server/app/redis_remote.h"
 #include "store/redis/client.h"
 #include "store/redis/scripts.h"
 
@@ -131,6 +134,24 @@ TEST(RedisSlots, Crc16HashTagsAndSha1AgainstPublishedVectors) {
   EXPECT_EQ(sha1_hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
   EXPECT_EQ(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
   EXPECT_EQ(sha1_hex(std::string(1000, 'a')), "291e9a6c66994949b57ba5e650361e98fc36b1ba");
+}
+
+// Issue 19: a descriptor value holding "{x}" chose the Cluster slot of its key (Redis hashes only the first
+// {...}), so clients could pile their keys onto one node. Every key now leads with its own tag, a digest of it.
+TEST(RedisKeys, EachKeyHasItsOwnHashTagThatNoValueCanChoose) {
+  const std::string key = "rk:0123456789abcdef:4:user5:alice";
+  const std::string tagged = app::redis_key(key);
+  EXPECT_EQ(tagged, "rk:{" + rules::content_hash(key) + "}:0123456789abcdef:4:user5:alice");
+  EXPECT_EQ(app::redis_key(key), tagged);  // the same on every server
+  EXPECT_EQ(key_slot(tagged), crc16(rules::content_hash(key)) & 16383);
+  EXPECT_EQ(app::redis_key("plain"), "rk:{" + rules::content_hash("plain") + "}:plain");
+  std::set<std::uint16_t> slots;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string hostile = "rk:0123456789abcdef:4:user:{same}" + std::to_string(i);
+    ASSERT_EQ(key_slot(hostile), key_slot("{same}"));  // the attack, without our tag: one slot for all
+    slots.insert(key_slot(app::redis_key(hostile)));
+  }
+  EXPECT_GT(slots.size(), 900u);  // 1000 keys over 16384 slots: a few share one by chance
 }
 
 Result run(Client& c, std::vector<std::string> args) {
