@@ -457,6 +457,21 @@ class ClusterSlotsTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+def start_sentinel(d, i, primary_port, quorum=2):
+    """A redis-sentinel monitoring `mymaster` at primary_port, ready: (port, process, log)."""
+    port = free_port()
+    conf = os.path.join(d, "s%d.conf" % i)
+    with open(conf, "w") as f:
+        f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d %d\n"
+                "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
+                % (port, d, primary_port, quorum))
+    log = open(os.path.join(d, "s%d.log" % i), "w")
+    proc = subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel", conf], stdout=log,
+                            stderr=subprocess.STDOUT)
+    wait_until(lambda: "num-other-sentinels" in cli(port, "SENTINEL", "MASTER", "mymaster"), "sentinel %d" % port)
+    return port, proc, log
+
+
 class SentinelTest(unittest.TestCase):
     def test_the_service_follows_a_sentinel_failover(self):
         primary = Redis()
@@ -466,18 +481,7 @@ class SentinelTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="rk-sentinel-")
         try:
             for i in range(3):
-                port = free_port()
-                conf = os.path.join(d, "s%d.conf" % i)
-                with open(conf, "w") as f:
-                    f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 2\n"
-                            "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
-                            % (port, d, primary.port))
-                log = open(os.path.join(d, "s%d.log" % i), "w")
-                sentinels.append((port, subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel",
-                                                          conf], stdout=log, stderr=subprocess.STDOUT), log))
-            for port, _, _ in sentinels:
-                wait_until(lambda p=port: "num-other-sentinels" in cli(p, "SENTINEL", "MASTER", "mymaster"),
-                           "sentinel %d" % port)
+                sentinels.append(start_sentinel(d, i, primary.port))
             with open(os.path.join(d, "r.yaml"), "w") as f:
                 f.write(WINDOW_RULES)
             url = "redis+sentinel://" + ",".join("127.0.0.1:%d" % p for p, _, _ in sentinels) + "/mymaster"
@@ -600,6 +604,38 @@ class TricklingPeerTest(unittest.TestCase):
 
     def test_a_trickling_or_silent_sentinel_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
         self.attack(lambda port: "redis+sentinel://127.0.0.1:%d/mymaster" % port)
+
+    def test_past_a_trickling_sentinel_the_next_one_names_the_primary(self):
+        primary = Redis()
+        peer = Trickler(0.02)
+        d = tempfile.mkdtemp(prefix="rk-sentinel-")
+        sentinel = None
+        try:
+            sentinel = start_sentinel(d, 0, primary.port, quorum=1)
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(POLICY_RULES % ("api", "fail_open"))
+            url = "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/mymaster" % (peer.port, sentinel[0])
+            server = ServerDir(d, url, ["--redis-timeout", "%dms" % (self.TIMEOUT * 1000)])
+            try:
+                def from_redis():
+                    t0 = time.monotonic()
+                    _, body = server.check("past-the-trickler")
+                    took = time.monotonic() - t0
+                    self.assertLess(took, 3 * self.TIMEOUT, "a decision took %.3f s" % took)
+                    return "fallback" not in body["statuses"][0]
+                wait_until(from_redis, "decisions from the primary the second sentinel names")
+                self.assertGreaterEqual(peer.accepted, 1)  # the trickler was asked first
+                self.assertNotEqual(cli(primary.port, "--scan", "--pattern", "rk:*"), "")
+            finally:
+                server.stop()
+        finally:
+            if sentinel:
+                sentinel[1].kill()
+                sentinel[1].wait()
+                sentinel[2].close()
+            peer.close()
+            primary.close()
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_a_trickling_or_silent_redis_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
         self.attack(lambda port: "redis://127.0.0.1:%d" % port)

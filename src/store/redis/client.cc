@@ -326,7 +326,6 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                                                         " ms", true);
     }
     const Endpoint& sentinel = options.endpoints[turn];
-    const auto address = asio::ip::make_address(sentinel.host);  // parse_url() checked it
     const std::uint64_t gen = c.gen, probe = ++c.probe_gen;
     auto stale = [&c, gen, probe] { return gen != c.gen || probe != c.probe_gen; };
     auto next = [this, &c, stale, turn] {
@@ -334,6 +333,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       end_probe(c);
       discover(c, turn + 1);
     };
+    error_code bad;
+    const auto address = asio::ip::make_address(sentinel.host, bad);
+    if (bad) return next();
     c.probe = tcp::socket(ioc);
     c.probe_parser = Parser(kSentinelLimits);
     c.probe_out.clear();
