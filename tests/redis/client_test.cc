@@ -379,9 +379,10 @@ TEST(RedisClient, ATricklingOrSilentRedisCostsEachCommandItsTimeoutHandshakeIncl
 // A script not cached in Redis costs two exchanges (EVALSHA, NOSCRIPT, then EVAL), under one deadline: a Redis
 // that answers NOSCRIPT late and then trickles must not give the caller a second timeout to wait.
 TEST(Script, TheScriptLoadAfterNoscriptSharesTheCommandsDeadline) {
-  constexpr auto kTimeout = 400ms;
+  constexpr auto kTimeout = 1000ms;  // NOSCRIPT at 0.7 of it: before it even on a busy machine, late enough that a
+                                     // second timeout for the EVAL would end past 1.5 of it
   auto redis = std::make_unique<TricklingServer>(TricklingServer::Options{
-      .every = 20ms, .head = "-NOSCRIPT No matching script. Please use EVAL.\r\n", .head_after = 300ms});
+      .every = 20ms, .head = "-NOSCRIPT No matching script. Please use EVAL.\r\n", .head_after = 700ms});
   auto o = ClientOptions::parse_url("redis://127.0.0.1:" + std::to_string(redis->port()));
   o.command_timeout = kTimeout;
   Client c(o);
