@@ -8,6 +8,7 @@ processes (Redis starting, a Cluster failing over), polled with deadlines.
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -425,6 +426,52 @@ class ClusterFailoverTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class ClusterSlotsTest(unittest.TestCase):
+    # Issue 19: Redis Cluster hashes only a key's first {...}, and a value "{same}..." once chose the slot of its
+    # key: a client could pile all its keys onto one node. Each key has its own tag now.
+    def test_values_sharing_a_hash_tag_spread_over_every_primary(self):
+        cluster = Cluster()
+        d = tempfile.mkdtemp(prefix="rk-rules-")
+        try:
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(WINDOW_RULES)
+            server = ServerDir(d, cluster.url(), ["--redis-timeout", "500ms"])
+            try:
+                values = ["{same}%d" % i for i in range(60)]
+                for v in values:
+                    status, body = server.check(v)
+                    self.assertEqual(status, 200, body)
+                    self.assertNotIn("fallback", body["statuses"][0], body)
+            finally:
+                server.stop()
+            primaries = [n for n in cluster.nodes if "role:master" in cli(n.port, "INFO", "replication")]
+            self.assertEqual(len(primaries), 3)
+            held = {n.port: cli(n.port, "--scan", "--pattern", "rk:*").split() for n in primaries}
+            keys = [k for ks in held.values() for k in ks]
+            self.assertEqual(len(keys), len(values), held)
+            self.assertTrue(all(held.values()), {p: len(ks) for p, ks in held.items()})  # each primary holds some
+            slots = {cli(primaries[0].port, "CLUSTER", "KEYSLOT", k) for k in keys}
+            self.assertGreater(len(slots), len(values) - 5, slots)  # 60 keys over 16384 slots: all but a few apart
+        finally:
+            cluster.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def start_sentinel(d, i, primary_port, quorum=2):
+    """A redis-sentinel monitoring `mymaster` at primary_port, ready: (port, process, log)."""
+    port = free_port()
+    conf = os.path.join(d, "s%d.conf" % i)
+    with open(conf, "w") as f:
+        f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d %d\n"
+                "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
+                % (port, d, primary_port, quorum))
+    log = open(os.path.join(d, "s%d.log" % i), "w")
+    proc = subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel", conf], stdout=log,
+                            stderr=subprocess.STDOUT)
+    wait_until(lambda: "num-other-sentinels" in cli(port, "SENTINEL", "MASTER", "mymaster"), "sentinel %d" % port)
+    return port, proc, log
+
+
 class SentinelTest(unittest.TestCase):
     def test_the_service_follows_a_sentinel_failover(self):
         primary = Redis()
@@ -434,18 +481,7 @@ class SentinelTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="rk-sentinel-")
         try:
             for i in range(3):
-                port = free_port()
-                conf = os.path.join(d, "s%d.conf" % i)
-                with open(conf, "w") as f:
-                    f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 2\n"
-                            "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
-                            % (port, d, primary.port))
-                log = open(os.path.join(d, "s%d.log" % i), "w")
-                sentinels.append((port, subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel",
-                                                          conf], stdout=log, stderr=subprocess.STDOUT), log))
-            for port, _, _ in sentinels:
-                wait_until(lambda p=port: "num-other-sentinels" in cli(p, "SENTINEL", "MASTER", "mymaster"),
-                           "sentinel %d" % port)
+                sentinels.append(start_sentinel(d, i, primary.port))
             with open(os.path.join(d, "r.yaml"), "w") as f:
                 f.write(WINDOW_RULES)
             url = "redis+sentinel://" + ",".join("127.0.0.1:%d" % p for p, _, _ in sentinels) + "/mymaster"
@@ -473,6 +509,136 @@ class SentinelTest(unittest.TestCase):
             replica.close()
             primary.close()
             shutil.rmtree(d, ignore_errors=True)
+
+
+class Trickler:
+    """A loopback server that accepts every connection and, once it has been sent anything, answers a reply that
+    never ends one byte every `every` seconds, or with every=None nothing at all: the slow peer a hostile or broken
+    Sentinel or Redis can be. What it is sent is read and dropped."""
+
+    def __init__(self, every):
+        self.every = every
+        self.accepted = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self):
+        trickle = b"*2\r\n$1000000\r\n" + b"a" * 1000000
+        peers = {}  # socket -> bytes of the trickle sent, None until it has asked something
+        last = time.monotonic()
+        while not self.stopping.is_set():
+            readable, _, _ = select.select([self.listener, *peers], [], [], 0.01)
+            for s in readable:
+                if s is self.listener:
+                    peer, _ = s.accept()
+                    peers[peer] = None
+                    self.accepted += 1
+                    continue
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    s.close()
+                    del peers[s]
+                elif peers[s] is None:
+                    peers[s] = 0
+            if self.every is None or time.monotonic() - last < self.every:
+                continue
+            last = time.monotonic()
+            for s, at in peers.items():
+                if at is not None and at < len(trickle):
+                    try:
+                        s.send(trickle[at:at + 1])
+                        peers[s] = at + 1
+                    except OSError:
+                        pass
+        for s in peers:
+            s.close()
+        self.listener.close()
+
+    def close(self):
+        self.stopping.set()
+        self.thread.join()
+
+
+class TricklingPeerTest(unittest.TestCase):
+    """Issue 19: a Sentinel or a Redis that answers a byte at a time, or never, must cost each decision no more
+    than the Redis timeout (the domain's failure policy answers), and must not keep SIGTERM from stopping the
+    server. Bounds are multiples of the configured timeout, so that they hold on a busy machine."""
+
+    TIMEOUT = 0.1
+
+    def attack(self, url_of):
+        for every in (0.02, None):
+            peer = Trickler(every)
+            d = tempfile.mkdtemp(prefix="rk-rules-")
+            what = "a peer sending a byte every %s s" % every
+            try:
+                with open(os.path.join(d, "r.yaml"), "w") as f:
+                    f.write(POLICY_RULES % ("api", "fail_open"))
+                server = ServerDir(d, url_of(peer.port), ["--redis-timeout", "%dms" % (self.TIMEOUT * 1000)])
+                try:
+                    for i in range(10):
+                        t0 = time.monotonic()
+                        status, body = server.check("t%d" % i)
+                        took = time.monotonic() - t0
+                        self.assertEqual(status, 200, (what, body))
+                        self.assertEqual(body["statuses"][0].get("fallback"), "fail_open", (what, body))
+                        self.assertLess(took, 3 * self.TIMEOUT, "%s: decision %d took %.3f s" % (what, i, took))
+                        time.sleep(0.05)
+                    self.assertGreaterEqual(peer.accepted, 1, what)
+                finally:
+                    t0 = time.monotonic()
+                    server.stop()  # fails if SIGTERM does not stop it
+                    took = time.monotonic() - t0
+                self.assertLess(took, 30 * self.TIMEOUT, "%s: stopping on SIGTERM took %.3f s" % (what, took))
+            finally:
+                peer.close()
+                shutil.rmtree(d, ignore_errors=True)
+
+    def test_a_trickling_or_silent_sentinel_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
+        self.attack(lambda port: "redis+sentinel://127.0.0.1:%d/mymaster" % port)
+
+    def test_past_a_trickling_sentinel_the_next_one_names_the_primary(self):
+        primary = Redis()
+        peer = Trickler(0.02)
+        d = tempfile.mkdtemp(prefix="rk-sentinel-")
+        sentinel = None
+        try:
+            sentinel = start_sentinel(d, 0, primary.port, quorum=1)
+            with open(os.path.join(d, "r.yaml"), "w") as f:
+                f.write(POLICY_RULES % ("api", "fail_open"))
+            url = "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/mymaster" % (peer.port, sentinel[0])
+            server = ServerDir(d, url, ["--redis-timeout", "%dms" % (self.TIMEOUT * 1000)])
+            try:
+                def from_redis():
+                    t0 = time.monotonic()
+                    _, body = server.check("past-the-trickler")
+                    took = time.monotonic() - t0
+                    self.assertLess(took, 3 * self.TIMEOUT, "a decision took %.3f s" % took)
+                    return "fallback" not in body["statuses"][0]
+                wait_until(from_redis, "decisions from the primary the second sentinel names")
+                self.assertGreaterEqual(peer.accepted, 1)  # the trickler was asked first
+                self.assertNotEqual(cli(primary.port, "--scan", "--pattern", "rk:*"), "")
+            finally:
+                server.stop()
+        finally:
+            if sentinel:
+                sentinel[1].kill()
+                sentinel[1].wait()
+                sentinel[2].close()
+            peer.close()
+            primary.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_a_trickling_or_silent_redis_costs_each_decision_its_timeout_and_sigterm_stops_the_server(self):
+        self.attack(lambda port: "redis://127.0.0.1:%d" % port)
 
 
 class SettingsFileTest(unittest.TestCase):

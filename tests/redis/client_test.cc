@@ -7,9 +7,13 @@
 #include <bit>
 #include <cmath>
 #include <future>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "redis_process.h"
+#include "rules/ruleset.h"
+#include "server/app/redis_remote.h"
 #include "store/redis/client.h"
 #include "store/redis/scripts.h"
 
@@ -18,6 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using redis_test::RedisProcess;
+using redis_test::TricklingServer;
 
 std::vector<Reply> parse_all(std::string_view bytes, bool one_at_a_time, std::string* error = nullptr) {
   Parser p;
@@ -129,6 +134,24 @@ TEST(RedisSlots, Crc16HashTagsAndSha1AgainstPublishedVectors) {
   EXPECT_EQ(sha1_hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
   EXPECT_EQ(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
   EXPECT_EQ(sha1_hex(std::string(1000, 'a')), "291e9a6c66994949b57ba5e650361e98fc36b1ba");
+}
+
+// Issue 19: a descriptor value holding "{x}" chose the Cluster slot of its key (Redis hashes only the first
+// {...}), so clients could pile their keys onto one node. Every key now leads with its own tag, a digest of it.
+TEST(RedisKeys, EachKeyHasItsOwnHashTagThatNoValueCanChoose) {
+  const std::string key = "rk:0123456789abcdef:4:user5:alice";
+  const std::string tagged = app::redis_key(key);
+  EXPECT_EQ(tagged, "rk:{" + rules::content_hash(key) + "}:0123456789abcdef:4:user5:alice");
+  EXPECT_EQ(app::redis_key(key), tagged);  // the same on every server
+  EXPECT_EQ(key_slot(tagged), crc16(rules::content_hash(key)) & 16383);
+  EXPECT_EQ(app::redis_key("plain"), "rk:{" + rules::content_hash("plain") + "}:plain");
+  std::set<std::uint16_t> slots;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string hostile = "rk:0123456789abcdef:4:user:{same}" + std::to_string(i);
+    ASSERT_EQ(key_slot(hostile), key_slot("{same}"));  // the attack, without our tag: one slot for all
+    slots.insert(key_slot(app::redis_key(hostile)));
+  }
+  EXPECT_GT(slots.size(), 900u);  // 1000 keys over 16384 slots: a few share one by chance
 }
 
 Result run(Client& c, std::vector<std::string> args) {
@@ -277,6 +300,106 @@ TEST(RedisClient, AClosedClientFailsAtOnce) {
   Result r = run(c, {"PING"});
   ASSERT_TRUE(std::holds_alternative<Error>(r));
   EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kClosed);
+}
+
+// Runs a command, waiting at most `bound`: nullopt if it was not answered by then (a later answer is dropped).
+std::optional<Result> run_within(Client& c, std::vector<std::string> args, std::chrono::milliseconds bound) {
+  auto p = std::make_shared<std::promise<Result>>();
+  auto f = p->get_future();
+  c.exec(std::move(args), "", [p](Result r) { p->set_value(std::move(r)); });
+  if (f.wait_for(bound) != std::future_status::ready) return std::nullopt;
+  return f.get();
+}
+
+// Closes the client, failing if that takes longer than `bound`; then lets the hostile peer go, so that a client
+// stuck on it is reported rather than hung.
+void close_within(Client& c, std::unique_ptr<TricklingServer>& peer, std::chrono::milliseconds bound) {
+  auto closing = std::async(std::launch::async, [&c] { c.close(); });
+  EXPECT_EQ(closing.wait_for(bound), std::future_status::ready) << "close() waited on the peer";
+  peer.reset();
+  closing.wait();
+}
+
+// Commands against a peer that trickles (or never answers), each answered by its own deadline within `bound`:
+// an error, never a reply.
+void expect_each_answered_in_time(Client& c, std::chrono::milliseconds bound, const std::string& what) {
+  for (int i = 0; i < 10; ++i) {
+    const std::optional<Result> r = run_within(c, {"GET", "k"}, bound);
+    if (!r) {
+      ADD_FAILURE() << what << ": command " << i << " was not answered within " << bound.count() << " ms";
+      return;
+    }
+    const auto* e = std::get_if<Error>(&*r);
+    EXPECT_TRUE(e && (e->kind == Error::Kind::kTimeout || e->kind == Error::Kind::kConnection))
+        << what << ": command " << i << (e ? ": " + e->message : " got a reply");
+    std::this_thread::sleep_for(30ms);  // past some backoffs: new connections, new exchanges with the peer
+  }
+}
+
+// Issue 19's attack: a Sentinel that answers a byte at a time, or accepts and never answers, held the client's
+// thread in a blocking exchange, so that no command was answered, not even by its timeout, and close() (SIGTERM)
+// never returned. Each command must now be answered by its deadline, and close() at once.
+TEST(RedisClient, ATricklingOrSilentSentinelCostsEachCommandItsTimeoutAndCloseReturns) {
+  constexpr auto kTimeout = 100ms;
+  for (const auto every : {20ms, 0ms}) {
+    auto sentinel = std::make_unique<TricklingServer>(TricklingServer::Options{.every = every});
+    auto o = ClientOptions::parse_url("redis+sentinel://127.0.0.1:" + std::to_string(sentinel->port()) + "/mymaster");
+    o.command_timeout = kTimeout;
+    o.connect_timeout = 500ms;
+    o.backoff_min = 10ms;
+    o.backoff_max = 50ms;
+    Client c(o);
+    expect_each_answered_in_time(c, 3 * kTimeout, "a sentinel sending a byte every " + std::to_string(every.count()) + " ms");
+    EXPECT_GE(sentinel->accepted(), 1);  // the client did ask it
+    close_within(c, sentinel, 3 * kTimeout);
+  }
+}
+
+// The same of a Redis node itself, the handshake (AUTH) included.
+TEST(RedisClient, ATricklingOrSilentRedisCostsEachCommandItsTimeoutHandshakeIncluded) {
+  constexpr auto kTimeout = 100ms;
+  for (const std::string password : {"", "s3cret"}) {
+    for (const auto every : {20ms, 0ms}) {
+      auto redis = std::make_unique<TricklingServer>(TricklingServer::Options{.every = every});
+      auto o = ClientOptions::parse_url("redis://127.0.0.1:" + std::to_string(redis->port()));
+      o.password = password;
+      o.command_timeout = kTimeout;
+      o.connect_timeout = 500ms;
+      o.backoff_min = 10ms;
+      o.backoff_max = 50ms;
+      Client c(o);
+      expect_each_answered_in_time(c, 3 * kTimeout, "a Redis sending a byte every " + std::to_string(every.count()) +
+                                                        " ms, password '" + password + "'");
+      EXPECT_GE(redis->accepted(), 1);
+      close_within(c, redis, 3 * kTimeout);
+    }
+  }
+}
+
+// A script not cached in Redis costs two exchanges (EVALSHA, NOSCRIPT, then EVAL), under one deadline: a Redis
+// that answers NOSCRIPT late and then trickles must not give the caller a second timeout to wait.
+TEST(Script, TheScriptLoadAfterNoscriptSharesTheCommandsDeadline) {
+  constexpr auto kTimeout = 1000ms;  // NOSCRIPT at 0.7 of it: before it even on a busy machine, late enough that a
+                                     // second timeout for the EVAL would end past 1.5 of it
+  auto redis = std::make_unique<TricklingServer>(TricklingServer::Options{
+      .every = 20ms, .head = "-NOSCRIPT No matching script. Please use EVAL.\r\n", .head_after = 700ms});
+  auto o = ClientOptions::parse_url("redis://127.0.0.1:" + std::to_string(redis->port()));
+  o.command_timeout = kTimeout;
+  Client c(o);
+  Script s("return 1");
+  auto p = std::make_shared<std::promise<Result>>();
+  auto f = p->get_future();
+  const auto t0 = std::chrono::steady_clock::now();
+  s.eval(c, {"k"}, {}, [p](Result r) { p->set_value(std::move(r)); });
+  ASSERT_EQ(f.wait_for(kTimeout * 3 / 2), std::future_status::ready)
+      << "EVAL after a late NOSCRIPT got a timeout of its own";
+  const auto took = std::chrono::steady_clock::now() - t0;
+  const Result r = f.get();
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_EQ(std::get<Error>(r).kind, Error::Kind::kTimeout) << std::get<Error>(r).message;
+  EXPECT_GE(took, kTimeout);
+  EXPECT_EQ(c.stats().commands, 2u);  // the EVAL was sent: the NOSCRIPT came in time
+  close_within(c, redis, 3 * kTimeout);
 }
 
 // The script's reply as the C++ side reads it: three doubles as 24 little-endian bytes, whole nanoseconds as

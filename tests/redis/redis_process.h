@@ -1,5 +1,6 @@
 // tests/redis/redis_process.h: a real redis-server (Debian's) as a child process on a free loopback port, for the
-// tests. kill() and start() again on the same port; stop(SIGSTOP) pauses it.
+// tests. kill() and start() again on the same port; stop(SIGSTOP) pauses it. TricklingServer: the slow peer a
+// hostile or broken Sentinel or Redis node can be.
 #pragma once
 
 #include <netinet/in.h>
@@ -7,10 +8,12 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -88,6 +91,94 @@ class RedisProcess {
   int port_;
   std::vector<std::string> extra_;
   pid_t pid_ = -1;
+};
+
+// A loopback TCP server that accepts every connection and, once it has been sent anything, answers `head` after
+// `head_after`, then a reply that never ends (an array whose bulk string is a megabyte long) one byte every
+// `every`, or with `every` zero, nothing more. What it is sent is read and dropped.
+class TricklingServer {
+ public:
+  struct Options {
+    std::chrono::milliseconds every{20};
+    std::string head;
+    std::chrono::milliseconds head_after{0};
+  };
+  explicit TricklingServer(Options o) : o_(std::move(o)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener_, 64) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+      ADD_FAILURE() << "the trickling server cannot listen";
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~TricklingServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  struct Peer {
+    int fd;
+    std::chrono::steady_clock::time_point asked{};  // when it first sent something; zero: not yet
+    bool head_sent = false;
+    std::size_t at = 0;                             // bytes of the trickle sent
+  };
+
+  void run() {
+    const std::string trickle = "*2\r\n$1000000\r\n" + std::string(1000000, 'a');
+    std::vector<Peer> peers;
+    const auto period = o_.every.count() > 0 ? o_.every : std::chrono::milliseconds(10);
+    auto last = std::chrono::steady_clock::now();
+    while (!stop_) {
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), static_cast<int>(period.count()));
+      const auto now = std::chrono::steady_clock::now();
+      if (fds[0].revents & POLLIN) {
+        if (const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK); fd >= 0) {
+          peers.push_back({fd});
+          ++accepted_;
+        }
+      }
+      for (std::size_t i = fds.size() - 1; i >= 1; --i) {  // backwards: a peer that hung up is erased
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char drop[4096];
+        if (::recv(fds[i].fd, drop, sizeof drop, 0) <= 0) {
+          ::close(fds[i].fd);
+          peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(i - 1));
+        } else if (peers[i - 1].asked == std::chrono::steady_clock::time_point{}) {
+          peers[i - 1].asked = now;
+        }
+      }
+      const bool tick = now - last >= period;
+      if (tick) last = now;
+      for (Peer& p : peers) {
+        if (p.asked == std::chrono::steady_clock::time_point{} || now - p.asked < o_.head_after) continue;
+        if (!p.head_sent) {
+          if (!o_.head.empty()) ::send(p.fd, o_.head.data(), o_.head.size(), MSG_NOSIGNAL);
+          p.head_sent = true;
+        } else if (tick && o_.every.count() > 0 && p.at < trickle.size()) {
+          ::send(p.fd, trickle.data() + p.at++, 1, MSG_NOSIGNAL);
+        }
+      }
+    }
+    for (const Peer& p : peers) ::close(p.fd);
+  }
+
+  Options o_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
 };
 
 }  // namespace rk::redis_test

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "rules/ruleset.h"
 #include "store/redis/client.h"
 #include "store/redis/scripts.h"
 
@@ -134,8 +135,9 @@ class RedisRemote final : public RemoteStore {
     batch->left = keys.size();
     batch->done = std::move(done);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const std::string routing = keys[i];
-      client_.exec({"DEL", std::move(keys[i])}, routing, [batch, i](redis::Result r) {
+      std::string key = redis_key(keys[i]);
+      const std::string routing = key;
+      client_.exec({"DEL", std::move(key)}, routing, [batch, i](redis::Result r) {
         if (const auto* reply = std::get_if<redis::Reply>(&r); reply && reply->type == redis::Reply::Type::kInteger) {
           batch->existed[i] = reply->integer > 0;
         }
@@ -168,11 +170,11 @@ class RedisRemote final : public RemoteStore {
     Nanos pending_at{0};             // the last of them
   };
 
-  void send(const LimitSpec& spec, std::string key, Nanos now, std::uint64_t hits, bool peek,
+  void send(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t hits, bool peek,
             std::function<void(redis::Result)> done) {
     const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
     const redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
-    std::vector<std::string> keys{std::move(key)};
+    std::vector<std::string> keys{redis_key(key)};
     script.eval(client_, std::move(keys), redis::script_args(spec, time, hits, peek), std::move(done));
   }
 
@@ -258,6 +260,21 @@ class RedisRemote final : public RemoteStore {
 };
 
 }  // namespace
+
+std::string redis_key(std::string_view store_key) {
+  // After "rk:", so that "rk:*" (a SCAN, an ACL's key pattern) still covers every key. The digest is of the whole
+  // key, prefix included, so that two keys differing only there cannot share it.
+  constexpr std::string_view kPrefix = "rk:";
+  const std::string_view rest = store_key.starts_with(kPrefix) ? store_key.substr(kPrefix.size()) : store_key;
+  std::string out;
+  out.reserve(kPrefix.size() + 20 + rest.size());
+  out += kPrefix;
+  out += '{';
+  out += rules::content_hash(store_key);
+  out += "}:";
+  out += rest;
+  return out;
+}
 
 std::shared_ptr<RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
   return std::make_shared<RedisRemote>(options);

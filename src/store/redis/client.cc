@@ -1,11 +1,5 @@
 #include "store/redis/client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -20,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -91,51 +86,17 @@ Endpoint parse_endpoint(std::string_view text, std::string_view url) {
   return e;
 }
 
-// A blocking exchange with a sentinel, bounded by `timeout` for each step: the primary's address, or nullopt.
-std::optional<Endpoint> ask_sentinel(const Endpoint& sentinel, const std::string& name, milliseconds timeout) {
-  error_code ec;
-  const auto address = asio::ip::make_address(sentinel.host, ec);
-  if (ec) return std::nullopt;
-  asio::io_context ioc;
-  tcp::socket s(ioc);
-  s.open(address.is_v6() ? tcp::v6() : tcp::v4(), ec);
-  if (ec) return std::nullopt;
-  s.non_blocking(true, ec);
-  s.connect(tcp::endpoint(address, sentinel.port), ec);
-  const int fd = s.native_handle();
-  auto wait = [&](short events) {
-    pollfd p{fd, events, 0};
-    return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1;
-  };
-  if (ec == asio::error::in_progress || ec == asio::error::would_block) {
-    if (!wait(POLLOUT)) return std::nullopt;
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return std::nullopt;
-  } else if (ec) {
+// A sentinel's answer is two short strings: a parser with room for little more keeps a hostile one from making us
+// buffer megabytes within the exchange's deadline.
+constexpr ParserLimits kSentinelLimits{.max_bulk = 1024, .max_elements = 16, .max_depth = 2};
+
+// SENTINEL get-master-addr-by-name's answer, or nullopt (nil: the sentinel does not know the name).
+std::optional<Endpoint> primary_from(const Reply& r) {
+  if (r.type != Reply::Type::kArray || r.elements.size() != 2) return std::nullopt;
+  try {
+    return parse_endpoint(r.elements[0].str + ":" + r.elements[1].str, "sentinel's answer");
+  } catch (const std::invalid_argument&) {
     return std::nullopt;
-  }
-  std::string out;
-  encode(out, {"SENTINEL", "get-master-addr-by-name", name});
-  if (!wait(POLLOUT) || ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
-    return std::nullopt;
-  }
-  Parser parser;
-  char buf[4096];
-  for (;;) {
-    if (auto r = parser.next()) {
-      if (r->type != Reply::Type::kArray || r->elements.size() != 2) return std::nullopt;
-      try {
-        return parse_endpoint(r->elements[0].str + ":" + r->elements[1].str, "sentinel's answer");
-      } catch (const std::invalid_argument&) {
-        return std::nullopt;
-      }
-    }
-    if (parser.failed() || !wait(POLLIN)) return std::nullopt;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return std::nullopt;
-    parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
   }
 }
 
@@ -204,9 +165,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   struct Node;
 
   // One TCP connection. `gen` changes at every (re)connection, so that handlers of a closed socket do nothing.
+  // kDiscovering (Sentinel only): the primary's address is being asked of the sentinels on `probe`; commands queue
+  // as while connecting.
   struct Conn {
-    enum class State : std::uint8_t { kDown, kConnecting, kReady };
-    Conn(asio::io_context& ioc, Node& n) : socket(ioc), node(n) {}
+    enum class State : std::uint8_t { kDown, kDiscovering, kConnecting, kReady };
+    Conn(asio::io_context& ioc, Node& n) : socket(ioc), node(n), probe(ioc), probe_timer(ioc) {}
     tcp::socket socket;
     Node& node;
     State state = State::kDown;
@@ -216,8 +179,13 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     bool busy = false;    // a write in flight
     std::deque<Pending> sent;  // in the order they will be answered: what `writing` and `out` hold too
     Parser parser;
-    std::array<char, 16384> buf{};
+    std::array<char, 16384> buf{};  // the probe's too: `socket` is not open while discovering
     Clock::time_point connect_deadline{};
+    tcp::socket probe;               // to the sentinel being asked
+    asio::steady_timer probe_timer;  // its whole exchange's deadline
+    std::uint64_t probe_gen = 0;     // changes at every sentinel asked, so that handlers of an earlier one do nothing
+    Parser probe_parser{kSentinelLimits};
+    std::string probe_out;
   };
 
   struct Node {
@@ -292,9 +260,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     send_to(node, std::move(p), false);
   }
 
+  // `p.deadline` was set when the caller gave the command, and stays through redirects and a script's EVAL after
+  // NOSCRIPT: connecting, discovering and following included, the caller's answer never waits longer.
   void send_to(Node& node, Pending p, bool asking) {
     Conn* conn = pick(node, p.key);
     const auto now = Clock::now();
+    if (now > p.deadline) return expire(p, "from Redis at " + endpoint_text(node.endpoint));
     if (conn->state == Conn::State::kDown) {
       if (now < node.down_until) {
         // A dead node may have been replaced (a replica promoted): ask the cluster again, at most every 100 ms.
@@ -307,19 +278,21 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint)});
       }
     }
-    // A command gets command_timeout from now, connecting included: the caller's answer never waits longer.
-    const auto budget = options.command_timeout;
     if (asking) {
-      Pending a{.args = {"ASKING"}, .internal = true};
-      a.deadline = now + budget;
+      Pending a{.args = {"ASKING"}, .deadline = p.deadline, .internal = true};
       encode(conn->out, a.args);
       conn->sent.push_back(std::move(a));
     }
-    p.deadline = now + budget;
     encode(conn->out, p.args);
     conn->sent.push_back(std::move(p));
     commands.fetch_add(1, std::memory_order_relaxed);
     if (conn->state == Conn::State::kReady && !conn->busy) flush(*conn);
+  }
+
+  void expire(Pending& p, const std::string& where) {
+    timeouts.fetch_add(1, std::memory_order_relaxed);
+    finish(p, Error{Error::Kind::kTimeout, "no answer " + where + " within " +
+                                               std::to_string(options.command_timeout.count()) + " ms"});
   }
 
   // A key always goes on the same connection while it is up, so that one key's commands keep their order; keyless
@@ -335,36 +308,100 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   }
 
   void connect(Conn& c) {
-    Node& node = c.node;
-    if (&node == sentinel_node) {
-      std::optional<Endpoint> primary;
-      for (const Endpoint& s : options.endpoints) {
-        if ((primary = ask_sentinel(s, options.primary_name, options.connect_timeout))) break;
-      }
-      if (!primary) {
-        mark_down(node);
-        return;
-      }
-      if (primary->host != node.endpoint.host || primary->port != node.endpoint.port) {
-        for (auto& other : node.conns) {  // the primary moved: every connection goes to the new one
-          if (other.get() != &c && other->state != Conn::State::kDown) fail_conn(*other, Error::Kind::kConnection, "the primary moved", false);
-        }
-        node.endpoint = *primary;
-      }
+    c.gen++;
+    c.parser = Parser();
+    reconnects.fetch_add(1, std::memory_order_relaxed);
+    if (&c.node != sentinel_node) return open(c);
+    c.state = Conn::State::kDiscovering;
+    discover(c, 0);
+  }
+
+  // Sentinel: the primary's address is asked of each sentinel in turn, each exchange (connect, question, answer)
+  // bounded as a whole by connect_timeout, so that a sentinel answering a byte at a time, or never, costs that and
+  // no more. Nothing blocks: the commands waiting meanwhile are answered at their own deadlines by tick().
+  void discover(Conn& c, std::size_t turn) {
+    if (turn >= options.endpoints.size()) {
+      return fail_conn(c, Error::Kind::kConnection, "no sentinel named the primary '" + options.primary_name +
+                                                        "' within " + std::to_string(options.connect_timeout.count()) +
+                                                        " ms", true);
     }
+    const Endpoint& sentinel = options.endpoints[turn];
+    const std::uint64_t gen = c.gen, probe = ++c.probe_gen;
+    auto stale = [&c, gen, probe] { return gen != c.gen || probe != c.probe_gen; };
+    auto next = [this, &c, stale, turn] {
+      if (stale()) return;
+      end_probe(c);
+      discover(c, turn + 1);
+    };
+    error_code bad;
+    const auto address = asio::ip::make_address(sentinel.host, bad);
+    if (bad) return next();
+    c.probe = tcp::socket(ioc);
+    c.probe_parser = Parser(kSentinelLimits);
+    c.probe_out.clear();
+    encode(c.probe_out, {"SENTINEL", "get-master-addr-by-name", options.primary_name});
+    c.probe_timer.expires_after(options.connect_timeout);
+    c.probe_timer.async_wait([next](error_code e) {
+      if (!e) next();
+    });
+    c.probe.async_connect(tcp::endpoint(address, sentinel.port), [this, &c, stale, next](error_code e) {
+      if (stale()) return;
+      if (e) return next();
+      asio::async_write(c.probe, asio::buffer(c.probe_out), [this, &c, stale, next](error_code written, std::size_t) {
+        if (stale()) return;
+        if (written) return next();
+        read_probe(c, stale, next);
+      });
+    });
+  }
+
+  template <class Stale, class Next>
+  void read_probe(Conn& c, Stale stale, Next next) {
+    c.probe.async_read_some(asio::buffer(c.buf), [this, &c, stale, next](error_code e, std::size_t n) {
+      if (stale()) return;
+      if (e) return next();
+      c.probe_parser.feed(std::string_view(c.buf.data(), n));
+      if (auto r = c.probe_parser.next()) {
+        const std::optional<Endpoint> primary = primary_from(*r);
+        if (!primary) return next();  // nil: this sentinel does not know the name
+        end_probe(c);
+        return found_primary(c, *primary);
+      }
+      if (c.probe_parser.failed()) return next();
+      read_probe(c, stale, next);
+    });
+  }
+
+  void end_probe(Conn& c) {
+    ++c.probe_gen;
+    error_code ignored;
+    c.probe.close(ignored);
+    c.probe_timer.cancel();
+  }
+
+  void found_primary(Conn& c, const Endpoint& primary) {
+    Node& node = c.node;
+    if (primary.host != node.endpoint.host || primary.port != node.endpoint.port) {
+      for (auto& other : node.conns) {  // the primary moved: every connection goes to the new one
+        if (other.get() != &c && (other->state == Conn::State::kConnecting || other->state == Conn::State::kReady)) {
+          fail_conn(*other, Error::Kind::kConnection, "the primary moved", false);
+        }
+      }
+      node.endpoint = primary;
+    }
+    open(c);
+  }
+
+  // The TCP connection, with the handshake first: AUTH, SELECT, and with a sentinel's answer, ROLE to be sure it is
+  // the primary. Commands already queued (while discovering) go after it.
+  void open(Conn& c) {
+    Node& node = c.node;
     error_code ec;
     const auto address = asio::ip::make_address(node.endpoint.host, ec);
-    if (ec) {
-      mark_down(node);
-      return;
-    }
-    c.gen++;
+    if (ec) return fail_conn(c, Error::Kind::kConnection, "'" + node.endpoint.host + "' is not an IP address", true);
     c.socket = tcp::socket(ioc);
-    c.parser = Parser();
     c.state = Conn::State::kConnecting;
     c.connect_deadline = Clock::now() + options.connect_timeout;
-    reconnects.fetch_add(1, std::memory_order_relaxed);
-    // The handshake goes first: AUTH, SELECT, and with a sentinel's answer, ROLE to be sure it is the primary.
     std::vector<Pending> hello;
     if (!options.password.empty()) {
       Pending a{.internal = true};
@@ -454,7 +491,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     }
     if (r.type == Reply::Type::kError) {
       const bool moved = r.str.starts_with("MOVED "), ask = r.str.starts_with("ASK ");
-      if ((moved || ask) && p.redirects < kMaxRedirects) {
+      if ((moved || ask) && p.done && p.redirects < kMaxRedirects) {  // not one answered already (timed out)
         // "MOVED 3999 127.0.0.1:6381"
         const auto sp1 = r.str.find(' '), sp2 = r.str.find(' ', sp1 + 1);
         try {
@@ -488,6 +525,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   void fail_conn(Conn& c, Error::Kind kind, const std::string& message, bool backoff) {
     c.gen++;
+    end_probe(c);
     error_code ignored;
     c.socket.close(ignored);
     c.state = Conn::State::kDown;
@@ -517,7 +555,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       }
     }
     if (!from) from = &node_for(options.endpoints[seed_turn % options.endpoints.size()]);
-    Pending p{.args = {"CLUSTER", "SLOTS"}};
+    Pending p{.args = {"CLUSTER", "SLOTS"}, .deadline = last_refresh + options.command_timeout};
     const Endpoint asked = from->endpoint;
     p.done = [this, asked](Result r) {
       refreshing = false;
@@ -551,39 +589,49 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       if (e || closed) return;
       const auto now = Clock::now();
       for (auto& [_, n] : nodes) {
-        for (auto& c : n->conns) {
-          if (c->state == Conn::State::kConnecting && now > c->connect_deadline) {
-            fail_conn(*c, Error::Kind::kConnection, "no connection to Redis at " + endpoint_text(n->endpoint) + " within " +
-                                                        std::to_string(options.connect_timeout.count()) + " ms", true);
-          } else if (c->state == Conn::State::kConnecting) {
-            // Still connecting (a paused Redis accepts connections and answers nothing): the commands waiting past
-            // their deadline are answered now; the connection goes on, and their late replies will be dropped.
-            for (Pending& p : c->sent) {
-              if (p.internal || !p.done || now <= p.deadline) continue;
-              timeouts.fetch_add(1, std::memory_order_relaxed);
-              finish(p, Error{Error::Kind::kTimeout, "no connection to Redis at " + endpoint_text(n->endpoint) +
-                                                         " within " + std::to_string(options.command_timeout.count()) + " ms"});
-              p.deadline = c->connect_deadline + options.command_timeout;
-            }
-          } else {
-            // The oldest command still waiting (a handshake command, or a caller's) past its deadline: the
-            // connection is recycled. Commands abandoned while connecting do not count; their replies are dropped.
-            bool late = false;
-            for (const Pending& p : c->sent) {
-              if (!p.internal && !p.done) continue;
-              late = now > p.deadline;
-              if (late || !p.internal) break;
-            }
-            if (late) {
-              timeouts.fetch_add(1, std::memory_order_relaxed);
-              fail_conn(*c, Error::Kind::kTimeout, "no answer from Redis at " + endpoint_text(n->endpoint) + " within " +
-                                                       std::to_string(options.command_timeout.count()) + " ms", true);
-            }
-          }
-        }
+        for (auto& c : n->conns) expire(*c, now);
       }
       tick();
     });
+  }
+
+  void expire(Conn& c, Clock::time_point now) {
+    const std::string where = "from Redis at " + endpoint_text(c.node.endpoint);
+    switch (c.state) {
+      case Conn::State::kDown: return;
+      case Conn::State::kConnecting:
+        if (now > c.connect_deadline) {
+          return fail_conn(c, Error::Kind::kConnection, "no connection to Redis at " + endpoint_text(c.node.endpoint) +
+                                                            " within " + std::to_string(options.connect_timeout.count()) +
+                                                            " ms", true);
+        }
+        [[fallthrough]];
+      case Conn::State::kDiscovering:
+        // Still connecting (a paused Redis accepts connections and answers nothing) or asking the sentinels (whose
+        // exchange has its own deadline): the commands waiting past their deadline are answered now; the connection
+        // goes on, and their late replies will be dropped.
+        for (Pending& p : c.sent) {
+          if (!p.internal && p.done && now > p.deadline) expire(p, where);
+        }
+        return;
+      case Conn::State::kReady: break;
+    }
+    // Redis answers in order: if what it must answer next (a handshake command, or the oldest caller's command) is
+    // late, the connection is recycled and everything on it fails. A later command past its own deadline (one
+    // redirected here, or a script's EVAL, keeps its first deadline) is answered alone, its reply dropped.
+    bool first = true;
+    for (Pending& p : c.sent) {
+      if (!p.internal && !p.done) continue;  // answered already
+      if (now > p.deadline) {
+        if (first) {
+          timeouts.fetch_add(1, std::memory_order_relaxed);
+          return fail_conn(c, Error::Kind::kTimeout, "no answer " + where + " within " +
+                                                         std::to_string(options.command_timeout.count()) + " ms", true);
+        }
+        if (!p.internal) expire(p, where);
+      }
+      first = first && p.internal;
+    }
   }
 
   void shutdown() {
@@ -600,8 +648,10 @@ Client::Client(ClientOptions options) : impl_(std::make_shared<Impl>(std::move(o
 
 Client::~Client() { close(); }
 
-void Client::exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done) {
-  Pending p{.args = std::move(args), .key = std::string(routing_key), .done = std::move(done)};
+void Client::exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done,
+                  Deadline deadline) {
+  if (deadline == Deadline{}) deadline = Clock::now() + impl_->options.command_timeout;
+  Pending p{.args = std::move(args), .key = std::string(routing_key), .done = std::move(done), .deadline = deadline};
   auto shared = std::make_shared<Pending>(std::move(p));
   Impl* impl = impl_.get();
   if (!impl->post([impl, shared] { impl->dispatch(std::move(*shared)); })) {
@@ -619,6 +669,8 @@ void Client::close() {
   }
   if (impl->thread.joinable()) impl->thread.join();
 }
+
+std::chrono::milliseconds Client::command_timeout() const { return impl_->options.command_timeout; }
 
 std::string Client::describe() const {
   const ClientOptions& o = impl_->options;
@@ -720,13 +772,15 @@ void Script::eval(Client& client, std::vector<std::string> keys, std::vector<std
   for (auto& a : args) cmd.push_back(std::move(a));
   Client* c = &client;
   const std::string* source = &source_;
-  client.exec(cmd, routing, [c, source, cmd, routing, done = std::move(done)](Result r) mutable {
+  // One deadline for both: loading the script is part of the command's exchange, not a second timeout.
+  const Client::Deadline deadline = std::chrono::steady_clock::now() + client.command_timeout();
+  client.exec(cmd, routing, [c, source, cmd, routing, deadline, done = std::move(done)](Result r) mutable {
     const auto* e = std::get_if<Error>(&r);
     if (!e || e->kind != Error::Kind::kServer || !e->message.starts_with("NOSCRIPT")) return done(std::move(r));
     cmd[0] = "EVAL";  // also caches the script: the next EVALSHA finds it
     cmd[1] = *source;
-    c->exec(std::move(cmd), routing, std::move(done));
-  });
+    c->exec(std::move(cmd), routing, std::move(done), deadline);
+  }, deadline);
 }
 
 }  // namespace rk::redis

@@ -8,15 +8,17 @@
 //   script.eval(client, {"k"}, {}, [](rk::redis::Result r) { ... });     // EVALSHA; EVAL after a NOSCRIPT
 //
 // Pipelining: the commands given while a connection is writing go out together in its next write; replies are
-// matched in order. A command not answered within command_timeout fails with kTimeout, and so does everything
-// else in flight on its connection, which is then closed (a late reply can never meet the wrong command). While a
-// node cannot be reached, commands to it fail at once (kConnection) until its backoff has passed; then one
-// reconnection is tried.
+// matched in order. A command not answered within command_timeout of its exec() (connecting, asking the sentinels,
+// the handshake, redirects and a script's EVAL after NOSCRIPT included) fails with kTimeout; if Redis owed it the
+// next reply, so does everything else in flight on its connection, which is then closed (a late reply can never
+// meet the wrong command). A peer that answers a byte at a time, or never, costs each command its timeout and no
+// more: nothing waits for a peer on the client's thread. While a node cannot be reached, commands to it fail at
+// once (kConnection) until its backoff has passed; then one reconnection is tried.
 //
 // Cluster (redis+cluster://): slots from CLUSTER SLOTS, a key's slot by CRC16 with {hash tags}, MOVED (the map
 // is corrected and refreshed) and ASK (ASKING, then the command) followed up to 5 times. Sentinel
-// (redis+sentinel://): the primary's address asked of each sentinel in turn at every (re)connection, and checked
-// with ROLE.
+// (redis+sentinel://): the primary's address asked of each sentinel in turn at every (re)connection, each
+// exchange bounded by connect_timeout, and checked with ROLE.
 //
 // Thread safety: exec() and Script::eval() may be called from any thread, the client's own included; callbacks run
 // on the client's thread and must not block. close() must not be called from a callback.
@@ -72,8 +74,12 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // `routing_key` picks the cluster node (ignored otherwise). `done` runs exactly once.
-  void exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done);
+  using Deadline = std::chrono::steady_clock::time_point;
+  // `routing_key` picks the cluster node (ignored otherwise). `done` runs exactly once, with kTimeout at `deadline`
+  // at the latest (by default command_timeout from now; a follow-up exchange passes its first command's).
+  void exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done,
+            Deadline deadline = {});
+  std::chrono::milliseconds command_timeout() const;
   void close();                  // fails what is in flight with kClosed, joins the thread; idempotent
   std::string describe() const;  // "redis://127.0.0.1:6379" (never the password)
 
