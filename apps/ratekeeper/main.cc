@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "ratekeeper/ratekeeper.h"
 #include "cli/replay.h"
 #ifdef RK_HAVE_SIMULATE
 #include "cli/simulate.h"
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   if (command == "check-config") return rk::app::run_check_config(args);
 #endif
   if (command == "version" || command == "--version") {
-    std::cout << "ratekeeper 0.1.0\n";
+    std::cout << "ratekeeper " << rk_version() << "\n";
     return 0;
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -114,7 +114,7 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
 
 extern "C" {
 
-const char* rk_version(void) { return "0.1.0"; }
+const char* rk_version(void) { return RK_VERSION; }
 
 const char* rk_last_error(void) { return last_error.c_str(); }
 

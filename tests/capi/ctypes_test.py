@@ -3,6 +3,7 @@
 handles, error codes and messages. Run by ctest: ctypes_test.py path/to/libratekeeper.so"""
 import ctypes
 import math
+import os
 import sys
 import threading
 import unittest
@@ -82,7 +83,7 @@ class Limiter:
 
 class CApiFromPython(unittest.TestCase):
     def test_version(self):
-        self.assertEqual(LIB.rk_version(), b"0.1.0")
+        self.assertEqual(LIB.rk_version(), os.environ["RK_PROJECT_VERSION"].encode())
 
     def test_the_seeds_earrrl_figure(self):
         lim = Limiter("earrrl", 0.5, half_life_ns=10 * 10**9)

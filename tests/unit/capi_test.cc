@@ -43,7 +43,7 @@ TEST(CApi, SpecInitLeavesOptionalParametersUnset) {
   EXPECT_EQ(s.count_refused, -1);
   EXPECT_EQ(s.max_keys, 1'000'000u);
   EXPECT_EQ(s.max_key_bytes, 4096u);
-  EXPECT_STREQ(rk_version(), "0.1.0");
+  EXPECT_STREQ(rk_version(), RK_PROJECT_VERSION);
 }
 
 // Every algorithm, through both APIs, on one random trace: every field of every decision equal.

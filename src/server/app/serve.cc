@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ratekeeper/ratekeeper.h"
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "rules/reloader.h"
@@ -442,7 +443,7 @@ int run_serve(const std::vector<std::string>& args) {
   auto clock = std::make_shared<SystemClock>();
   metrics::Registry registry;
   namespace n = metrics::names;
-  registry.gauge(n::kBuildInfo.name, n::kBuildInfo.help, {{"version", "0.1.0"}}).set(1);
+  registry.gauge(n::kBuildInfo.name, n::kBuildInfo.help, {{"version", rk_version()}}).set(1);
   metrics::Counter& reload_ok = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "success"}});
   metrics::Counter& reload_failed = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "failure"}});
   metrics::Gauge& reload_time = registry.gauge(n::kConfigLastReloadSuccess.name, n::kConfigLastReloadSuccess.help);
