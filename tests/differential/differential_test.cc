@@ -479,7 +479,10 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
     EXPECT_EQ(tally.cases_per_algorithm.size(), std::size(kAllAlgorithms));
     EXPECT_GT(tally.refused, tally.steps / 20);
     EXPECT_GT(tally.behind, tally.steps / 100);
-    EXPECT_LT(tally.redis_cut, static_cast<int>(cases / 10)) << "the machine is too slow for Redis's 1 ms expiry";
+    // A difference on a key Redis may have expired by its own clock is not counted; while the scripts still differ
+    // (kKnownDifferences) many are, so the bound is loose; what must hold is that Redis was really compared.
+    EXPECT_LT(tally.redis_cut, static_cast<int>(cases / 4)) << "the machine is too slow for Redis's 1 ms expiry";
+    EXPECT_GT(tally.compared[static_cast<int>(Store::kRedis)], tally.steps / 3);
   }
 }
 
