@@ -1,20 +1,15 @@
 #include "cli/csv.h"
 
-#include <cstdio>
+#include <charconv>
 
 namespace rk::cli {
 
 std::string csv_number(double v) {
-  char buf[64];
-  int n = std::snprintf(buf, sizeof buf, "%.6f", v);
-  if (n < 0 || n >= static_cast<int>(sizeof buf)) {  // beyond 1e50 or so: exponent notation, never truncated
-    n = std::snprintf(buf, sizeof buf, "%.6g", v);
-    return std::string(buf, static_cast<std::size_t>(n));
-  }
-  while (n > 0 && buf[n - 1] == '0') --n;
-  if (n > 0 && buf[n - 1] == '.') --n;
-  std::string s(buf, static_cast<std::size_t>(n));
-  return s == "-0" ? "0" : s;
+  if (v == 0) return "0";  // and never "-0"
+  char buf[32];
+  // Shortest text that reads back as exactly v, so the output can be checked against the maths.
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 std::string csv_field(std::string_view s) {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <sstream>
+
+#include "ratekeeper/limiter.h"
 
 #include "cli/trace.h"
 
@@ -29,10 +32,46 @@ TEST(Replay, EarrrlCsv) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
             "time,key,allowed,remaining,retry_after,estimate\n"
-            "0,alice,1,6.213475,0,0\n"
-            "1,alice,1,5.280442,0,0.064673\n"
-            "2,bob,1,4.213475,0,0\n");
+            "0,alice,1,6.213475204444817,0,0\n"
+            "1,alice,1,5.28044221290801,0,0.06467291874531493\n"
+            "2,bob,1,4.213475204444817,0,0\n");
   EXPECT_EQ(r.err, "");
+}
+
+// Every number reads back as exactly what the limiter decided (the maths can be checked against the output), and
+// durations are exact to the nanosecond.
+TEST(Replay, NumbersReadBackExactlyAsTheLimitersDecisions) {
+  const Outcome r = replay({"--algorithm", "earrrl", "--limit", "3", "--half-life", "7s", "--window", "1.000000001s"},
+                           "0 a\n0.1 a\n0.100000001 a 40\n0.3 a\n1.123456789 a\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Limiter reference({.algorithm = Algorithm::kEarrrl, .limit = 3, .window = Nanos{1'000'000'001},
+                     .half_life = std::chrono::seconds(7)});
+  const std::pair<Nanos, std::uint64_t> attempts[] = {{Nanos{0}, 1}, {Nanos{100'000'000}, 1}, {Nanos{100'000'001}, 40},
+                                                      {Nanos{300'000'000}, 1}, {Nanos{1'123'456'789}, 1}};
+  std::istringstream rows(r.out);
+  std::string row;
+  std::getline(rows, row);  // the header
+  int refused = 0;
+  for (const auto& [t, cost] : attempts) {
+    const Decision d = reference.check_at("a", t, cost);
+    ASSERT_TRUE(std::getline(rows, row));
+    std::vector<std::string> f;
+    std::istringstream fields(row);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 6u) << row;
+    auto number = [](const std::string& s) {
+      double v = -1;
+      EXPECT_EQ(std::from_chars(s.data(), s.data() + s.size(), v).ec, std::errc{}) << s;
+      return v;
+    };
+    EXPECT_EQ(f[0], format_seconds(t));
+    EXPECT_EQ(f[2], d.allowed ? "1" : "0");
+    EXPECT_EQ(number(f[3]), d.remaining) << row;
+    EXPECT_EQ(parse_seconds(f[4]), d.retry_after) << row;  // exact to the nanosecond
+    EXPECT_EQ(number(f[5]), *d.estimate) << row;
+    refused += !d.allowed;
+  }
+  EXPECT_GT(refused, 0) << "a refusal's retry_after must be among the rows:\n" << r.out;
 }
 
 TEST(Replay, RefusalsCarryRetryAfterAndOtherAlgorithmsNoEstimate) {
@@ -65,7 +104,7 @@ TEST(Replay, MalformedLineNamesTheLineNumber) {
   EXPECT_EQ(r.err,
             "ratekeeper replay: line 3: time 'foo' is not a number of seconds (digits, an optional '-', at most 9 "
             "decimals)\n");
-  EXPECT_EQ(r.out, "time,key,allowed,remaining,retry_after,estimate\n0,a,1,6.213475,0,0\n");
+  EXPECT_EQ(r.out, "time,key,allowed,remaining,retry_after,estimate\n0,a,1,6.213475204444817,0,0\n");
 }
 
 TEST(Replay, EachKindOfBadLine) {

@@ -258,11 +258,12 @@ clients:
   ASSERT_EQ(run_simulate({file}, out, err), 0) << err.str();
   EXPECT_EQ(out.str(),
             "time,client,attempted,allowed,remaining,retry_after,delay,estimate\n"
-            "0,\"a,b\",0,1,6.213475,0,0,0\n"
-            "0,\"a,b\",1,1,6.213475,0,0,0\n"
-            "1,\"a,b\",0,1,5.280442,0,0,0.064673\n"  // the seed's 0.0647 one second after the first request
-            "1,\"a,b\",1,1,5.280442,0,0,0.064673\n"
-            "2,\"a,b\",0,1,4.409892,0,0,0.125015\n");
+            "0,\"a,b\",0,1,6.213475204444817,0,0,0\n"
+            "0,\"a,b\",1,1,6.213475204444817,0,0,0\n"
+            // the seed's 0.0647 one second after the first request: ln 2 / 10 * 2^-0.1, to the last bit
+            "1,\"a,b\",0,1,5.28044221290801,0,0,0.06467291874531493\n"
+            "1,\"a,b\",1,1,5.28044221290801,0,0,0.06467291874531493\n"
+            "2,\"a,b\",0,1,4.409891649611886,0,0,0.125014885593673\n");
 }
 
 TEST(SimulateCli, FlagsOverrideTheScenarioAndDropParametersTheNewAlgorithmHasNoUseFor) {
