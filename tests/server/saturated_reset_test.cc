@@ -1,6 +1,7 @@
 // Regression (found by fuzz_forward_auth, docs/reliability.md): an algorithm that saturates its wait to
 // Nanos::max() (EARRRL with a half-life of years and a huge hits_addend reports "never" that way) made the
-// rate-limit header fields overflow while rounding up to whole seconds.
+// rate-limit header fields overflow while rounding up to whole seconds. Said now as the largest 32-bit count of
+// seconds, as every wait past it is (src/headers/rate_limit_headers.h).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -30,9 +31,9 @@ TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
   r.statuses.push_back(st);
   const AuthAnswer a = auth_answer(r, 429);
   EXPECT_EQ(a.status, 429);
-  EXPECT_EQ(header(a, "Retry-After"), "9223372037");
-  EXPECT_EQ(header(a, "X-RateLimit-Reset"), "9223372037");
-  EXPECT_EQ(header(a, "RateLimit"), "\"per_client\";r=0;t=9223372037");
+  EXPECT_EQ(header(a, "Retry-After"), "2147483647");
+  EXPECT_EQ(header(a, "X-RateLimit-Reset"), "2147483647");
+  EXPECT_EQ(header(a, "RateLimit"), "\"per_client\";r=0;t=2147483647");
 
   r.statuses[0].duration_until_reset = Nanos{1'000'000'001};  // just over a second: 2
   EXPECT_EQ(header(auth_answer(r, 429), "Retry-After"), "2");
