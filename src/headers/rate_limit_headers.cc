@@ -1,7 +1,9 @@
 #include "headers/rate_limit_headers.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <iterator>
 
 namespace rk::headers {
 
@@ -17,13 +19,24 @@ std::int64_t ceil_seconds(Nanos d) {
 }
 
 // A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
-std::string sf_string(std::string_view s) {
-  std::string out = "\"";
+void append_sf_string(std::string& out, std::string_view s) {
+  out += '"';
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') out += '\\';
     out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
   }
-  return out + "\"";
+  out += '"';
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+}
+
+std::string int_string(std::int64_t v) {
+  std::string s;
+  append_int(s, v);
+  return s;
 }
 
 std::int64_t whole(double x) {
@@ -78,24 +91,31 @@ std::size_t binding(std::span<const LimitState> limits) {
 std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
   std::vector<std::pair<std::string, std::string>> h;
   if (limits.empty()) return h;
+  h.reserve(std::size(kFieldNames));
   std::string policies;
   for (const LimitState& l : limits) {
     const Policy p = policy(l.quota, l.window);
     if (!policies.empty()) policies += ", ";
-    policies += sf_string(l.name) + ";q=" + std::to_string(p.q) + ";w=" + std::to_string(p.w);
+    append_sf_string(policies, l.name);
+    policies += ";q=";
+    append_int(policies, p.q);
+    policies += ";w=";
+    append_int(policies, p.w);
   }
   const LimitState& b = limits[binding(limits)];
-  const std::string r = std::to_string(whole(b.remaining));
-  const std::string t = std::to_string(header_seconds(b.reset));
+  const std::int64_t r = whole(b.remaining), t = header_seconds(b.reset);
+  std::string rate_limit;
+  append_sf_string(rate_limit, b.name);
+  rate_limit += ";r=";
+  append_int(rate_limit, r);
+  rate_limit += ";t=";
+  append_int(rate_limit, t);
   h.emplace_back(kFieldNames[0], std::move(policies));
-  h.emplace_back(kFieldNames[1], sf_string(b.name) + ";r=" + r + ";t=" + t);
-  h.emplace_back(kFieldNames[2], std::to_string(policy(b.quota, b.window).q));
-  h.emplace_back(kFieldNames[3], r);
-  h.emplace_back(kFieldNames[4], t);
-  if (b.refused) {
-    const std::int64_t wait = b.never ? kMaxSeconds : std::max<std::int64_t>(1, header_seconds(b.reset));
-    h.emplace_back(kFieldNames[5], std::to_string(wait));
-  }
+  h.emplace_back(kFieldNames[1], std::move(rate_limit));
+  h.emplace_back(kFieldNames[2], int_string(policy(b.quota, b.window).q));
+  h.emplace_back(kFieldNames[3], int_string(r));
+  h.emplace_back(kFieldNames[4], int_string(t));
+  if (b.refused) h.emplace_back(kFieldNames[5], int_string(b.never ? kMaxSeconds : std::max<std::int64_t>(1, t)));
   return h;
 }
 
