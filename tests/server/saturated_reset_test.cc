@@ -41,5 +41,25 @@ TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
   EXPECT_EQ(header(auth_answer(r, 429), "Retry-After"), "1");
 }
 
+// A blocked rule (requests_per_unit 0) never passes: t is its window's end, as Envoy reports it, and Retry-After
+// says never (docs/service.md, "Rate-limit header fields").
+TEST(SaturatedReset, BlockedRuleSaysNeverInRetryAfter) {
+  app::CheckResponse r;
+  r.overall = app::Code::kOverLimit;
+  app::DescriptorStatus st;
+  st.code = app::Code::kOverLimit;
+  st.has_limit = true;
+  st.name = "blocked";
+  st.window = Nanos{60'000'000'000};
+  st.retry_after = kNever;
+  st.duration_until_reset = Nanos{40'000'000'000};
+  r.statuses.push_back(st);
+  const AuthAnswer a = auth_answer(r, 429);
+  EXPECT_EQ(header(a, "RateLimit-Policy"), "\"blocked\";q=0;w=60");
+  EXPECT_EQ(header(a, "RateLimit"), "\"blocked\";r=0;t=40");
+  EXPECT_EQ(header(a, "Retry-After"), "2147483647");
+  EXPECT_NE(a.body.find("no wait lets this request through"), std::string::npos) << a.body;
+}
+
 }  // namespace
 }  // namespace rk::api

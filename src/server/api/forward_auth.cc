@@ -197,7 +197,9 @@ AuthAnswer auth_answer(const app::CheckResponse& r, int deny_status) {
   nlohmann::json body = {{"type", "https://iana.org/assignments/http-problem-types#quota-exceeded"},
                          {"title", "Too Many Requests"},
                          {"status", deny_status},
-                         {"detail", "Rate limit exceeded; retry in " + wait + " s."},
+                         {"detail", wait == std::to_string(headers::kMaxSeconds)
+                                        ? std::string("Rate limit exceeded; no wait lets this request through.")
+                                        : "Rate limit exceeded; retry in " + wait + " s."},
                          {"violated-policies", std::move(violated)}};
   a.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return a;
