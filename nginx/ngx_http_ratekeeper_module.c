@@ -10,17 +10,18 @@
  *       ratekeeper zone=login key=$http_x_api_key cost=2;
  *       ratekeeper_status 429;        # default 429
  *       ratekeeper_dry_run off;       # on: decide and log, refuse nothing
- *       ratekeeper_headers on;        # RateLimit-Policy, RateLimit, Retry-After
+ *       ratekeeper_headers on;        # RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After
  *   }
  *   log_format rl '$remote_addr $status $ratekeeper_decision';
  *
- * Every algorithm of ratekeeper but sliding_log is available; see docs/nginx.md.
+ * Every algorithm of ratekeeper but sliding_log is available; see docs/nginx.md. The header fields are the
+ * library's (rk_format_headers), the same as ratekeeper serve's. A key longer than key_size is limited under its
+ * keyed digest (rk_key_digest, with a seed per zone), so long API keys are limited as short ones are.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include <math.h>
 #include <stdlib.h>
 
 #include <ratekeeper/ratekeeper.h>
@@ -34,7 +35,7 @@ typedef struct {
     rk_shared   *shared;           /* this process's handle on the zone's region */
     void        *region;           /* in the zone; kept across reloads */
     size_t       region_bytes;
-    int64_t      window_s;         /* for RateLimit-Policy's w */
+    uint8_t      digest_seed[RK_KEY_DIGEST_BYTES];  /* secret; kept across reloads with the region */
 } ngx_http_rk_zone_t;
 
 typedef struct {
@@ -54,8 +55,9 @@ enum { RK_NONE = 0, RK_ALLOWED, RK_REFUSED, RK_DRY_RUN };
 
 typedef struct {
     ngx_uint_t           outcome;
-    ngx_http_rk_zone_t  *zone;     /* the binding limit: the refusing one, or the one with least remaining */
-    rk_decision          decision;
+    ngx_http_rk_zone_t  *refusing; /* the first zone that refused, for the log */
+    rk_header_limit     *limits;   /* each applied limit's decision, as applied (a dry run's refusal: allowed) */
+    ngx_uint_t           nlimits;
 } ngx_http_rk_ctx_t;
 
 static ngx_int_t ngx_http_rk_add_variables(ngx_conf_t *cf);
@@ -93,62 +95,32 @@ ngx_module_t ngx_http_ratekeeper_module = {
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-static int64_t
-ngx_http_rk_ceil_seconds(int64_t ns)
-{
-    if (ns <= 0) {
-        return 0;
-    }
-    if (ns == RK_NEVER) {
-        return 86400 * 365;  /* a wait that never ends, said as a year */
-    }
-    return (ns + 999999999) / 1000000000;
-}
-
+/* The library's header fields (the same as ratekeeper serve's) for the request's applied limits. */
 static ngx_int_t
-ngx_http_rk_set_header(ngx_http_request_t *r, const char *name, u_char *value, size_t len)
+ngx_http_rk_add_headers(ngx_http_request_t *r, ngx_http_rk_ctx_t *ctx)
 {
-    ngx_table_elt_t  *h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-    h->hash = 1;
-    h->key.data = (u_char *) name;
-    h->key.len = ngx_strlen(name);
-    h->value.data = value;
-    h->value.len = len;
-    return NGX_OK;
-}
+    rk_header_field   fields[RK_HEADER_FIELDS_MAX];
+    size_t            bytes = rk_headers_bytes(ctx->limits, ctx->nlimits), n, i;
+    u_char           *buf = ngx_pnalloc(r->pool, bytes);
+    ngx_table_elt_t  *h;
 
-static ngx_int_t
-ngx_http_rk_add_headers(ngx_http_request_t *r, ngx_http_rk_ctx_t *ctx, ngx_uint_t refusing)
-{
-    u_char   *p, *buf;
-    size_t    size = 64 + 2 * ctx->zone->name.len;
-    int64_t   t;
-    double    remaining = floor(ctx->decision.remaining);
-
-    t = ngx_http_rk_ceil_seconds(ctx->decision.allowed ? ctx->decision.reset_after_ns : ctx->decision.retry_after_ns);
-    buf = ngx_pnalloc(r->pool, 3 * size);
     if (buf == NULL) {
         return NGX_ERROR;
     }
-    p = ngx_snprintf(buf, size, "\"%V\";q=%L;w=%L", &ctx->zone->name, (int64_t) floor(ctx->decision.limit),
-                     ctx->zone->window_s);
-    if (ngx_http_rk_set_header(r, "RateLimit-Policy", buf, p - buf) != NGX_OK) {
+    if (rk_format_headers(ctx->limits, ctx->nlimits, (char *) buf, bytes, fields, &n) != RK_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "ratekeeper: header fields: %s", rk_last_error());
         return NGX_ERROR;
     }
-    buf += size;
-    p = ngx_snprintf(buf, size, "\"%V\";r=%L;t=%L", &ctx->zone->name, (int64_t) remaining, t);
-    if (ngx_http_rk_set_header(r, "RateLimit", buf, p - buf) != NGX_OK) {
-        return NGX_ERROR;
-    }
-    if (refusing) {
-        buf += size;
-        p = ngx_snprintf(buf, size, "%L", t > 0 ? t : 1);
-        if (ngx_http_rk_set_header(r, "Retry-After", buf, p - buf) != NGX_OK) {
+    for (i = 0; i < n; i++) {
+        h = ngx_list_push(&r->headers_out.headers);
+        if (h == NULL) {
             return NGX_ERROR;
         }
+        h->hash = 1;
+        h->key.data = (u_char *) fields[i].name;
+        h->key.len = ngx_strlen(fields[i].name);
+        h->value.data = (u_char *) fields[i].value;
+        h->value.len = fields[i].value_len;
     }
     return NGX_OK;
 }
@@ -180,6 +152,31 @@ ngx_http_rk_get_ctx(ngx_http_request_t *r)
     return NULL;
 }
 
+/* The key as the zone stores it: itself, or its keyed digest when longer than the zone's key_size. Digests are
+ * RK_KEY_DIGEST_BYTES bytes, which every zone's slots hold (key_size is at least that), and keyed by the zone's
+ * secret seed, so no client can pick a long key that shares another key's count. */
+static ngx_int_t
+ngx_http_rk_stored_key(ngx_http_request_t *r, ngx_http_rk_zone_t *zone, ngx_str_t *key)
+{
+    u_char  *digest;
+
+    if (key->len <= zone->spec.max_key_bytes) {
+        return NGX_OK;
+    }
+    digest = ngx_pnalloc(r->pool, RK_KEY_DIGEST_BYTES);
+    if (digest == NULL) {
+        return NGX_ERROR;
+    }
+    if (rk_key_digest(zone->digest_seed, (const char *) key->data, key->len, digest) != RK_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "ratekeeper: zone \"%V\": %s", &zone->name,
+                      rk_last_error());
+        return NGX_ERROR;
+    }
+    key->data = digest;
+    key->len = RK_KEY_DIGEST_BYTES;
+    return NGX_OK;
+}
+
 static ngx_int_t
 ngx_http_rk_handler(ngx_http_request_t *r)
 {
@@ -188,9 +185,9 @@ ngx_http_rk_handler(ngx_http_request_t *r)
     ngx_http_rk_ctx_t       *ctx;
     ngx_http_rk_zone_t      *zone;
     ngx_pool_cleanup_t      *cln;
-    ngx_uint_t               i, refused = 0, applied = 0;
+    rk_header_limit         *l;
+    ngx_uint_t               i;
     ngx_str_t                key;
-    rk_decision              d;
 
     if (lcf->limits == NULL || r != r->main) {
         return NGX_DECLINED;
@@ -206,6 +203,10 @@ ngx_http_rk_handler(ngx_http_request_t *r)
     ngx_memzero(ctx, sizeof(ngx_http_rk_ctx_t));
     cln->handler = ngx_http_rk_ctx_marker;
     ngx_http_set_ctx(r, ctx, ngx_http_ratekeeper_module);
+    ctx->limits = ngx_pcalloc(r->pool, lcf->limits->nelts * sizeof(rk_header_limit));
+    if (ctx->limits == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     limits = lcf->limits->elts;
     for (i = 0; i < lcf->limits->nelts; i++) {
@@ -216,44 +217,43 @@ ngx_http_rk_handler(ngx_http_request_t *r)
             continue;  /* no key, no limit: as limit_req does */
         }
         zone = limits[i].shm_zone->data;
-        if (key.len > zone->spec.max_key_bytes) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "ratekeeper: a key of %uz bytes is longer than zone \"%V\"'s key_size of %uL; not limited",
-                          key.len, &zone->name, (uint64_t) zone->spec.max_key_bytes);
-            continue;
+        if (ngx_http_rk_stored_key(r, zone, &key) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        if (rk_shared_check(zone->shared, (const char *) key.data, key.len, limits[i].cost, &d) != RK_OK) {
+        l = &ctx->limits[ctx->nlimits];
+        if (rk_shared_check(zone->shared, (const char *) key.data, key.len, limits[i].cost, &l->decision) != RK_OK) {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "ratekeeper: zone \"%V\": %s", &zone->name,
                           rk_last_error());
             continue;
         }
-        /* The binding decision: a refusal over any admission, then the longest wait, then the least remaining. */
-        if (!applied || (!d.allowed && ctx->decision.allowed)
-            || (!d.allowed && d.retry_after_ns > ctx->decision.retry_after_ns)
-            || (d.allowed && ctx->decision.allowed && d.remaining < ctx->decision.remaining))
-        {
-            ctx->decision = d;
-            ctx->zone = zone;
+        l->name = (const char *) zone->name.data;
+        l->name_len = zone->name.len;
+        l->quota = zone->spec.limit;
+        l->window_ns = zone->spec.window_ns;
+        ctx->nlimits++;
+        if (!l->decision.allowed && ctx->refusing == NULL) {
+            ctx->refusing = zone;
         }
-        applied = 1;
-        refused |= !d.allowed;
     }
-    if (!applied) {
+    if (ctx->nlimits == 0) {
         return NGX_DECLINED;
     }
-    if (!refused) {
+    if (ctx->refusing == NULL) {
         ctx->outcome = RK_ALLOWED;
         return NGX_DECLINED;
     }
     if (lcf->dry_run) {
         ctx->outcome = RK_DRY_RUN;
+        for (i = 0; i < ctx->nlimits; i++) {
+            ctx->limits[i].decision.allowed = 1;  /* as applied: the request goes through */
+        }
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "ratekeeper: dry run: zone \"%V\" would refuse",
-                      &ctx->zone->name);
+                      &ctx->refusing->name);
         return NGX_DECLINED;
     }
     ctx->outcome = RK_REFUSED;
-    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "ratekeeper: zone \"%V\" refused", &ctx->zone->name);
-    if (lcf->headers && ngx_http_rk_add_headers(r, ctx, 1) != NGX_OK) {
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0, "ratekeeper: zone \"%V\" refused", &ctx->refusing->name);
+    if (lcf->headers && ngx_http_rk_add_headers(r, ctx) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     return lcf->status;
@@ -268,7 +268,7 @@ ngx_http_rk_header_filter(ngx_http_request_t *r)
 
     if (ctx != NULL && ctx->outcome != RK_NONE && ctx->outcome != RK_REFUSED && r == r->main) {
         lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratekeeper_module);
-        if (lcf->headers && ngx_http_rk_add_headers(r, ctx, 0) != NGX_OK) {
+        if (lcf->headers && ngx_http_rk_add_headers(r, ctx) != NGX_OK) {
             return NGX_ERROR;
         }
     }
@@ -315,6 +315,7 @@ ngx_http_rk_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     uint64_t             keys;
 
     if (old != NULL && old->region != NULL) {
+        ngx_memcpy(zone->digest_seed, old->digest_seed, RK_KEY_DIGEST_BYTES);  /* long keys keep their counts */
         zone->region = old->region;
         zone->region_bytes = old->region_bytes;
         zone->spec.max_keys = old->spec.max_keys;
@@ -331,6 +332,11 @@ ngx_http_rk_init_zone(ngx_shm_zone_t *shm_zone, void *data)
             return NGX_ERROR;
         }
         return NGX_OK;
+    }
+    if (rk_key_digest_seed(zone->digest_seed) != RK_OK) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0, "ratekeeper_zone \"%V\": %s", &zone->name,
+                      rk_last_error());
+        return NGX_ERROR;
     }
     /* What the slab allocator can still give as one block: its free pages, less one for rounding. */
     available = shpool->pfree > 1 ? (shpool->pfree - 1) * ngx_pagesize : 0;
@@ -491,7 +497,8 @@ ngx_http_rk_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratekeeper_zone: key_size %V is not from 1 to 4096", &v);
                 return NGX_CONF_ERROR;
             } else {
-                zone->spec.max_key_bytes = (uint64_t) n;
+                /* At least a digest's size: a longer key is stored as its digest (ngx_http_rk_stored_key). */
+                zone->spec.max_key_bytes = (uint64_t) ngx_max(n, RK_KEY_DIGEST_BYTES);
             }
         } else if (s.len == 13 && ngx_strncmp(s.data, "count_refused", 13) == 0) {
             if (v.len == 2 && ngx_strncmp(v.data, "on", 2) == 0) {
@@ -521,7 +528,6 @@ ngx_http_rk_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     zone->spec.algorithm = (const char *) zone->algorithm;
     zone->spec.limit = limit;
     zone->spec.window_ns = window_ns;
-    zone->window_s = window_ns / 1000000000LL > 0 ? window_ns / 1000000000LL : 1;
     zone->name = name;
     if (ngx_strcmp(zone->algorithm, "sliding_log") == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -119,6 +119,50 @@ rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key
                             rk_decision* out);
 rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* memory_bytes: the region's size */
 
+/* The rate-limit HTTP header fields for an answer, formatted as ratekeeper's service formats them (one formatter;
+ * docs/service.md, "Rate-limit header fields"): RateLimit-Policy (every limit), RateLimit, X-RateLimit-Limit,
+ * -Remaining and -Reset (the binding limit: the refusing one with the longest wait, else the one with the least
+ * left), and Retry-After when the binding limit refuses.
+ *
+ *   rk_header_limit l = { "api", 3, spec.limit, spec.window_ns, decision };
+ *   size_t bytes = rk_headers_bytes(&l, 1), n;
+ *   char* buf = malloc(bytes);
+ *   rk_header_field fields[RK_HEADER_FIELDS_MAX];
+ *   if (rk_format_headers(&l, 1, buf, bytes, fields, &n) == RK_OK)
+ *     for (size_t i = 0; i < n; i++) add_header(fields[i].name, fields[i].value, fields[i].value_len);
+ */
+typedef struct rk_header_limit {
+  const char* name;      /* the policy's name (name_len bytes; written as a quoted Structured Fields string) */
+  size_t name_len;
+  double quota;          /* the limit per window as configured (rk_spec.limit) */
+  int64_t window_ns;     /* rk_spec.window_ns */
+  rk_decision decision;  /* as applied: a dry run lets a refused request through, so pass it with allowed = 1 */
+} rk_header_limit;
+
+typedef struct rk_header_field {
+  const char* name;      /* NUL-terminated, static */
+  const char* value;     /* value_len bytes in the caller's buffer, not NUL-terminated */
+  size_t value_len;
+} rk_header_field;
+
+#define RK_HEADER_FIELDS_MAX 6
+
+/* A buffer of this many bytes always holds rk_format_headers's values for these limits. */
+size_t rk_headers_bytes(const rk_header_limit* limits, size_t n_limits);
+/* Fills fields[0 .. *n_fields) (room for RK_HEADER_FIELDS_MAX), their values written into buf. No limits: no
+ * fields. RK_INVALID_ARGUMENT for a NULL pointer or a buf shorter than the values need. */
+rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char* buf, size_t buf_len,
+                            rk_header_field* fields, size_t* n_fields);
+
+/* A key longer than a store's slot, said in RK_KEY_DIGEST_BYTES bytes: SipHash-2-4-128 keyed with a secret seed of
+ * RK_KEY_DIGEST_BYTES, so two keys with one digest cannot be found without the seed. Keep the seed as long as the
+ * state the digests name (a new seed names every long key afresh). */
+#define RK_KEY_DIGEST_BYTES 16
+/* A fresh seed from the operating system's random source. */
+rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]);
+rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
+                        uint8_t out[RK_KEY_DIGEST_BYTES]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,12 +3,18 @@
 #include "ratekeeper/ratekeeper.h"
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <new>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/registry.h"
+#include "headers/rate_limit_headers.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/shared.h"
+#include "store/key_digest.h"
 
 struct rk_limiter {
   explicit rk_limiter(rk::Limiter l) : limiter(std::move(l)) {}
@@ -58,6 +64,23 @@ void to_c(const rk::Decision& d, rk_decision* out) {
   out->delay_ns = d.delay.count();
   out->has_estimate = d.estimate.has_value() ? 1 : 0;
   out->estimate = d.estimate.value_or(0.0);
+}
+
+rk::Decision from_c(const rk_decision& d) {
+  return {.allowed = d.allowed != 0,
+          .limit = d.limit,
+          .remaining = d.remaining,
+          .retry_after = rk::Nanos{d.retry_after_ns},
+          .reset_after = rk::Nanos{d.reset_after_ns},
+          .delay = rk::Nanos{d.delay_ns}};
+}
+
+// The formatter's field name as the static string the C caller may keep.
+const char* static_field_name(const std::string& name) {
+  for (const char* n : rk::headers::kFieldNames) {
+    if (name == n) return n;
+  }
+  throw std::logic_error("the header formatter wrote a field it does not list: " + name);
 }
 
 // The key's bytes, or an error for a NULL with a length.
@@ -262,6 +285,76 @@ rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out) {
     out->evictions = s.evictions;
     out->forgotten = 0;
     out->memory_bytes = s.region_bytes;
+    return RK_OK;
+  });
+}
+
+size_t rk_headers_bytes(const rk_header_limit* limits, size_t n_limits) {
+  if (limits == nullptr) return 0;
+  // Per limit: its name quoted (each byte escaped at worst) in RateLimit-Policy and perhaps RateLimit, and
+  // 15-digit numbers; then the X- fields and Retry-After.
+  size_t bytes = 128;
+  for (size_t i = 0; i < n_limits; ++i) bytes += 4 * limits[i].name_len + 96;
+  return bytes;
+}
+
+rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char* buf, size_t buf_len,
+                            rk_header_field* fields, size_t* n_fields) {
+  return guarded([&] {
+    if (limits == nullptr && n_limits != 0) return fail(RK_INVALID_ARGUMENT, "limits is NULL");
+    if (fields == nullptr || n_fields == nullptr) return fail(RK_INVALID_ARGUMENT, "fields or n_fields is NULL");
+    if (buf == nullptr && buf_len != 0) return fail(RK_INVALID_ARGUMENT, "buf is NULL but buf_len is not 0");
+    std::vector<rk::headers::LimitState> states;
+    states.reserve(n_limits);
+    for (size_t i = 0; i < n_limits; ++i) {
+      const rk_header_limit& l = limits[i];
+      if (l.name == nullptr && l.name_len != 0) {
+        return fail(RK_INVALID_ARGUMENT, "limits[" + std::to_string(i) + "].name is NULL");
+      }
+      const std::string_view name = l.name_len == 0 ? std::string_view() : std::string_view(l.name, l.name_len);
+      states.push_back(rk::headers::from_decision(name, l.quota, rk::Nanos{l.window_ns}, from_c(l.decision)));
+    }
+    const auto formatted = rk::headers::format(states);
+    size_t used = 0;
+    for (const auto& [name, value] : formatted) used += value.size();
+    if (used > buf_len) {
+      return fail(RK_INVALID_ARGUMENT, "buf_len: " + std::to_string(buf_len) + " bytes; the values need " +
+                                           std::to_string(used) + " (rk_headers_bytes says how many)");
+    }
+    static_assert(RK_HEADER_FIELDS_MAX == std::size(rk::headers::kFieldNames));
+    used = 0;
+    *n_fields = 0;
+    for (const auto& [name, value] : formatted) {
+      if (!value.empty()) std::memcpy(buf + used, value.data(), value.size());
+      fields[*n_fields] = {static_field_name(name), buf + used, value.size()};
+      used += value.size();
+      ++*n_fields;
+    }
+    return RK_OK;
+  });
+}
+
+rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]) {
+  return guarded([&] {
+    if (seed == nullptr) return fail(RK_INVALID_ARGUMENT, "seed is NULL");
+    const rk::store::KeyDigestSeed s = rk::store::random_digest_seed();
+    std::memcpy(seed, s.data(), s.size());
+    return RK_OK;
+  });
+}
+
+rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
+                        uint8_t out[RK_KEY_DIGEST_BYTES]) {
+  return guarded([&] {
+    std::string_view k;
+    if (seed == nullptr || out == nullptr) return fail(RK_INVALID_ARGUMENT, "seed or out is NULL");
+    if (!key_view(key, key_len, k)) {
+      return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(key_len));
+    }
+    rk::store::KeyDigestSeed s;
+    std::memcpy(s.data(), seed, s.size());
+    const rk::store::KeyDigest d = rk::store::key_digest(s, k);
+    std::memcpy(out, d.data(), d.size());
     return RK_OK;
   });
 }

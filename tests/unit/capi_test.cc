@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -284,6 +285,88 @@ TEST(CApi, SharedRegionFormattedOnceAndAttachedByAnother) {
   EXPECT_EQ(rk_shared_in_region(memory.data(), bytes, 1, &log, 4, &third), RK_INVALID_ARGUMENT);
   rk_shared_free(second);
   rk_shared_free(first);
+}
+
+// The header fields through C are the C++ formatter's, byte for byte, from a real decision (the nginx module's
+// path): gcra 5 a minute with burst 4, refused after 5, said as q=5 (its rate), not burst + 1.
+TEST(CApi, FormatHeadersGivesTheOneFormattersFields) {
+  rk_spec s = spec_for("gcra", 5);
+  s.window_ns = 60'000'000'000;
+  s.burst = 4;
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK) << rk_last_error();
+  rk_header_limit l{"login", 5, s.limit, s.window_ns, {}};
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(rk_limiter_check_at(h.p, "k", 1, 0, 1, &l.decision), RK_OK);
+  ASSERT_FALSE(l.decision.allowed);
+  std::vector<char> buf(rk_headers_bytes(&l, 1));
+  rk_header_field fields[RK_HEADER_FIELDS_MAX];
+  size_t n = 0;
+  ASSERT_EQ(rk_format_headers(&l, 1, buf.data(), buf.size(), fields, &n), RK_OK) << rk_last_error();
+  std::vector<std::pair<std::string, std::string>> got;
+  for (size_t i = 0; i < n; ++i) got.emplace_back(fields[i].name, std::string(fields[i].value, fields[i].value_len));
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"RateLimit-Policy", R"("login";q=5;w=60)"}, {"RateLimit", R"("login";r=0;t=12)"},
+      {"X-RateLimit-Limit", "5"},                  {"X-RateLimit-Remaining", "0"},
+      {"X-RateLimit-Reset", "12"},                 {"Retry-After", "12"}};
+  EXPECT_EQ(got, expected);
+
+  // A dry run passes the refusal on as allowed: the fields without Retry-After.
+  l.decision.allowed = 1;
+  ASSERT_EQ(rk_format_headers(&l, 1, buf.data(), buf.size(), fields, &n), RK_OK);
+  EXPECT_EQ(n, 5u);
+  // No limits, no fields.
+  ASSERT_EQ(rk_format_headers(nullptr, 0, nullptr, 0, fields, &n), RK_OK);
+  EXPECT_EQ(n, 0u);
+}
+
+TEST(CApi, FormatHeadersRefusesBadArgumentsWithAMessage) {
+  rk_header_limit l{"a-long-policy-name", 18, 10, 1'000'000'000, {}};
+  l.decision.allowed = 1;
+  rk_header_field fields[RK_HEADER_FIELDS_MAX];
+  size_t n = 99;
+  char small[16];
+  EXPECT_EQ(rk_format_headers(&l, 1, small, sizeof small, fields, &n), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("buf_len: 16 bytes"), std::string::npos) << rk_last_error();
+  EXPECT_EQ(rk_format_headers(nullptr, 1, small, sizeof small, fields, &n), RK_INVALID_ARGUMENT);
+  EXPECT_EQ(rk_format_headers(&l, 1, small, sizeof small, nullptr, &n), RK_INVALID_ARGUMENT);
+  rk_header_limit unnamed{nullptr, 3, 10, 1'000'000'000, {}};
+  EXPECT_EQ(rk_format_headers(&unnamed, 1, small, sizeof small, fields, &n), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("limits[0].name is NULL"), std::string::npos) << rk_last_error();
+  // The bound holds for the worst name: every byte escaped, the longest numbers.
+  std::string worst(300, '"');
+  rk_header_limit w[2] = {{worst.data(), worst.size(), 1e300, INT64_MAX, {}}, {"b", 1, 1e-300, 1, {}}};
+  w[0].decision.remaining = 1e300;
+  w[0].decision.retry_after_ns = INT64_MAX;
+  w[0].decision.reset_after_ns = INT64_MAX;
+  std::vector<char> buf(rk_headers_bytes(w, 2));
+  EXPECT_EQ(rk_format_headers(w, 2, buf.data(), buf.size(), fields, &n), RK_OK) << rk_last_error();
+  EXPECT_EQ(n, 6u);
+}
+
+// SipHash-2-4-128; expected digests computed apart, by OpenSSL 3's SIPHASH MAC with size:16.
+TEST(CApi, KeyDigestIsSipHash128) {
+  const uint8_t seed[RK_KEY_DIGEST_BYTES] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  auto hex = [&](const std::string& key) {
+    uint8_t out[RK_KEY_DIGEST_BYTES];
+    EXPECT_EQ(rk_key_digest(seed, key.data(), key.size(), out), RK_OK) << rk_last_error();
+    std::string s;
+    for (uint8_t b : out) s += "0123456789ABCDEF"[b >> 4], s += "0123456789ABCDEF"[b & 15];
+    return s;
+  };
+  std::string counting;
+  for (char c = 0; c < 63; ++c) counting += c;
+  EXPECT_EQ(hex(""), "A3817F04BA25A8E66DF67214C7550293");
+  EXPECT_EQ(hex(counting.substr(0, 15)), "5493E99933B0A8117E08EC0F97CFC3D9");
+  EXPECT_EQ(hex(counting), "5150D1772F50834A503E069A973FBD7C");
+  EXPECT_EQ(hex(std::string(200, 'k')), "9C8D7660471032540C55D727419A9593");
+  uint8_t out[RK_KEY_DIGEST_BYTES];
+  EXPECT_EQ(rk_key_digest(seed, nullptr, 3, out), RK_INVALID_ARGUMENT);
+  EXPECT_EQ(rk_key_digest(nullptr, "k", 1, out), RK_INVALID_ARGUMENT);
+  uint8_t a[RK_KEY_DIGEST_BYTES], b[RK_KEY_DIGEST_BYTES];
+  ASSERT_EQ(rk_key_digest_seed(a), RK_OK);
+  ASSERT_EQ(rk_key_digest_seed(b), RK_OK);
+  EXPECT_NE(std::memcmp(a, b, sizeof a), 0);  // random: equal once in 2^128
+  EXPECT_EQ(rk_key_digest_seed(nullptr), RK_INVALID_ARGUMENT);
 }
 
 }  // namespace

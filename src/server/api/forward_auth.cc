@@ -6,6 +6,8 @@
 #include <cmath>
 #include <iterator>
 
+#include "headers/rate_limit_headers.h"
+
 namespace rk::api {
 
 namespace {
@@ -34,41 +36,6 @@ std::optional<std::string> query_param(std::string_view uri, std::string_view na
     if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
   }
   return std::nullopt;
-}
-
-// A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
-std::string sf_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-  }
-  return out + "\"";
-}
-
-std::int64_t ceil_seconds(Nanos d) {
-  if (d <= Nanos{0}) return 0;
-  // Not (ns + 999'999'999) / 1e9: that overflows for a saturated duration (Nanos::max(), an algorithm's "never").
-  return d.count() / 1'000'000'000 + (d.count() % 1'000'000'000 != 0 ? 1 : 0);
-}
-
-// The limit that binds: the refusing one with the longest wait, else the one with the least left.
-const app::DescriptorStatus* binding(const app::CheckResponse& r) {
-  const app::DescriptorStatus* best = nullptr;
-  for (const auto& st : r.statuses) {
-    if (!st.has_limit) continue;
-    if (!best) {
-      best = &st;
-      continue;
-    }
-    const bool over = st.code == app::Code::kOverLimit, best_over = best->code == app::Code::kOverLimit;
-    if (over != best_over) {
-      if (over) best = &st;
-    } else if (over ? st.duration_until_reset > best->duration_until_reset : st.limit_remaining < best->limit_remaining) {
-      best = &st;
-    }
-  }
-  return best;
 }
 
 }  // namespace
@@ -233,25 +200,20 @@ std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules
   return req;
 }
 
+// The statuses with a limit, as the library's one formatter (src/headers/rate_limit_headers.h) takes them.
 std::vector<std::pair<std::string, std::string>> rate_limit_headers(const app::CheckResponse& r) {
-  std::vector<std::pair<std::string, std::string>> h;
-  const app::DescriptorStatus* b = binding(r);
-  if (!b) return h;
-  std::string policy;
+  std::vector<headers::LimitState> limits;
   for (const auto& st : r.statuses) {
     if (!st.has_limit) continue;
-    if (!policy.empty()) policy += ", ";
-    policy += sf_string(st.name) + ";q=" + std::to_string(st.requests_per_unit) +
-              ";w=" + std::to_string(std::max<std::int64_t>(1, ceil_seconds(st.window)));
+    limits.push_back({.name = st.name,
+                      .quota = static_cast<double>(st.requests_per_unit),
+                      .window = st.window,
+                      .refused = st.code == app::Code::kOverLimit,
+                      .remaining = static_cast<double>(st.limit_remaining),
+                      .reset = st.duration_until_reset,
+                      .never = st.code == app::Code::kOverLimit && st.retry_after == kNever});
   }
-  const std::int64_t t = ceil_seconds(b->duration_until_reset);
-  h.emplace_back("RateLimit-Policy", policy);
-  h.emplace_back("RateLimit", sf_string(b->name) + ";r=" + std::to_string(b->limit_remaining) + ";t=" + std::to_string(t));
-  h.emplace_back("X-RateLimit-Limit", std::to_string(b->requests_per_unit));
-  h.emplace_back("X-RateLimit-Remaining", std::to_string(b->limit_remaining));
-  h.emplace_back("X-RateLimit-Reset", std::to_string(t));
-  if (b->code == app::Code::kOverLimit) h.emplace_back("Retry-After", std::to_string(std::max<std::int64_t>(1, t)));
-  return h;
+  return headers::format(limits);
 }
 
 AuthAnswer auth_answer(const app::CheckResponse& r, int deny_status) {
@@ -264,12 +226,16 @@ AuthAnswer auth_answer(const app::CheckResponse& r, int deny_status) {
   for (const auto& st : r.statuses) {
     if (st.code == app::Code::kOverLimit) violated.push_back(st.name);
   }
-  const app::DescriptorStatus* b = binding(r);
-  const std::int64_t wait = b ? std::max<std::int64_t>(1, ceil_seconds(b->duration_until_reset)) : 1;
+  std::string wait = "1";  // the binding limit's Retry-After, so body and field agree
+  for (const auto& [name, value] : a.headers) {
+    if (name == "Retry-After") wait = value;
+  }
   nlohmann::json body = {{"type", "https://iana.org/assignments/http-problem-types#quota-exceeded"},
                          {"title", "Too Many Requests"},
                          {"status", deny_status},
-                         {"detail", "Rate limit exceeded; retry in " + std::to_string(wait) + " s."},
+                         {"detail", wait == std::to_string(headers::kMaxSeconds)
+                                        ? std::string("Rate limit exceeded; no wait lets this request through.")
+                                        : "Rate limit exceeded; retry in " + wait + " s."},
                          {"violated-policies", std::move(violated)}};
   a.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return a;

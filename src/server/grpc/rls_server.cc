@@ -88,6 +88,7 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
     }
   }
   if (headers) {
+    // The library's one formatter (src/headers/rate_limit_headers.h): the bytes forward-auth and nginx send.
     for (auto& [k, v] : api::rate_limit_headers(in)) {
       auto* h = out.add_response_headers_to_add();
       h->set_key(k);

@@ -1,0 +1,122 @@
+#include "headers/rate_limit_headers.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iterator>
+
+namespace rk::headers {
+
+namespace {
+
+// Structured Fields integers have at most 15 digits (RFC 9651 §3.3.1).
+constexpr double kSfMax = 999'999'999'999'999.0;
+
+// Rounded up without overflow: not (ns + 999'999'999) / 1e9, which overflows for a saturated Nanos::max().
+std::int64_t ceil_seconds(Nanos d) {
+  if (d <= Nanos{0}) return 0;
+  return d.count() / 1'000'000'000 + (d.count() % 1'000'000'000 != 0 ? 1 : 0);
+}
+
+// A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
+void append_sf_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  out += '"';
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+}
+
+std::string int_string(std::int64_t v) {
+  std::string s;
+  append_int(s, v);
+  return s;
+}
+
+std::int64_t whole(double x) {
+  if (!(x > 0)) return 0;  // NaN too
+  return static_cast<std::int64_t>(std::floor(std::min(x, kSfMax)));
+}
+
+bool waits_longer(const LimitState& a, const LimitState& b) {
+  if (a.never != b.never) return a.never;
+  return a.reset > b.reset;
+}
+
+}  // namespace
+
+LimitState from_decision(std::string_view name, double quota, Nanos window, const Decision& d) {
+  const bool never = !d.allowed && d.retry_after == kNever;
+  return {.name = name,
+          .quota = quota,
+          .window = window,
+          .refused = !d.allowed,
+          .remaining = d.remaining,
+          .reset = d.allowed || never ? d.reset_after : d.retry_after,
+          .never = never};
+}
+
+Policy policy(double quota, Nanos window) {
+  Policy p{.q = 0, .w = std::max<std::int64_t>(1, ceil_seconds(window))};
+  if (!(quota > 0) || window <= Nanos{0}) return p;  // blocked: nothing in any window
+  const double window_s = static_cast<double>(window.count()) / 1e9;
+  // The relative nudge keeps 10 per 60 s from becoming 9.999... and then 9.
+  const double q = quota * static_cast<double>(p.w) / window_s * (1 + 1e-12);
+  if (q < 1) return {.q = 1, .w = std::max<std::int64_t>(1, whole(std::ceil(window_s / quota * (1 - 1e-12))))};
+  p.q = whole(q);
+  return p;
+}
+
+std::int64_t header_seconds(Nanos d) { return std::min(ceil_seconds(d), kMaxSeconds); }
+
+std::size_t binding(std::span<const LimitState> limits) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < limits.size(); ++i) {
+    const LimitState &a = limits[i], &b = limits[best];
+    if (a.refused != b.refused) {
+      if (a.refused) best = i;
+    } else if (a.refused ? waits_longer(a, b) : a.remaining < b.remaining) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (limits.empty()) return h;
+  h.reserve(std::size(kFieldNames));
+  std::string policies;
+  for (const LimitState& l : limits) {
+    const Policy p = policy(l.quota, l.window);
+    if (!policies.empty()) policies += ", ";
+    append_sf_string(policies, l.name);
+    policies += ";q=";
+    append_int(policies, p.q);
+    policies += ";w=";
+    append_int(policies, p.w);
+  }
+  const LimitState& b = limits[binding(limits)];
+  const std::int64_t r = whole(b.remaining), t = header_seconds(b.reset);
+  std::string rate_limit;
+  append_sf_string(rate_limit, b.name);
+  rate_limit += ";r=";
+  append_int(rate_limit, r);
+  rate_limit += ";t=";
+  append_int(rate_limit, t);
+  h.emplace_back(kFieldNames[0], std::move(policies));
+  h.emplace_back(kFieldNames[1], std::move(rate_limit));
+  h.emplace_back(kFieldNames[2], int_string(policy(b.quota, b.window).q));
+  h.emplace_back(kFieldNames[3], int_string(r));
+  h.emplace_back(kFieldNames[4], int_string(t));
+  if (b.refused) h.emplace_back(kFieldNames[5], int_string(b.never ? kMaxSeconds : std::max<std::int64_t>(1, t)));
+  return h;
+}
+
+}  // namespace rk::headers
