@@ -35,17 +35,15 @@ std::size_t per_key_heap(const LimitSpec& spec) {
   return bytes;
 }
 
-// The options with max_keys lowered until a full store's worst case fits max_memory_bytes.
+// The options with max_keys lowered until a full store's worst case fits max_memory_bytes; never below one key (a
+// budget too small for one key is the caller's to notice in StoreStats::max_keys: rules files reload in the
+// background, where a throw would have nowhere to go).
 template <class State>
 StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
   if (o.max_memory_bytes == 0) return o;
   using Store = store::ShardedLru<State>;
   const std::size_t heap = per_key_heap(spec);
-  if (Store::worst_bytes(1, o.shards, heap) > o.max_memory_bytes) {
-    throw InvalidArgument("max_memory_bytes " + std::to_string(o.max_memory_bytes) + " is below what one key needs (" +
-                          std::to_string(Store::worst_bytes(1, o.shards, heap)) + " bytes)");
-  }
-  std::size_t lo = 1, hi = o.max_keys;  // the largest count that fits lies in [lo, hi]
+  std::size_t lo = 1, hi = o.max_keys;  // the largest count that fits (or 1) lies in [lo, hi]
   while (lo < hi) {
     const std::size_t mid = lo + (hi - lo + 1) / 2;
     if (Store::worst_bytes(mid, o.shards, heap) <= o.max_memory_bytes) lo = mid;

@@ -170,7 +170,10 @@ std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, co
                    .limit = kOverrideCeiling,
                    .window = rules::unit_length(unit),
                    .count_refused = true};
-    slot = std::make_shared<Limiter>(spec, options_.store, clock_);
+    // options_.store's memory budget is all overrides' together: each limiter that can exist gets an equal share.
+    StoreOptions store = options_.store;
+    if (store.max_memory_bytes) store.max_memory_bytes /= ((set ? set->domains().size() : 0) + 1) * 7;
+    slot = std::make_shared<Limiter>(spec, store, clock_);
   }
   return slot;
 }

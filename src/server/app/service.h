@@ -106,7 +106,9 @@ struct RequestLimits {
 struct ServiceOptions {
   bool shadow_mode = false;  // every rule counts, none refuses
   RequestLimits limits;
-  StoreOptions store;        // for request overrides' limiters (one per configured domain and unit, one per unit else)
+  // For request overrides' limiters (one per configured domain and unit, one per unit for all other domains); its
+  // max_memory_bytes is theirs together, shared equally among as many as can exist.
+  StoreOptions store;
   // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
   std::shared_ptr<RemoteStore> remote;
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
