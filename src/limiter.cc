@@ -1,11 +1,59 @@
 #include "ratekeeper/limiter.h"
 
+#include <bit>
+#include <cstring>
 #include <string>
 
 #include "core/algorithms.h"
 #include "store/memory/sharded_lru.h"
 
 namespace rk {
+
+namespace {
+
+// Keys up to this length are stored as they are (no hashing on the hot path of addresses, ids and API keys);
+// longer ones as their 16-byte keyed digest, so an attacker's long keys cost the store no more than short ones.
+// A digest shares the space of 16-byte keys: a key equal to another's digest must guess a 128-bit PRF output.
+constexpr std::size_t kDigestAbove = 64;
+
+// The key the store sees: `key` itself, or its digest written into `buf`.
+std::string_view stored_key(std::string_view key, char (&buf)[16]) {
+  if (key.size() <= kDigestAbove) [[likely]] return key;
+  const store::Digest128 d = store::siphash128(key, store::process_digest_key());
+  std::memcpy(buf, &d.lo, 8);
+  std::memcpy(buf + 8, &d.hi, 8);
+  return {buf, sizeof buf};
+}
+
+// What one key can hold on the heap at most, beyond its entry: a stored key over CompactKey's inline bytes (plus
+// the allocator's header), and a sliding log's whole ring.
+std::size_t per_key_heap(const LimitSpec& spec) {
+  std::size_t bytes = kDigestAbove + 16;
+  if (spec.algorithm == Algorithm::kSlidingLog) {
+    bytes += std::bit_ceil(static_cast<std::uint64_t>(spec.limit)) * sizeof(core::SlidingLogState::Entry);
+  }
+  return bytes;
+}
+
+// The options with max_keys lowered until a full store's worst case fits max_memory_bytes; never below one key (a
+// budget too small for one key is the caller's to notice in StoreStats::max_keys: rules files reload in the
+// background, where a throw would have nowhere to go).
+template <class State>
+StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
+  if (o.max_memory_bytes == 0) return o;
+  using Store = store::ShardedLru<State>;
+  const std::size_t heap = per_key_heap(spec);
+  std::size_t lo = 1, hi = o.max_keys;  // the largest count that fits (or 1) lies in [lo, hi]
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo + 1) / 2;
+    if (Store::worst_bytes(mid, o.shards, heap) <= o.max_memory_bytes) lo = mid;
+    else hi = mid - 1;
+  }
+  o.max_keys = lo;
+  return o;
+}
+
+}  // namespace
 
 struct Limiter::Impl {
   Impl(const LimitSpec& s, std::shared_ptr<const Clock> c, std::size_t max_key) : spec(s), clock(std::move(c)), max_key_bytes(max_key) {}
@@ -34,22 +82,29 @@ template <class Algo>
 class Keyed final : public Limiter::Impl {
  public:
   Keyed(const LimitSpec& s, typename Algo::Params params, const StoreOptions& options, std::shared_ptr<const Clock> c)
-      : Impl(s, std::move(c), options.max_key_bytes), params_(params), store_(options) {}
+      : Impl(s, std::move(c), options.max_key_bytes),
+        params_(params),
+        store_(within_budget<typename Algo::State>(options, s)) {}
 
   Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) override {
     check_key(key);
-    return store_.update(key, [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
+    char buf[16];
+    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
   }
 
   Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const override {
     check_key(key);
-    return store_.read(key, [&](const typename Algo::State* s) {
+    char buf[16];
+    return store_.read(stored_key(key, buf), [&](const typename Algo::State* s) {
       typename Algo::State copy = s ? *s : typename Algo::State{};
       return Algo::decide(params_, copy, now, cost);
     });
   }
 
-  bool reset(std::string_view key) override { return store_.erase(key); }
+  bool reset(std::string_view key) override {
+    char buf[16];
+    return store_.erase(stored_key(key, buf));
+  }
 
   std::size_t sweep(std::int64_t now) override {
     return store_.erase_if([&](const typename Algo::State& s) { return Algo::forgettable(params_, s, now); });

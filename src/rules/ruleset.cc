@@ -1,5 +1,6 @@
 #include "rules/ruleset.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace rk::rules {
@@ -30,9 +31,20 @@ std::string fingerprint(const LimitSpec& s, bool calendar, bool shared) {
   return buf;
 }
 
+// Rules that get a limiter of their own.
+std::size_t limited_rules(const std::vector<Descriptor>& descriptors) {
+  std::size_t n = 0;
+  for (const Descriptor& d : descriptors) {
+    n += d.rate_limit && !d.rate_limit->unlimited && !d.rate_limit->blocked;
+    n += limited_rules(d.descriptors);
+  }
+  return n;
+}
+
 struct Builder {
   const RuleSet* previous;
   const BuildOptions& options;
+  StoreOptions store;  // options.store with each rule's share of the memory budget
   std::vector<std::unique_ptr<Rule>>& rules;
 
   void add(RuleSet::Node& parent, const DomainConfig& domain, const Descriptor& d, const std::string& parent_path,
@@ -57,7 +69,7 @@ struct Builder {
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);
         rule->store_prefix = "rk:" + content_hash(rule->identity) + ":";
         rule->limiter = reuse(rule->identity);
-        if (!rule->limiter) rule->limiter = std::make_shared<Limiter>(d.rate_limit->spec, options.store, options.clock);
+        if (!rule->limiter) rule->limiter = std::make_shared<Limiter>(d.rate_limit->spec, store, options.clock);
       }
       node->rule = rule.get();
       rules.push_back(std::move(rule));
@@ -98,7 +110,12 @@ std::shared_ptr<const RuleSet> RuleSet::build(std::vector<DomainConfig> domains,
   set->domains_ = std::move(domains);
   set->version_ = std::move(version);
   set->loaded_at_ = std::chrono::system_clock::now();
-  Builder builder{previous, options, set->rules_};
+  Builder builder{previous, options, options.store, set->rules_};
+  if (options.store.max_memory_bytes) {
+    std::size_t n = 0;
+    for (const DomainConfig& d : set->domains_) n += limited_rules(d.descriptors);
+    builder.store.max_memory_bytes = options.store.max_memory_bytes / std::max<std::size_t>(1, n);
+  }
   for (std::size_t i = 0; i < set->domains_.size(); ++i) {
     const DomainConfig& d = set->domains_[i];
     auto root = std::make_shared<Node>();

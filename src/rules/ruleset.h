@@ -53,7 +53,7 @@ template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 struct BuildOptions {
-  StoreOptions store;           // for every rule's limiter
+  StoreOptions store;           // for every rule's limiter; its max_memory_bytes is shared equally among them
   std::shared_ptr<const Clock> clock;
 };
 

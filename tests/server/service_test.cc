@@ -189,6 +189,101 @@ TEST_F(ServiceTest, RequestOverrides) {
   EXPECT_FALSE(second.statuses[0].shadowed);
 }
 
+// Regression (issue 19): 1,000 distinct override limits used to empty the override table, resetting every client's
+// override counters. Counters are now keyed by domain, unit and entries; the limit value only decides.
+CheckRequest override_req(std::string domain, const std::string& client, std::uint32_t limit, rules::Unit unit) {
+  CheckRequest r;
+  r.domain = std::move(domain);
+  r.descriptors.push_back({.entries = {{"client", client}}, .limit = LimitOverride{limit, unit}});
+  return r;
+}
+
+// Sends `n` overrides with distinct limits (and, if `distinct_clients`, distinct entries) in `domain`, 64 a request.
+void flood_overrides(Service& s, const std::string& domain, int n, bool distinct_clients) {
+  for (int sent = 0; sent < n;) {
+    CheckRequest r;
+    r.domain = domain;
+    for (int j = 0; j < 64 && sent < n; ++j, ++sent) {
+      const std::string client = distinct_clients ? "flood-" + std::to_string(sent) : "flood-" + std::to_string(sent % 10);
+      r.descriptors.push_back({.entries = {{"client", client}},
+                               .limit = LimitOverride{static_cast<std::uint32_t>(1000 + sent), static_cast<rules::Unit>(sent % 7)}});
+    }
+    auto v = s.check(r);
+    ASSERT_TRUE(std::holds_alternative<CheckResponse>(v));
+  }
+}
+
+TEST_F(ServiceTest, OverrideFloodOfDistinctLimitsLeavesAClientAtItsLimitRefused) {
+  Service& s = service();
+  const CheckRequest victim = override_req("edge", "victim", 2, rules::Unit::kHour);
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOk);
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOk);
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOverLimit);
+  flood_overrides(s, "edge", 5000, false);
+  const CheckResponse after = ok(s.check(victim));
+  EXPECT_EQ(after.overall, Code::kOverLimit);
+  EXPECT_EQ(after.statuses[0].limit_remaining, 0u);
+  EXPECT_LE(s.override_stats().limiters, 7u);  // one per unit in the domain, whatever the limits sent
+  // The same entries under another limit share the counter, as in envoyproxy/ratelimit: 4 counted, 5 allowed.
+  const CheckResponse wider = ok(s.check(override_req("edge", "victim", 5, rules::Unit::kHour)));
+  EXPECT_EQ(wider.overall, Code::kOk);
+  EXPECT_EQ(wider.statuses[0].limit_remaining, 0u);
+  // A new hour starts afresh.
+  clock_->advance(std::chrono::hours(1));
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOk);
+}
+
+TEST_F(ServiceTest, OverrideFloodInOneDomainLeavesAnothersCounters) {
+  write("domain: other\ndescriptors:\n  - key: x\n    rate_limit: {unit: second, requests_per_unit: 1}\n", "other.yaml");
+  // Stores of 1,000 keys: the flood below (10,000 distinct clients over 7 units) fills its own and evicts within them.
+  Service& s = service(ServiceOptions{.store = StoreOptions{.max_keys = 1000}});
+  const CheckRequest in_other = override_req("other", "victim", 1, rules::Unit::kDay);
+  const CheckRequest unconfigured = override_req("nowhere", "victim", 1, rules::Unit::kDay);
+  for (const CheckRequest* r : {&in_other, &unconfigured}) {
+    EXPECT_EQ(ok(s.check(*r)).overall, Code::kOk);
+    EXPECT_EQ(ok(s.check(*r)).overall, Code::kOverLimit);
+  }
+  flood_overrides(s, "edge", 10000, true);
+  EXPECT_EQ(ok(s.check(in_other)).overall, Code::kOverLimit);
+  EXPECT_EQ(ok(s.check(unconfigured)).overall, Code::kOverLimit);
+  // Memory stays bounded: a limiter per domain and unit, each store within its 1,000 keys.
+  const OverrideStats st = s.override_stats();
+  EXPECT_LE(st.limiters, 21u);
+  EXPECT_LE(st.store.keys, 21u * 1000u);
+  EXPECT_GT(st.store.evictions, 0u);
+}
+
+TEST_F(ServiceTest, OverrideFloodInUnconfiguredDomainsLeavesConfiguredOnes) {
+  Service& s = service(ServiceOptions{.store = StoreOptions{.max_keys = 1000}});
+  const CheckRequest victim = override_req("edge", "victim", 1, rules::Unit::kDay);
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOk);
+  for (int d = 0; d < 2000; ++d) flood_overrides(s, "made-up-" + std::to_string(d), 3, false);
+  EXPECT_EQ(ok(s.check(victim)).overall, Code::kOverLimit);
+  EXPECT_LE(s.override_stats().limiters, 14u);  // made-up domains share one limiter per unit
+}
+
+TEST_F(ServiceTest, OverrideLooksAndHitsAddendJudgeAgainstTheRequestsLimit) {
+  Service& s = service();
+  CheckRequest r = override_req("edge", "c", 10, rules::Unit::kMinute);
+  r.descriptors[0].hits_addend = 7;
+  CheckResponse first = ok(s.check(r));
+  EXPECT_EQ(first.overall, Code::kOk);
+  EXPECT_EQ(first.statuses[0].limit_remaining, 3u);
+  CheckResponse second = ok(s.check(r));  // 14 > 10: refused, and counted (Envoy counts refused hits)
+  EXPECT_EQ(second.overall, Code::kOverLimit);
+  EXPECT_GT(second.statuses[0].retry_after.count(), 0);
+  EXPECT_LE(second.statuses[0].retry_after, std::chrono::minutes(1));
+  r.descriptors[0].hits_addend = 0;  // a look: passes, reports nothing left
+  const CheckResponse look = ok(s.check(r));
+  EXPECT_EQ(look.overall, Code::kOk);
+  EXPECT_EQ(look.statuses[0].limit_remaining, 0u);
+  r.descriptors[0].hits_addend = 11;  // more than the limit: never
+  EXPECT_EQ(ok(s.check(r)).statuses[0].retry_after, kNever);
+  const CheckResponse dry = ok(s.dry_run(override_req("edge", "fresh", 10, rules::Unit::kMinute)));
+  EXPECT_EQ(dry.statuses[0].limit_remaining, 9u);
+  EXPECT_EQ(ok(s.check(override_req("edge", "fresh", 10, rules::Unit::kMinute))).statuses[0].limit_remaining, 9u);
+}
+
 TEST_F(ServiceTest, DryRunChargesNothing) {
   Service& s = service();
   for (int i = 0; i < 5; ++i) {
@@ -213,6 +308,11 @@ TEST_F(ServiceTest, EachKindOfBadRequest) {
   huge_hits.hits_addend = 2'000'000'000;
   CheckRequest huge_desc_hits = req({{{"remote_address", "1"}}});
   huge_desc_hits.descriptors[0].hits_addend = 1'000'000'001;
+  CheckRequest wide = req({{}});  // 16 entries of 256 + 1,000 bytes: each within its limits, over 4,096 together
+  wide.descriptors[0].entries.resize(16, {std::string(256, 'k'), std::string(1000, 'v')});
+  CheckRequest many_wide = req({});  // 20 descriptors of 3,500 bytes: each fine, 70,000 in all
+  many_wide.descriptors.resize(20, CheckDescriptor{.entries = {{"k", std::string(1000, 'v')}, {"k2", std::string(1000, 'v')},
+                                                               {"k3", std::string(1000, 'v')}, {"k4", std::string(496, 'v')}}});
   CheckRequest many_entries = req({{}});
   many_entries.descriptors[0].entries.resize(17, {"k", "v"});
   const Case cases[] = {
@@ -226,6 +326,9 @@ TEST_F(ServiceTest, EachKindOfBadRequest) {
       {req({{{big, "v"}}}), "descriptors[0].entries[0].key", "is 2000 bytes, over the limit of 256"},
       {req({{{"a", big}}}), "descriptors[0].entries[0].value", "is 2000 bytes, over the limit of 1024"},
       {huge_hits, "hits_addend", "2000000000 is over the limit of 1000000000"},
+      {wide, "descriptors[0].entries", "has keys and values of 20096 bytes in all, over the limit of 4096 per descriptor"},
+      {many_wide, "descriptors",
+       "have keys and values of 66557 bytes in all by descriptors[18], over the limit of 65536 per request"},
       {huge_desc_hits, "descriptors[0].hits_addend", "1000000001 is over the limit of 1000000000"},
   };
   for (const Case& c : cases) {

@@ -176,5 +176,82 @@ TEST(HostileKeys, AnActiveAbuserIsNeverTheOneEvicted) {
   EXPECT_GE(st.evictions, kFlood - kBound);
 }
 
+// Regression (issue 19): 1,000-byte keys used to cost about 1 KB each in the store, ~1 GiB per rule at the default
+// max_keys. A flood of distinct 1,000-byte keys now stays within max_memory_bytes as the store accounts it, and
+// the budget still holds a useful number of keys (they are stored as 16-byte digests).
+TEST(HostileKeys, AFloodOfLongKeysStaysWithinTheMemoryBudget) {
+  constexpr std::size_t kBudget = 8u << 20, kFlood = 150'000;
+  auto clock = std::make_shared<ManualClock>();
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kEarrrl, .limit = 5, .half_life = std::chrono::seconds(2)},
+                  StoreOptions{.max_memory_bytes = kBudget}, clock);
+  const std::size_t bound = limiter.stats().max_keys;
+  EXPECT_GE(bound, 40'000u);  // 8 MiB over the worst case of a key (entry, index, 80 heap bytes)
+  EXPECT_LT(bound, kFlood);
+  std::string key(1000, 'k');
+  for (std::size_t i = 0; i < kFlood; ++i) {
+    const std::string n = std::to_string(i);
+    key.replace(key.size() - n.size(), n.size(), n);
+    limiter.check_at(key, Nanos{static_cast<std::int64_t>(i) * 1000});
+    if ((i + 1) % 25'000 == 0) {
+      ASSERT_LE(limiter.stats().memory_bytes, kBudget) << "after " << i + 1 << " keys";
+    }
+  }
+  const StoreStats st = limiter.stats();
+  EXPECT_EQ(st.keys, bound);
+  EXPECT_LE(st.memory_bytes, kBudget);
+  EXPECT_GE(st.evictions, kFlood - bound);
+}
+
+// A sliding log holds up to `limit` timestamps a key: the budget counts them, so it holds fewer keys, and a flood
+// of keys that each fill their log stays within it too.
+TEST(HostileKeys, TheBudgetCountsASlidingLogsWholeLog) {
+  constexpr std::size_t kBudget = 4u << 20;
+  auto clock = std::make_shared<ManualClock>();
+  const LimitSpec log{.algorithm = Algorithm::kSlidingLog, .limit = 100, .window = std::chrono::seconds(10)};
+  Limiter limiter(log, StoreOptions{.max_memory_bytes = kBudget}, clock);
+  const Limiter fixed(LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 100, .window = std::chrono::seconds(10)},
+                      StoreOptions{.max_memory_bytes = kBudget}, clock);
+  const std::size_t bound = limiter.stats().max_keys;
+  EXPECT_LT(bound * 10, fixed.stats().max_keys);  // 128 log entries of 16 bytes against none
+  for (std::size_t i = 0; i < 2 * bound; ++i) {
+    for (int hit = 0; hit < 100; ++hit) limiter.check_at("k" + std::to_string(i), Nanos{static_cast<std::int64_t>(hit) + 1});
+  }
+  EXPECT_EQ(limiter.stats().keys, bound);
+  EXPECT_LE(limiter.stats().memory_bytes, kBudget);
+}
+
+TEST(HostileKeys, LongKeysKeepTheirOwnCounters) {
+  auto clock = std::make_shared<ManualClock>();
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = std::chrono::seconds(10)},
+                  StoreOptions{}, clock);
+  const std::string a(1000, 'a');
+  std::string b = a;
+  b.back() = 'b';  // the same 999-byte prefix
+  EXPECT_TRUE(limiter.check(a).allowed);
+  EXPECT_TRUE(limiter.check(a).allowed);
+  EXPECT_FALSE(limiter.check(a).allowed);
+  EXPECT_TRUE(limiter.check(b).allowed);
+  EXPECT_FALSE(limiter.peek(a).allowed);
+  EXPECT_TRUE(limiter.peek(b).allowed);
+  EXPECT_TRUE(limiter.reset(a));
+  EXPECT_TRUE(limiter.check(a).allowed);
+  // 64 bytes are stored as they are; 65 as a digest; neither is confused with the other.
+  const std::string at(64, 'x'), over(65, 'x');
+  EXPECT_TRUE(limiter.check(at).allowed);
+  EXPECT_TRUE(limiter.check(at).allowed);
+  EXPECT_TRUE(limiter.check(over).allowed);
+  EXPECT_EQ(limiter.stats().keys, 4u);
+  EXPECT_LT(limiter.stats().memory_bytes, 100'000u);
+}
+
+TEST(HostileKeys, ABudgetTooSmallForOneKeyStillHoldsOne) {
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kGcra, .limit = 5, .window = std::chrono::seconds(1)},
+                  StoreOptions{.max_memory_bytes = 100});
+  EXPECT_EQ(limiter.stats().max_keys, 1u);
+  EXPECT_TRUE(limiter.check("a").allowed);
+  EXPECT_TRUE(limiter.check("b").allowed);
+  EXPECT_EQ(limiter.stats().keys, 1u);
+}
+
 }  // namespace
 }  // namespace rk

@@ -134,6 +134,28 @@ TEST(ShardedLru, LongKeysAreStoredWhole) {
   m.erase(b);
 }
 
+// The reference's key 00..0f; outputs from OpenSSL 3 (`openssl mac -macopt hexkey:000102...0f -macopt size:16
+// SIPHASH`) over the bytes 00, 01, ... of each length, written as the two little-endian halves.
+TEST(SipHash128, MatchesTheReferenceOutputs) {
+  const DigestKey key{0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL};
+  auto message = [](std::size_t n) {
+    std::string m(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) m[i] = static_cast<char>(i);
+    return m;
+  };
+  struct Case {
+    std::size_t length;
+    std::uint64_t lo, hi;
+  };
+  for (const Case& c : {Case{0, 0xE6A825BA047F81A3ULL, 0x930255C71472F66DULL},
+                        Case{15, 0x11A8B03399E99354ULL, 0xD9C3CF970FEC087EULL},
+                        Case{100, 0x3317BE09D02D7339ULL, 0xD9E6E58F35C69782ULL}}) {
+    const Digest128 d = siphash128(message(c.length), key);
+    EXPECT_EQ(d.lo, c.lo) << c.length << " bytes";
+    EXPECT_EQ(d.hi, c.hi) << c.length << " bytes";
+  }
+}
+
 TEST(ShardedLru, SeedChangesTheHash) {
   EXPECT_NE(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 2));
   EXPECT_EQ(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 1));

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -47,6 +48,7 @@ struct ServeFlags {
   int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
   std::size_t max_keys = 1'000'000;
+  std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
   Nanos header_timeout = std::chrono::seconds(10);
@@ -82,6 +84,8 @@ const char* kServeUsage =
     "                           gRPC bounds (defaults 65536, 256, 1024)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
+    "  --max-memory BYTES       the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules, 1/8 by\n"
+    "                           request overrides; each store holds fewer keys if its share needs it (default: none)\n"
     "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
     "  --header-timeout DUR     a request's head must arrive within this (default 10s)\n"
     "  --redis URL              share limits through Redis: redis://[user:pass@]host:port[/db],\n"
@@ -100,6 +104,21 @@ const char* kServeUsage =
     "  --admin-hosts NAMES      host names (comma-separated) the admin listener answers to, besides IP\n"
     "                           addresses and localhost names\n"
     "  --log-level LEVEL        debug, info (default) or error\n";
+
+// "536870912", "512MiB", "2GiB", "64KiB": bytes, at most 2^50.
+std::optional<std::size_t> parse_bytes(std::string_view s) {
+  std::size_t n = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc{} || p == s.data()) return std::nullopt;
+  const std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
+  unsigned shift = 0;
+  if (unit == "KiB") shift = 10;
+  else if (unit == "MiB") shift = 20;
+  else if (unit == "GiB") shift = 30;
+  else if (!unit.empty()) return std::nullopt;
+  if (n > (std::size_t{1} << (50 - shift))) return std::nullopt;
+  return n << shift;
+}
 
 bool split_address(const std::string& s, std::string& host, std::uint16_t& port) {
   const auto colon = s.rfind(':');
@@ -298,6 +317,13 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       if (name == "--threads") f.threads = static_cast<int>(n);
       else if (name == "--redis-connections") f.redis_connections = static_cast<int>(n);
       else f.max_keys = static_cast<std::size_t>(n);
+    } else if (name == "--max-memory") {
+      const auto bytes = parse_bytes(value);
+      if (!bytes || *bytes < (1u << 20)) {
+        error = "--max-memory: '" + value + "' is not a size of at least 1MiB (a number of bytes, or with KiB, MiB, GiB)";
+        return false;
+      }
+      f.max_memory = *bytes;
     } else if (name == "--reload-interval" || name == "--header-timeout") {
       const auto d = parse_duration(value);
       if (!d || *d < std::chrono::milliseconds(10)) {
@@ -469,7 +495,14 @@ int run_serve(const std::vector<std::string>& args) {
     }
   };
 
-  rules::BuildOptions build{.store = StoreOptions{.max_keys = flags.max_keys, .max_key_bytes = 1 << 16}, .clock = clock};
+  // Counter keys are bounded by the request limits (4,096 bytes of keys and values a descriptor, plus framing);
+  // the stores keep those over 64 bytes as digests.
+  rules::BuildOptions build{.store = StoreOptions{.max_keys = flags.max_keys,
+                                                  .max_key_bytes = 1 << 16,
+                                                  .max_memory_bytes = flags.max_memory / 8 * 7},
+                            .clock = clock};
+  StoreOptions override_store = build.store;
+  override_store.max_memory_bytes = flags.max_memory / 8;
   rules::Reloader reloader(
       flags.config, build,
       {.on_success =
@@ -509,7 +542,7 @@ int run_serve(const std::vector<std::string>& args) {
   auto tracker = std::make_shared<ui::Tracker>();
   Service service(reloader, clock,
                   ServiceOptions{.shadow_mode = flags.shadow_mode,
-                                 .store = build.store,
+                                 .store = override_store,
                                  .remote = remote,
                                  .redis_failure = flags.redis_failure,
                                  .observer = tracker});

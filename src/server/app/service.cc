@@ -12,6 +12,8 @@ namespace rk::app {
 
 namespace {
 
+static_assert(static_cast<std::size_t>(rules::Unit::kYear) + 1 == 7, "Service::overrides_ holds a limiter per unit");
+
 constexpr std::uint32_t kUnlimitedRemaining = std::numeric_limits<std::uint32_t>::max();
 
 std::uint32_t clamp_remaining(double r) {
@@ -53,7 +55,30 @@ struct Pending {
   std::uint64_t hits;
   bool shadow;
   std::string store_prefix;  // the key's prefix in a remote store
+  std::optional<std::uint32_t> override_limit;  // a request override: its limiter counts, this decides
 };
+
+// Above any requests_per_unit (32 bits) and within a double's exact integers, so that ceiling - remaining is the
+// window's count exactly.
+constexpr double kOverrideCeiling = 1e12;
+
+// An override limiter's decision (counted against the ceiling, the hits included) judged against the request's
+// own limit, as a fixed window that counts refused hits decides: the hits pass if they fit in what the count
+// before them left.
+Decision judge_override(const Decision& d, std::uint32_t limit, std::uint64_t hits) {
+  const auto count = static_cast<std::uint64_t>(kOverrideCeiling - d.remaining);  // remaining 0: at least the ceiling
+  const std::uint64_t before = count >= hits ? count - hits : 0;
+  Decision out = d;
+  out.limit = limit;
+  out.allowed = hits <= (before >= limit ? 0 : limit - before);
+  out.remaining = static_cast<double>(count >= limit ? 0 : limit - count);
+  out.retry_after = out.allowed ? Nanos{0} : hits <= limit ? d.reset_after : kNever;
+  return out;
+}
+
+Decision judged(const Pending& p, const Decision& d) {
+  return p.override_limit ? judge_override(d, *p.override_limit, p.hits) : d;
+}
 
 }  // namespace
 
@@ -88,9 +113,11 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
   if (r.hits_addend > l.max_hits) {
     return RequestError{"hits_addend", std::to_string(r.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
   }
+  std::size_t request_bytes = 0;
   for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
     const CheckDescriptor& d = r.descriptors[i];
     const std::string at = "descriptors[" + std::to_string(i) + "]";
+    std::size_t bytes = 0;
     if (d.entries.empty()) return RequestError{at + ".entries", "must not be empty"};
     if (d.entries.size() > l.max_entries) {
       return RequestError{at + ".entries", "has " + std::to_string(d.entries.size()) + " entries, over the limit of " +
@@ -106,23 +133,66 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
       if (key.empty()) return RequestError{e + ".key", "must not be empty"};
       if (key.size() > l.max_key_bytes) return RequestError{e + ".key", too_long(key.size(), l.max_key_bytes)};
       if (value.size() > l.max_value_bytes) return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
+      bytes += key.size() + value.size();
+    }
+    if (bytes > l.max_descriptor_bytes) {
+      return RequestError{at + ".entries", "has keys and values of " + std::to_string(bytes) +
+                                               " bytes in all, over the limit of " + std::to_string(l.max_descriptor_bytes) +
+                                               " per descriptor"};
+    }
+    request_bytes += bytes;
+    if (request_bytes > l.max_request_bytes) {
+      return RequestError{"descriptors", "have keys and values of " + std::to_string(request_bytes) +
+                                             " bytes in all by descriptors[" + std::to_string(i) +
+                                             "], over the limit of " + std::to_string(l.max_request_bytes) + " per request"};
     }
   }
   return std::nullopt;
 }
 
-std::shared_ptr<Limiter> Service::override_limiter(const std::string& domain, const LimitOverride& o) {
-  const std::string id = domain + "\n" + std::to_string(o.requests_per_unit) + "/" + std::string(rules::unit_name(o.unit));
+// Request overrides keep their counters as envoyproxy/ratelimit does: by domain, unit and entries, not by the limit
+// value, which only decides. So sending many distinct limits creates no tables to evict: there is one limiter per
+// configured domain and unit (a flood in one domain cannot touch another's counters), and one per unit shared by
+// every unconfigured domain (the domain is part of the key). Each is an ordinary store, bounded by its options and
+// evicting by CLOCK like a rule's. Domains dropped from the rules lose their limiters at the next lookup.
+std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit) {
+  const bool configured = set && set->domain(domain);
   std::lock_guard lock(overrides_mu_);
-  if (auto it = overrides_.find(id); it != overrides_.end()) return it->second;
-  if (overrides_.size() >= options_.max_overrides) overrides_.clear();  // bounded; the counters start afresh
-  LimitSpec spec{.algorithm = Algorithm::kFixedWindow,
-                 .limit = static_cast<double>(o.requests_per_unit),
-                 .window = rules::unit_length(o.unit),
-                 .count_refused = true};
-  auto limiter = std::make_shared<Limiter>(spec, options_.store, clock_);
-  overrides_.emplace(id, limiter);
-  return limiter;
+  if (set && set->version() != overrides_version_) {
+    overrides_version_ = set->version();
+    std::erase_if(overrides_, [&](const auto& kv) { return !kv.first.empty() && !set->domain(kv.first); });
+  }
+  std::shared_ptr<Limiter>& slot = overrides_[configured ? domain : std::string()][static_cast<std::size_t>(unit)];
+  if (!slot) {
+    // Counting refused hits too, as Envoy does, against a ceiling no request's limit reaches: judge_override()
+    // reads the count back and lets the request's own limit decide.
+    LimitSpec spec{.algorithm = Algorithm::kFixedWindow,
+                   .limit = kOverrideCeiling,
+                   .window = rules::unit_length(unit),
+                   .count_refused = true};
+    // options_.store's memory budget is all overrides' together: each limiter that can exist gets an equal share.
+    StoreOptions store = options_.store;
+    if (store.max_memory_bytes) store.max_memory_bytes /= ((set ? set->domains().size() : 0) + 1) * 7;
+    slot = std::make_shared<Limiter>(spec, store, clock_);
+  }
+  return slot;
+}
+
+OverrideStats Service::override_stats() const {
+  std::lock_guard lock(overrides_mu_);
+  OverrideStats out;
+  for (const auto& [domain, units] : overrides_) {
+    for (const auto& l : units) {
+      if (!l) continue;
+      const StoreStats st = l->stats();
+      ++out.limiters;
+      out.store.keys += st.keys;
+      out.store.evictions += st.evictions;
+      out.store.forgotten += st.forgotten;
+      out.store.memory_bytes += st.memory_bytes;
+    }
+  }
+  return out;
 }
 
 struct Service::Job {
@@ -261,14 +331,15 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
       st.unit = d.limit->unit;
       st.window = rules::unit_length(d.limit->unit);
       std::string key;
+      rules::append_key_part(key, req.domain);
       for (const auto& [k, v] : d.entries) {
         rules::append_key_part(key, k);
         rules::append_key_part(key, v);
       }
-      auto limiter = d.limit->requests_per_unit ? override_limiter(req.domain, *d.limit) : nullptr;
-      const std::string id =
-          req.domain + "\n" + std::to_string(d.limit->requests_per_unit) + "/" + std::string(rules::unit_name(d.limit->unit));
-      pending.push_back({i, std::move(limiter), std::move(key), hits, false, "rk:override:" + rules::content_hash(id) + ":"});
+      auto limiter = d.limit->requests_per_unit ? override_limiter(set, req.domain, d.limit->unit) : nullptr;
+      const std::string unit(rules::unit_name(d.limit->unit));
+      pending.push_back({i, std::move(limiter), std::move(key), hits, false, "rk:override:" + rules::content_hash(unit) + ":",
+                         d.limit->requests_per_unit});
       continue;
     }
     if (!domain) continue;
@@ -327,7 +398,7 @@ void Service::decide_local(Job& job, bool look) {
         refused |= !p.shadow;
         continue;
       }
-      job.looked[k] = p.limiter->peek_at(p.key, now, p.hits);
+      job.looked[k] = judged(p, p.limiter->peek_at(p.key, now, p.hits));
       refused |= !job.looked[k].allowed && !p.shadow;
     }
     job.charge_all = !refused;
@@ -338,10 +409,10 @@ void Service::decide_local(Job& job, bool look) {
     if (!p.limiter) {
       apply_blocked(st, job.now);
     } else if (job.charged_in_final(k)) {
-      apply(st, p.limiter->check_at(p.key, now, p.hits));
+      apply(st, judged(p, p.limiter->check_at(p.key, now, p.hits)));
       st.charged = true;
     } else {
-      apply(st, job.charge ? job.looked[k] : p.limiter->peek_at(p.key, now, p.hits));
+      apply(st, job.charge ? job.looked[k] : judged(p, p.limiter->peek_at(p.key, now, p.hits)));
     }
   }
 }
@@ -352,21 +423,21 @@ Decision Service::fallback(Job& job, std::size_t k, const RemoteResult& r, bool 
   job.fell_back[k] = job.policy;
   job.store_errors[k] = r.error;
   remote_stats_.fallbacks[static_cast<int>(job.policy)].fetch_add(1, std::memory_order_relaxed);
-  const LimitSpec& spec = p.limiter->spec();
+  const double limit = p.override_limit ? *p.override_limit : p.limiter->spec().limit;
   switch (job.policy) {
     case rules::FailurePolicy::kFailClosed:
       return Decision{.allowed = false,
-                      .limit = spec.limit,
+                      .limit = limit,
                       .retry_after = options_.fail_closed_retry_after,
                       .reset_after = options_.fail_closed_retry_after};
     case rules::FailurePolicy::kLocal:
-      if (looking || !job.charged_in_final(k)) return p.limiter->peek_at(p.key, Nanos{job.now}, p.hits);
-      return p.limiter->check_at(p.key, Nanos{job.now}, p.hits);
+      if (looking || !job.charged_in_final(k)) return judged(p, p.limiter->peek_at(p.key, Nanos{job.now}, p.hits));
+      return judged(p, p.limiter->check_at(p.key, Nanos{job.now}, p.hits));
     case rules::FailurePolicy::kFailOpen:
     case rules::FailurePolicy::kDefault:
       break;
   }
-  return Decision{.allowed = true, .limit = spec.limit};
+  return Decision{.allowed = true, .limit = limit};
 }
 
 // One line when the store stops answering and one when it has answered everything for a second again (a Cluster
@@ -415,7 +486,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
       const RemoteResult& r = results[j];
       Decision d;
       if (r.status == RemoteResult::Status::kOk) {
-        d = r.decision;
+        d = judged(job->pending[k], r.decision);
         ++answered;
       } else {
         if (r.status == RemoteResult::Status::kError) {

@@ -8,6 +8,7 @@
 // Thread safety: check() may be called from any number of threads at once.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <limits>
 #include <cstdint>
@@ -95,14 +96,19 @@ struct RequestLimits {
   std::size_t max_entries = 16;
   std::size_t max_key_bytes = 256;
   std::size_t max_value_bytes = 1024;
+  // A descriptor's keys and values together (its counter key is about as long), and all of a request's: what one
+  // request can make the server hold, whatever the per-entry limits above allow (16 x 1,280 bytes, 64 times over).
+  std::size_t max_descriptor_bytes = 4096;
+  std::size_t max_request_bytes = 65536;
   std::uint64_t max_hits = 1'000'000'000;
 };
 
 struct ServiceOptions {
   bool shadow_mode = false;  // every rule counts, none refuses
   RequestLimits limits;
-  StoreOptions store;        // for request overrides' limiters
-  std::size_t max_overrides = 1000;
+  // For request overrides' limiters (one per configured domain and unit, one per unit for all other domains); its
+  // max_memory_bytes is theirs together, shared equally among as many as can exist.
+  StoreOptions store;
   // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
   std::shared_ptr<RemoteStore> remote;
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
@@ -122,6 +128,12 @@ struct RemoteStats {
   std::atomic<bool> reachable{true};
   std::atomic<std::int64_t> unavailable_ns{0};  // the last time the store did not answer
   std::atomic<std::int64_t> error_logged_ns{std::numeric_limits<std::int64_t>::min()};
+};
+
+// Request overrides' limiters (at most 7 per configured domain, and 7 for all others) and their stores, summed.
+struct OverrideStats {
+  std::size_t limiters = 0;
+  StoreStats store;
 };
 
 using CheckResult = std::variant<CheckResponse, RequestError>;
@@ -156,10 +168,11 @@ class Service {
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
   const ServiceOptions& options() const { return options_; }
+  OverrideStats override_stats() const;
 
  private:
   std::optional<RequestError> validate(const CheckRequest& request) const;
-  std::shared_ptr<Limiter> override_limiter(const std::string& domain, const LimitOverride& o);
+  std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
   struct Job;
   void decide_local(Job& job, bool look);
@@ -171,8 +184,10 @@ class Service {
   rules::Reloader& rules_;
   std::shared_ptr<const Clock> clock_;
   ServiceOptions options_;
-  std::mutex overrides_mu_;
-  std::unordered_map<std::string, std::shared_ptr<Limiter>> overrides_;
+  mutable std::mutex overrides_mu_;
+  // Request overrides' limiters by configured domain ("" for every other domain) and unit: see override_limiter().
+  std::unordered_map<std::string, std::array<std::shared_ptr<Limiter>, 7>> overrides_;
+  std::string overrides_version_;  // the rules' version overrides_ was last pruned for
   std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
   RemoteStats remote_stats_;
   void log_store_health(const RemoteResult* unavailable, const RemoteResult* error, bool answered);

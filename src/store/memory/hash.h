@@ -15,4 +15,17 @@ std::uint64_t hash_key(std::string_view key, std::uint64_t seed);
 // A seed from std::random_device, never 0.
 std::uint64_t random_seed();
 
+// SipHash-2-4 with its 128-bit output (Aumasson and Bernstein's keyed PRF): a digest of an attacker's key that
+// stands for it, collision-resistant while the 128-bit secret is unknown (2^64 keys for an even chance).
+struct DigestKey {
+  std::uint64_t k0, k1;
+};
+struct Digest128 {
+  std::uint64_t lo, hi;
+};
+Digest128 siphash128(std::string_view data, const DigestKey& key);
+
+// A secret drawn from std::random_device once per process.
+const DigestKey& process_digest_key();
+
 }  // namespace rk::store

@@ -48,9 +48,7 @@ class ShardedLru {
  public:
   // `options` are validated by the caller (max_keys >= 1).
   explicit ShardedLru(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
-    std::size_t n = options.shards ? std::bit_floor(options.shards) : kDefaultShards;
-    while (n > 1 && options.max_keys / n < kMinPerShard) n /= 2;
-    while (options.max_keys / n >= kMaxPerShard) n *= 2;  // entry ids are 32-bit
+    const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -144,6 +142,7 @@ class ShardedLru {
       const Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
       st.keys += s.size;
+      st.max_keys += s.capacity;
       st.evictions += s.evictions;
       st.forgotten += s.forgotten;
       st.memory_bytes += s.heap_bytes();
@@ -160,6 +159,31 @@ class ShardedLru {
 
   std::size_t shard_count() const { return std::size_t{1} << shard_bits_; }
   static constexpr std::size_t entry_bytes() { return sizeof(Entry); }
+
+  static std::size_t shards_for(std::size_t max_keys, std::size_t shards) {
+    std::size_t n = shards ? std::bit_floor(shards) : kDefaultShards;
+    while (n > 1 && max_keys / n < kMinPerShard) n /= 2;
+    while (max_keys / n >= kMaxPerShard) n *= 2;  // entry ids are 32-bit
+    return n;
+  }
+
+  // The most stats().memory_bytes can reach with max_keys keys, each holding at most `per_key_heap` bytes of key
+  // and state on the heap: whole chunks of entries, the largest index and chunk table, and as much again of each
+  // retired (a replaced table waits for readers; the tables double, so the retired ones sum to less than the last).
+  static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
+    const std::size_t n = shards_for(max_keys, shards);
+    std::size_t bytes = sizeof(ShardedLru) + n * sizeof(Shard);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
+      const std::size_t chunks = (cap + kChunk - 1) / kChunk;
+      std::size_t index = 16, table = 4;
+      while ((cap + 1) * 4 > index * 3) index *= 2;
+      while (table < chunks) table *= 2;
+      bytes += chunks * kChunk * sizeof(Entry) + 2 * Index::bytes(static_cast<std::uint32_t>(index)) +
+               2 * Chunks::bytes(static_cast<std::uint32_t>(table)) + cap * per_key_heap;
+    }
+    return bytes;
+  }
 
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
   // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
