@@ -264,10 +264,10 @@ TEST(SharedLimiter, EachKindOfBadInputIsRefusedWithWhatIsWrong) {
   expect_error([&] { SharedLimiter::open(path, fixed(11), {.max_keys = 16, .shards = 1}); }, "a different limit");
   expect_error([&] { SharedLimiter::open(path, fixed(10), {.max_keys = 32, .shards = 1}); }, "other options");
   std::ofstream(dir.file("garbage")) << std::string(4096, 'g');
-  std::filesystem::permissions(dir.file("garbage"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_EQ(::chmod(dir.file("garbage").c_str(), 0600), 0);
   expect_error([&] { SharedLimiter::open(dir.file("garbage"), fixed(10)); }, "not a ratekeeper shared store");
   std::ofstream(dir.file("tiny")) << "rk";
-  std::filesystem::permissions(dir.file("tiny"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_EQ(::chmod(dir.file("tiny").c_str(), 0600), 0);
   expect_error([&] { SharedLimiter::open(dir.file("tiny"), fixed(10)); }, "2 bytes");
 
   alignas(8) static unsigned char small[4096];

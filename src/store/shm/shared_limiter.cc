@@ -106,7 +106,9 @@ std::string spec_difference(const StoredSpec& region, const StoredSpec& mine) {
   note("count_refused", optional(region.has_count_refused, region.count_refused ? "true" : "false"),
        optional(mine.has_count_refused, mine.count_refused ? "true" : "false"));
   note("align", region.align == 0 ? "epoch" : "calendar", mine.align == 0 ? "epoch" : "calendar");
-  if (out.empty() && std::memcmp(&region, &mine, sizeof region) != 0) out = "the stored parameters differ in their bytes";
+  if (out.empty() && std::memcmp(&region, &mine, sizeof region) != 0) {
+    out = "the stored parameters differ in their bytes";
+  }
   return out;
 }
 
@@ -269,7 +271,8 @@ void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o) {
   const std::string differs = spec_difference(theirs, stored_spec(spec));
   if (!differs.empty()) throw InvalidArgument("the region was made for a different limit: " + differs);
   const Layout mine = layout_for(o.max_keys, o.max_key_bytes, o.shards);
-  if (stored.shards != mine.shards || stored.slots_per_shard != mine.slots_per_shard || stored.key_cap != mine.key_cap) {
+  if (stored.shards != mine.shards || stored.slots_per_shard != mine.slots_per_shard ||
+      stored.key_cap != mine.key_cap) {
     throw InvalidArgument("the region was made with other options: it has " + describe(stored) +
                           "; this process asks for " + describe(mine));
   }
