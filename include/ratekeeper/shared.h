@@ -10,7 +10,7 @@
 // mutex: a process killed in the middle of an update leaves the mutex to the next process, which undoes the
 // half-made update from the shard's journal and rebuilds the shard's index, so nothing wedges and no state is torn.
 //
-// A file region is created whole under a temporary name and linked into place, so no one ever attaches to a
+// A file region is made whole in an unnamed (or randomly named) file and linked into place, so no one attaches to a
 // half-made one, and nothing is held after open() returns. open() refuses a file that is a symbolic link, belongs
 // to another user, or lets group or others do more than SharedOptions::mode allows; every region is checked on
 // attach (magic, version, sizes against what is mapped), and every index read from it is checked on use, so a
