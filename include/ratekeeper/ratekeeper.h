@@ -104,7 +104,10 @@ rk_status rk_spec_check(const rk_spec* spec);
 
 /* A limit shared by the processes of one host through shared memory (include/ratekeeper/shared.h): the region
  * is memory the caller has mapped shared, such as an nginx shared zone. spec->max_keys and spec->max_key_bytes size
- * it; `format` it once (in the process that maps it first), then attach to it. */
+ * it; `format` it once (in the process that maps it first), then attach to it. Attaching checks the region's
+ * header (RK_INVALID_ARGUMENT naming the field); a region found corrupted in use (an index out of range, a looped
+ * chain) gives RK_INTERNAL from rk_shared_check*, rk_last_error() naming the shard and the damage: the shard's
+ * lock is released and other shards still work (docs/security.md, "Shared memory"). */
 typedef struct rk_shared rk_shared;
 
 size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards);

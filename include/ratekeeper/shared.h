@@ -10,6 +10,12 @@
 // mutex: a process killed in the middle of an update leaves the mutex to the next process, which undoes the
 // half-made update from the shard's journal and rebuilds the shard's index, so nothing wedges and no state is torn.
 //
+// A file region is made whole in an unnamed (or randomly named) file and linked into place, so no one attaches to a
+// half-made one, and nothing is held after open() returns. open() refuses a file that is a symbolic link, belongs
+// to another user, or lets group or others do more than SharedOptions::mode allows; every region is checked on
+// attach (magic, version, sizes against what is mapped), and every index read from it is checked on use, so a
+// corrupted region gives SharedRegionCorrupt naming what is wrong, never a crash or a hang (docs/security.md).
+//
 // Every algorithm but sliding_log (whose memory per key grows with its limit) can live in shared memory.
 // Thread and process safety: every member function may be called concurrently from any thread of any process
 // that shares the region.
@@ -18,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -31,6 +38,16 @@ struct SharedOptions {
   std::size_t max_keys = 100'000;  // slots in the region; past it the least recently used key is evicted
   std::size_t max_key_bytes = 64;  // the slot's room for a key; longer keys are refused with InvalidArgument
   std::size_t shards = 16;         // one lock each
+  // open() only: the permissions of the file it creates (exactly these, whatever the umask), and the most an
+  // existing file may grant group and others. 0660 lets a group share a region; the owner needs read and write.
+  unsigned mode = 0600;
+};
+
+// A region whose contents break the store's invariants (an index out of range, a bucket chain that loops): some
+// process wrote into it what ratekeeper never writes. The shard's lock is released; other shards still work.
+class SharedRegionCorrupt : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct SharedStats {
@@ -47,11 +64,14 @@ class SharedLimiter {
   static SharedLimiter anonymous(const LimitSpec& spec, const SharedOptions& options = {},
                                  std::shared_ptr<const Clock> clock = {});
   // A region in a file (under /dev/shm for memory only): the first opener creates and formats it, later ones
-  // attach, and must give the same spec and options, or get InvalidArgument naming what differs.
+  // attach, at once, in this process or another, and must give the same spec and options, or get
+  // InvalidArgument naming what differs (both values). A file that is unsafe to trust (see above) or not a sound
+  // region is refused with InvalidArgument naming the reason.
   static SharedLimiter open(const std::string& path, const LimitSpec& spec, const SharedOptions& options = {},
                             std::shared_ptr<const Clock> clock = {});
   // In memory that the caller has mapped shared (an nginx shared zone): `format` it once, then attach to it in
-  // every process. The memory must stay mapped, at the same address or not, while the limiter lives.
+  // every process. The memory must stay mapped, at the same address or not, while the limiter lives. Attaching
+  // checks the header against `bytes` (InvalidArgument naming the field).
   static SharedLimiter in_region(void* base, std::size_t bytes, bool format, const LimitSpec& spec,
                                  const SharedOptions& options = {}, std::shared_ptr<const Clock> clock = {});
   // The bytes a region with these options takes, and the most keys that fit in `bytes`.
@@ -62,6 +82,7 @@ class SharedLimiter {
   SharedLimiter(SharedLimiter&&) noexcept;
   SharedLimiter& operator=(SharedLimiter&&) noexcept;
 
+  // Each throws InvalidArgument for a key above max_key_bytes, SharedRegionCorrupt for a corrupted shard.
   Decision check(std::string_view key, std::uint64_t cost = 1);
   Decision check_at(std::string_view key, Nanos now, std::uint64_t cost = 1);
   Decision peek(std::string_view key, std::uint64_t cost = 1) const;

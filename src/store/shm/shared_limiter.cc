@@ -1,27 +1,26 @@
-// The shared-memory store (include/ratekeeper/shared.h).
-//
-// Region layout, all offsets from the region's start, everything 8-byte aligned:
-//   RegionHeader | shards x (ShardHeader, buckets_per_shard x uint32) | capacity x slot
-// A slot: SlotHead, then the state (kStateBytes), then the key (key_cap bytes). Shard s owns slots
-// [s * slots_per_shard, (s + 1) * slots_per_shard); its indices are shard-local.
+// The shared-memory store (include/ratekeeper/shared.h); the region's bytes are in store/shm/layout.h, its file
+// in store/shm/region_file.h.
 //
 // Crash safety. A shard's index (bucket chains, LRU list, free list) is derived data: after a process dies holding
 // the shard's lock, the next locker rebuilds it from the slots alone (in_use, hash, key, tick). A slot's in_use
 // flag is cleared before its key is overwritten and set only once key and state are in place. A state is changed
 // only after it has been saved in the shard's journal; the next locker puts a journalled state back, so a
 // half-made update is undone (the process that made it died before it could answer).
+//
+// Corruption. Any process that maps the region can write anything into it, so nothing read from it is used
+// unchecked: the header's layout is checked once on attach and then kept in this process's memory (a later write
+// to the header changes nothing here); every index is checked before it addresses a slot, every chain walk stops
+// at the shard's slot count, and what fails throws SharedRegionCorrupt, which releases the shard's lock on its way
+// out. Every index this code writes is in range, so a shard stays addressable even when its lists are wrong.
 #include "ratekeeper/shared.h"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <system_error>
 #include <vector>
@@ -29,6 +28,8 @@
 #include "core/algorithms.h"
 #include "core/params.h"
 #include "store/memory/hash.h"
+#include "store/shm/layout.h"
+#include "store/shm/region_file.h"
 #include "store/shm/testing.h"
 
 namespace rk {
@@ -39,82 +40,76 @@ void (*hook)(Stage) = nullptr;
 
 namespace {
 
-constexpr char kMagic[8] = {'r', 'k', 's', 'h', 'm', '0', '1', '\0'};
-constexpr std::uint32_t kNil = 0xffffffffu;
-constexpr std::size_t kStateBytes = 32;
-constexpr std::size_t kMaxKeys = std::size_t{1} << 31;
-constexpr std::size_t kMaxKeyBytes = 4096;
-constexpr std::size_t kMaxShards = 1024;
+using shm::kMagic;
+using shm::kMagicNameBytes;
+using shm::kMaxKeyBytes;
+using shm::kMaxKeys;
+using shm::kMaxShards;
+using shm::kNil;
+using shm::kStateBytes;
+using shm::Layout;
+using shm::layout_for;
+using shm::RegionHeader;
+using shm::round8;
+using shm::ShardHeader;
+using shm::SlotHead;
+using shm::StoredSpec;
 
-constexpr std::size_t round8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+StoredSpec stored_spec(const LimitSpec& s) {
+  StoredSpec o{};
+  o.algorithm = static_cast<std::uint8_t>(s.algorithm);
+  o.align = static_cast<std::uint8_t>(s.align);
+  o.limit = s.limit;
+  o.window_ns = s.window.count();
+  o.has_half_life = s.half_life.has_value();
+  o.half_life_ns = s.half_life.value_or(Nanos{0}).count();
+  o.has_burst = s.burst.has_value();
+  o.burst = s.burst.value_or(0);
+  o.has_capacity = s.capacity.has_value();
+  o.capacity = s.capacity.value_or(0);
+  o.has_count_refused = s.count_refused.has_value();
+  o.count_refused = s.count_refused.value_or(false);
+  return o;
+}
 
-// What a limit is, as stored in the region, so that every process attaching checks it decides the same way.
-struct StoredSpec {
-  std::uint8_t algorithm, align, has_half_life, has_burst, has_capacity, has_count_refused, count_refused, pad;
-  double limit, burst, capacity;
-  std::int64_t window_ns, half_life_ns;
+std::string number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
-  static StoredSpec of(const LimitSpec& s) {
-    StoredSpec o{};
-    o.algorithm = static_cast<std::uint8_t>(s.algorithm);
-    o.align = static_cast<std::uint8_t>(s.align);
-    o.limit = s.limit;
-    o.window_ns = s.window.count();
-    o.has_half_life = s.half_life.has_value();
-    o.half_life_ns = s.half_life.value_or(Nanos{0}).count();
-    o.has_burst = s.burst.has_value();
-    o.burst = s.burst.value_or(0);
-    o.has_capacity = s.capacity.has_value();
-    o.capacity = s.capacity.value_or(0);
-    o.has_count_refused = s.count_refused.has_value();
-    o.count_refused = s.count_refused.value_or(false);
-    return o;
+std::string algorithm_text(std::uint8_t a) {
+  for (Algorithm known : kAllAlgorithms) {
+    if (static_cast<std::uint8_t>(known) == a) return std::string(algorithm_name(known));
   }
-  bool operator==(const StoredSpec& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
-};
+  return "algorithm #" + std::to_string(a);
+}
 
-struct RegionHeader {
-  char magic[8];
-  std::atomic<std::uint32_t> ready;  // 1 once formatted
-  std::uint32_t shards, slots_per_shard, buckets_per_shard, key_cap, pad;
-  std::uint64_t region_bytes, slot_stride, shard_stride, shards_offset, slots_offset, seed;
-  StoredSpec spec;
-};
-
-struct ShardHeader {
-  pthread_mutex_t mu;
-  std::uint32_t lru_head, lru_tail, free_head, count;
-  std::uint64_t tick, evictions, recoveries;
-  std::atomic<std::uint32_t> journal_slot;  // kNil: no update in progress
-  std::uint32_t pad;
-  alignas(8) unsigned char journal_state[kStateBytes];
-};
-
-struct SlotHead {
-  std::uint64_t hash, tick;
-  std::uint32_t bucket_next, lru_prev, lru_next;
-  std::uint16_t key_len;
-  std::atomic<std::uint8_t> in_use;
-  std::uint8_t pad;
-};
-
-struct Layout {
-  std::size_t shards, slots_per_shard, buckets_per_shard, key_cap, slot_stride, shard_stride, shards_offset,
-      slots_offset, bytes;
-};
-
-Layout layout_for(std::size_t max_keys, std::size_t key_bytes, std::size_t shards) {
-  Layout l{};
-  l.shards = shards;
-  l.slots_per_shard = (max_keys + shards - 1) / shards;
-  l.buckets_per_shard = std::max<std::size_t>(1, l.slots_per_shard);
-  l.key_cap = round8(key_bytes);
-  l.slot_stride = round8(sizeof(SlotHead)) + kStateBytes + l.key_cap;
-  l.shard_stride = round8(sizeof(ShardHeader) + l.buckets_per_shard * sizeof(std::uint32_t));
-  l.shards_offset = round8(sizeof(RegionHeader));
-  l.slots_offset = l.shards_offset + l.shards * l.shard_stride;
-  l.bytes = l.slots_offset + l.shards * l.slots_per_shard * l.slot_stride;
-  return l;
+// Each parameter on which the region and this process disagree, with both values.
+std::string spec_difference(const StoredSpec& region, const StoredSpec& mine) {
+  std::string out;
+  auto note = [&](const char* param, const std::string& theirs, const std::string& ours) {
+    if (theirs == ours) return;
+    out += (out.empty() ? "" : "; ") + std::string(param) + ": the region has " + theirs + ", this process asks for " +
+           ours;
+  };
+  auto seconds = [](std::int64_t ns) { return format_seconds(Nanos{ns}) + "s"; };
+  auto optional = [](bool has, const std::string& v) { return has ? v : std::string("unset"); };
+  note("algorithm", algorithm_text(region.algorithm), algorithm_text(mine.algorithm));
+  note("limit", number(region.limit), number(mine.limit));
+  note("window", seconds(region.window_ns), seconds(mine.window_ns));
+  note("half_life", optional(region.has_half_life, seconds(region.half_life_ns)),
+       optional(mine.has_half_life, seconds(mine.half_life_ns)));
+  note("burst", optional(region.has_burst, number(region.burst)), optional(mine.has_burst, number(mine.burst)));
+  note("capacity", optional(region.has_capacity, number(region.capacity)),
+       optional(mine.has_capacity, number(mine.capacity)));
+  note("count_refused", optional(region.has_count_refused, region.count_refused ? "true" : "false"),
+       optional(mine.has_count_refused, mine.count_refused ? "true" : "false"));
+  note("align", region.align == 0 ? "epoch" : "calendar", mine.align == 0 ? "epoch" : "calendar");
+  if (out.empty() && std::memcmp(&region, &mine, sizeof region) != 0) {
+    out = "the stored parameters differ in their bytes";
+  }
+  return out;
 }
 
 void check_options(const LimitSpec& spec, const SharedOptions& o) {
@@ -136,9 +131,13 @@ void check_options(const LimitSpec& spec, const SharedOptions& o) {
   }
 }
 
-std::system_error os_error(const std::string& what) { return {errno, std::generic_category(), what}; }
+std::string describe(const Layout& l) {
+  return std::to_string(l.shards) + " shards of " + std::to_string(l.slots_per_shard) + " keys of up to " +
+         std::to_string(l.key_cap) + " bytes";
+}
 
-// The region, and the per-process view of it: where it is mapped, and whether this object unmaps it.
+// The region, and this process's view of it: where it is mapped, its layout and seed as checked when this
+// process attached (never read from the region again), and whether this object unmaps it.
 class Region {
  public:
   Region(unsigned char* base, std::size_t bytes, bool owned) : base_(base), bytes_(bytes), owned_(owned) {}
@@ -148,31 +147,41 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
+  void adopt(const Layout& l, std::uint64_t seed) {
+    layout_ = l;
+    seed_ = seed;
+  }
+  const Layout& layout() const { return layout_; }
+  std::uint64_t seed() const { return seed_; }
   RegionHeader& header() const { return *reinterpret_cast<RegionHeader*>(base_); }
   ShardHeader& shard(std::size_t s) const {
-    return *reinterpret_cast<ShardHeader*>(base_ + header().shards_offset + s * header().shard_stride);
+    return *reinterpret_cast<ShardHeader*>(base_ + layout_.shards_offset + s * layout_.shard_stride);
   }
   std::uint32_t* buckets(std::size_t s) const {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&shard(s)) + sizeof(ShardHeader));
   }
-  // Shard s's slot i (shard-local).
+  // Shard s's slot i (shard-local; i < slots_per_shard, checked by the caller).
   SlotHead& slot(std::size_t s, std::uint32_t i) const {
-    const RegionHeader& h = header();
-    return *reinterpret_cast<SlotHead*>(base_ + h.slots_offset + (s * h.slots_per_shard + i) * h.slot_stride);
+    return *reinterpret_cast<SlotHead*>(base_ + layout_.slots_offset +
+                                        (s * layout_.slots_per_shard + i) * layout_.slot_stride);
   }
   static unsigned char* state_of(SlotHead& slot) { return reinterpret_cast<unsigned char*>(&slot) + round8(sizeof(SlotHead)); }
   static char* key_of(SlotHead& slot) { return reinterpret_cast<char*>(state_of(slot) + kStateBytes); }
+  unsigned char* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }
 
  private:
   unsigned char* base_;
   std::size_t bytes_;
   bool owned_;
+  Layout layout_{};
+  std::uint64_t seed_ = 0;
 };
 
-void format_region(unsigned char* base, const Layout& l, const LimitSpec& spec, std::uint64_t seed) {
-  std::memset(base, 0, l.bytes);
-  auto* h = new (base) RegionHeader{};
+void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint64_t seed) {
+  std::memset(r.base(), 0, l.bytes);
+  r.adopt(l, seed);
+  auto* h = new (r.base()) RegionHeader{};
   std::memcpy(h->magic, kMagic, sizeof kMagic);
   h->shards = static_cast<std::uint32_t>(l.shards);
   h->slots_per_shard = static_cast<std::uint32_t>(l.slots_per_shard);
@@ -184,8 +193,7 @@ void format_region(unsigned char* base, const Layout& l, const LimitSpec& spec, 
   h->shards_offset = l.shards_offset;
   h->slots_offset = l.slots_offset;
   h->seed = seed;
-  h->spec = StoredSpec::of(spec);
-  Region r(base, l.bytes, false);
+  h->spec = stored_spec(spec);
   for (std::size_t s = 0; s < l.shards; ++s) {
     auto* sh = new (&r.shard(s)) ShardHeader{};
     pthread_mutexattr_t attr;
@@ -208,25 +216,67 @@ void format_region(unsigned char* base, const Layout& l, const LimitSpec& spec, 
   h->ready.store(1, std::memory_order_release);
 }
 
-// Checks a region made elsewhere against what this process expects of it.
-void check_region(const Region& r, std::size_t bytes, const LimitSpec& spec, const SharedOptions& o) {
-  const RegionHeader& h = r.header();
-  if (bytes < sizeof(RegionHeader) || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
-    throw InvalidArgument("the region is not a ratekeeper shared store (no header); was it formatted?");
+// The layout a region made elsewhere says it has, once every field is checked against the others and against the
+// `bytes` mapped. Read field by field into this process's memory, so that what is checked is what is used.
+Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
+  if (bytes < sizeof(RegionHeader) || std::memcmp(h.magic, kMagic, kMagicNameBytes) != 0) {
+    throw InvalidArgument("the region is not a ratekeeper shared store (" + std::to_string(bytes) +
+                          " bytes, no header); was it formatted?");
+  }
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+    throw InvalidArgument("the region is of format version '" + std::string(h.magic + kMagicNameBytes, 2) +
+                          "'; this build reads version '" + std::string(kMagic + kMagicNameBytes, 2) + "'");
   }
   if (h.ready.load(std::memory_order_acquire) != 1) throw InvalidArgument("the region was never completely formatted");
-  if (h.region_bytes > bytes) {
-    throw InvalidArgument("the region says it is " + std::to_string(h.region_bytes) + " bytes but only " +
-                          std::to_string(bytes) + " are mapped");
+  const std::size_t shards = h.shards, slots = h.slots_per_shard, key_cap = h.key_cap;
+  if (shards < 1 || shards > kMaxShards) {
+    throw InvalidArgument("the region's header is corrupt: shards is " + std::to_string(shards) + " (1 to 1024)");
   }
-  if (!(h.spec == StoredSpec::of(spec))) {
-    throw InvalidArgument("the region was made for a different limit (algorithm or parameters differ)");
+  if (slots < 1 || slots > kMaxKeys / shards) {
+    throw InvalidArgument("the region's header is corrupt: slots_per_shard is " + std::to_string(slots) +
+                          " for " + std::to_string(shards) + " shards (at most 2^31 keys in all)");
   }
-  const Layout l = layout_for(o.max_keys, o.max_key_bytes, o.shards);
-  if (h.shards != l.shards || h.slots_per_shard != l.slots_per_shard || h.key_cap != l.key_cap) {
-    throw InvalidArgument("the region was made with other options: " + std::to_string(h.shards) + " shards of " +
-                          std::to_string(h.slots_per_shard) + " keys of up to " + std::to_string(h.key_cap) + " bytes");
+  if (key_cap < 8 || key_cap > kMaxKeyBytes || key_cap % 8 != 0) {
+    throw InvalidArgument("the region's header is corrupt: key_cap is " + std::to_string(key_cap) +
+                          " (a multiple of 8 up to 4096)");
   }
+  const Layout l = layout_for(shards * slots, key_cap, shards);
+  const std::pair<const char*, std::pair<std::uint64_t, std::size_t>> derived[] = {
+      {"buckets_per_shard", {h.buckets_per_shard, l.buckets_per_shard}},
+      {"slot_stride", {h.slot_stride, l.slot_stride}},
+      {"shard_stride", {h.shard_stride, l.shard_stride}},
+      {"shards_offset", {h.shards_offset, l.shards_offset}},
+      {"slots_offset", {h.slots_offset, l.slots_offset}},
+      {"region_bytes", {h.region_bytes, l.bytes}},
+  };
+  for (const auto& [field, values] : derived) {
+    if (values.first != values.second) {
+      throw InvalidArgument("the region's header is corrupt: " + std::string(field) + " is " +
+                            std::to_string(values.first) + " where a region of " + describe(l) + " has " +
+                            std::to_string(values.second));
+    }
+  }
+  if (l.bytes > bytes) {
+    throw InvalidArgument("the region says it is " + std::to_string(l.bytes) + " bytes but only " +
+                          std::to_string(bytes) + " are mapped (a truncated file?)");
+  }
+  return l;
+}
+
+// Checks a region made elsewhere against what this process expects of it, then adopts its layout and seed.
+void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o) {
+  const RegionHeader& h = r.header();
+  const Layout stored = checked_layout(h, r.bytes());
+  const StoredSpec theirs = h.spec;
+  const std::string differs = spec_difference(theirs, stored_spec(spec));
+  if (!differs.empty()) throw InvalidArgument("the region was made for a different limit: " + differs);
+  const Layout mine = layout_for(o.max_keys, o.max_key_bytes, o.shards);
+  if (stored.shards != mine.shards || stored.slots_per_shard != mine.slots_per_shard ||
+      stored.key_cap != mine.key_cap) {
+    throw InvalidArgument("the region was made with other options: it has " + describe(stored) +
+                          "; this process asks for " + describe(mine));
+  }
+  r.adopt(stored, h.seed);
 }
 
 }  // namespace
@@ -262,9 +312,8 @@ class ShmStore final : public SharedLimiter::Impl {
       throw InvalidArgument("key is " + std::to_string(key.size()) + " bytes, above the shared store's limit of " +
                             std::to_string(options.max_key_bytes) + " (SharedOptions::max_key_bytes)");
     }
-    const RegionHeader& h = region->header();
-    const std::uint64_t hash = store::hash_key(key, h.seed);
-    const std::size_t s = hash % h.shards;
+    const std::uint64_t hash = store::hash_key(key, region->seed());
+    const std::size_t s = hash % region->layout().shards;
     Locked lock(*region, s);
     ShardHeader& sh = region->shard(s);
     std::uint32_t i = find(s, hash, key);
@@ -293,9 +342,8 @@ class ShmStore final : public SharedLimiter::Impl {
 
   bool reset(std::string_view key) override {
     if (key.size() > options.max_key_bytes) return false;
-    const RegionHeader& h = region->header();
-    const std::uint64_t hash = store::hash_key(key, h.seed);
-    const std::size_t s = hash % h.shards;
+    const std::uint64_t hash = store::hash_key(key, region->seed());
+    const std::size_t s = hash % region->layout().shards;
     Locked lock(*region, s);
     const std::uint32_t i = find(s, hash, key);
     if (i == kNil) return false;
@@ -308,10 +356,10 @@ class ShmStore final : public SharedLimiter::Impl {
 
   SharedStats stats() override {
     SharedStats out;
-    const RegionHeader& h = region->header();
-    out.capacity = std::size_t{h.shards} * h.slots_per_shard;
-    out.region_bytes = h.region_bytes;
-    for (std::size_t s = 0; s < h.shards; ++s) {
+    const Layout& l = region->layout();
+    out.capacity = l.shards * l.slots_per_shard;
+    out.region_bytes = l.bytes;
+    for (std::size_t s = 0; s < l.shards; ++s) {
       Locked lock(*region, s);
       const ShardHeader& sh = region->shard(s);
       out.keys += sh.count;
@@ -345,22 +393,22 @@ class ShmStore final : public SharedLimiter::Impl {
 
   // Undoes a journalled update, then rebuilds the shard's index from its slots.
   static void repair(const Region& r, std::size_t s) {
-    const RegionHeader& h = r.header();
+    const Layout& l = r.layout();
     ShardHeader& sh = r.shard(s);
     const std::uint32_t journalled = sh.journal_slot.load(std::memory_order_acquire);
-    if (journalled != kNil && journalled < h.slots_per_shard) {
+    if (journalled != kNil && journalled < l.slots_per_shard) {
       std::memcpy(Region::state_of(r.slot(s, journalled)), sh.journal_state, kStateBytes);
     }
     sh.journal_slot.store(kNil, std::memory_order_release);
     std::uint32_t* buckets = r.buckets(s);
-    std::fill(buckets, buckets + h.buckets_per_shard, kNil);
+    std::fill(buckets, buckets + l.buckets_per_shard, kNil);
     std::vector<std::pair<std::uint64_t, std::uint32_t>> live;  // (tick, slot): LRU order
     sh.free_head = kNil;
-    for (std::uint32_t i = h.slots_per_shard; i-- > 0;) {
+    for (auto i = static_cast<std::uint32_t>(l.slots_per_shard); i-- > 0;) {
       SlotHead& slot = r.slot(s, i);
-      if (slot.in_use.load(std::memory_order_acquire) == 1 && slot.key_len <= h.key_cap) {
+      if (slot.in_use.load(std::memory_order_acquire) == 1 && slot.key_len <= l.key_cap) {
         live.emplace_back(slot.tick, i);
-        const std::size_t b = (slot.hash >> 32) % h.buckets_per_shard;
+        const std::size_t b = bucket_of(l, slot.hash);
         slot.bucket_next = buckets[b];
         buckets[b] = i;
       } else {
@@ -383,31 +431,63 @@ class ShmStore final : public SharedLimiter::Impl {
     if (!live.empty()) sh.tick = std::max(sh.tick, live.front().first);
   }
 
-  std::uint32_t find(std::size_t s, std::uint64_t hash, std::string_view key) const {
-    const RegionHeader& h = region->header();
-    for (std::uint32_t i = region->buckets(s)[(hash >> 32) % h.buckets_per_shard]; i != kNil;) {
-      SlotHead& slot = region->slot(s, i);
-      if (slot.hash == hash && slot.key_len == key.size() &&
-          (key.empty() || std::memcmp(Region::key_of(slot), key.data(), key.size()) == 0)) {
-        return i;
-      }
-      i = slot.bucket_next;
+  static std::size_t bucket_of(const Layout& l, std::uint64_t hash) { return (hash >> 32) % l.buckets_per_shard; }
+
+  [[noreturn]] void corrupt(std::size_t s, const std::string& what) const {
+    throw SharedRegionCorrupt("the shared store's shard " + std::to_string(s) + " is corrupt: " + what +
+                              " (its lock is released and other shards still work; make the region anew)");
+  }
+
+  // An index read from the region, once: a slot of the shard, or kNil.
+  std::uint32_t index(std::size_t s, const std::uint32_t& in_region, const char* what) const {
+    const std::uint32_t i = in_region;
+    if (i != kNil && i >= region->layout().slots_per_shard) {
+      corrupt(s, std::string(what) + " is " + std::to_string(i) + ", past the shard's " +
+                     std::to_string(region->layout().slots_per_shard) + " slots");
     }
-    return kNil;
+    return i;
+  }
+
+  // The link in bucket b's chain that holds the first slot `stop` accepts, or the chain's kNil end. A chain of
+  // more links than the shard has slots loops: reported, never followed round again.
+  template <class Stop>
+  std::uint32_t* chain_link(std::size_t s, std::size_t b, Stop stop) const {
+    std::uint32_t* link = &region->buckets(s)[b];
+    for (std::size_t links = 0;; ++links) {
+      const std::uint32_t i = index(s, *link, "a bucket chain link");
+      if (i == kNil) return link;
+      if (links == region->layout().slots_per_shard) {
+        corrupt(s, "bucket " + std::to_string(b) + "'s chain loops (more links than the shard's " +
+                       std::to_string(links) + " slots)");
+      }
+      if (stop(i)) return link;
+      link = &region->slot(s, i).bucket_next;
+    }
+  }
+
+  std::uint32_t find(std::size_t s, std::uint64_t hash, std::string_view key) const {
+    return *chain_link(s, bucket_of(region->layout(), hash), [&](std::uint32_t i) {
+      SlotHead& slot = region->slot(s, i);
+      return slot.hash == hash && slot.key_len == key.size() &&
+             (key.empty() || std::memcmp(Region::key_of(slot), key.data(), key.size()) == 0);
+    });
   }
 
   void lru_unlink(ShardHeader& sh, std::size_t s, SlotHead& slot) {
-    if (slot.lru_prev == kNil) sh.lru_head = slot.lru_next;
-    else region->slot(s, slot.lru_prev).lru_next = slot.lru_next;
-    if (slot.lru_next == kNil) sh.lru_tail = slot.lru_prev;
-    else region->slot(s, slot.lru_next).lru_prev = slot.lru_prev;
+    const std::uint32_t prev = index(s, slot.lru_prev, "an LRU link");
+    const std::uint32_t next = index(s, slot.lru_next, "an LRU link");
+    if (prev == kNil) sh.lru_head = next;
+    else region->slot(s, prev).lru_next = next;
+    if (next == kNil) sh.lru_tail = prev;
+    else region->slot(s, next).lru_prev = prev;
   }
 
   void lru_push_front(ShardHeader& sh, std::size_t s, std::uint32_t i) {
+    const std::uint32_t head = index(s, sh.lru_head, "the LRU list's head");
     SlotHead& slot = region->slot(s, i);
     slot.lru_prev = kNil;
-    slot.lru_next = sh.lru_head;
-    if (sh.lru_head != kNil) region->slot(s, sh.lru_head).lru_prev = i;
+    slot.lru_next = head;
+    if (head != kNil) region->slot(s, head).lru_prev = i;
     sh.lru_head = i;
     if (sh.lru_tail == kNil) sh.lru_tail = i;
     slot.tick = ++sh.tick;
@@ -425,25 +505,26 @@ class ShmStore final : public SharedLimiter::Impl {
 
   // Takes slot i out of the index; it is not in use afterwards, and not yet on the free list.
   void remove(std::size_t s, std::uint32_t i) {
-    const RegionHeader& h = region->header();
     ShardHeader& sh = region->shard(s);
     SlotHead& slot = region->slot(s, i);
+    const std::size_t b = bucket_of(region->layout(), slot.hash);
+    std::uint32_t* link = chain_link(s, b, [i](std::uint32_t j) { return j == i; });
+    if (*link == kNil) corrupt(s, "slot " + std::to_string(i) + " is indexed but missing from its bucket's chain");
+    const std::uint32_t next = index(s, slot.bucket_next, "a bucket chain link");
     slot.in_use.store(0, std::memory_order_release);
-    std::uint32_t* link = &region->buckets(s)[(slot.hash >> 32) % h.buckets_per_shard];
-    while (*link != i) link = &region->slot(s, *link).bucket_next;
-    *link = slot.bucket_next;
+    *link = next;
     lru_unlink(sh, s, slot);
     --sh.count;
   }
 
   std::uint32_t insert(std::size_t s, std::uint64_t hash, std::string_view key) {
-    const RegionHeader& h = region->header();
     ShardHeader& sh = region->shard(s);
-    std::uint32_t i = sh.free_head;
+    std::uint32_t i = index(s, sh.free_head, "the free list's head");
     if (i != kNil) {
-      sh.free_head = region->slot(s, i).lru_next;
+      sh.free_head = index(s, region->slot(s, i).lru_next, "a free list link");
     } else {
-      i = sh.lru_tail;  // full: the least recently used key goes
+      i = index(s, sh.lru_tail, "the LRU list's tail");  // full: the least recently used key goes
+      if (i == kNil) corrupt(s, "it has neither a free slot nor a key to evict");
       remove(s, i);
       ++sh.evictions;
     }
@@ -454,8 +535,8 @@ class ShmStore final : public SharedLimiter::Impl {
     const typename Algo::State fresh{};
     std::memset(Region::state_of(slot), 0, kStateBytes);
     std::memcpy(Region::state_of(slot), &fresh, sizeof fresh);
-    std::uint32_t& head = region->buckets(s)[(hash >> 32) % h.buckets_per_shard];
-    slot.bucket_next = head;
+    std::uint32_t& head = region->buckets(s)[bucket_of(region->layout(), hash)];
+    slot.bucket_next = index(s, head, "a bucket head");
     head = i;
     lru_push_front(sh, s, i);
     ++sh.count;
@@ -511,9 +592,12 @@ SharedLimiter SharedLimiter::anonymous(const LimitSpec& spec, const SharedOption
   check_options(spec, o);
   const Layout l = layout_for(o.max_keys, o.max_key_bytes, o.shards);
   void* p = ::mmap(nullptr, l.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw os_error("mmap of " + std::to_string(l.bytes) + " bytes of shared memory");
+  if (p == MAP_FAILED) {
+    throw std::system_error(errno, std::generic_category(),
+                            "mmap of " + std::to_string(l.bytes) + " bytes of shared memory");
+  }
   auto region = std::make_unique<Region>(static_cast<unsigned char*>(p), l.bytes, true);
-  format_region(static_cast<unsigned char*>(p), l, spec, store::random_seed());
+  format_region(*region, l, spec, store::random_seed());
   return SharedLimiter(make(std::move(region), spec, o, std::move(c)));
 }
 
@@ -521,30 +605,17 @@ SharedLimiter SharedLimiter::open(const std::string& path, const LimitSpec& spec
                                   std::shared_ptr<const Clock> c) {
   check_options(spec, o);
   const Layout l = layout_for(o.max_keys, o.max_key_bytes, o.shards);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw os_error("opening the shared store " + path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  // One opener at a time formats or checks the file.
-  if (::flock(fd, LOCK_EX) != 0) throw os_error("locking " + path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw os_error("fstat " + path);
-  const bool fresh = st.st_size == 0;
-  if (fresh && ::ftruncate(fd, static_cast<off_t>(l.bytes)) != 0) throw os_error("sizing " + path);
-  const std::size_t bytes = fresh ? l.bytes : static_cast<std::size_t>(st.st_size);
-  if (bytes < sizeof(RegionHeader)) {
-    throw InvalidArgument(path + " is " + std::to_string(bytes) + " bytes: not a ratekeeper shared store");
-  }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) throw os_error("mmap of " + path);
-  auto region = std::make_unique<Region>(static_cast<unsigned char*>(p), bytes, true);
-  if (fresh) {
-    format_region(static_cast<unsigned char*>(p), l, spec, store::random_seed());
+  const std::uint64_t seed = store::random_seed();
+  const shm::MappedFile file = shm::map_region_file(path, l.bytes, o.mode, [&](unsigned char* base) {
+    Region scratch(base, l.bytes, false);
+    format_region(scratch, l, spec, seed);
+  });
+  auto region = std::make_unique<Region>(file.base, file.bytes, true);
+  if (file.created) {
+    region->adopt(l, seed);
   } else {
     try {
-      check_region(*region, bytes, spec, o);
+      attach_region(*region, spec, o);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(path + ": " + e.what());
     }
@@ -565,9 +636,9 @@ SharedLimiter SharedLimiter::in_region(void* base, std::size_t bytes, bool forma
       throw InvalidArgument("the region is " + std::to_string(bytes) + " bytes; " + std::to_string(o.max_keys) +
                             " keys of " + std::to_string(o.max_key_bytes) + " bytes need " + std::to_string(l.bytes));
     }
-    format_region(static_cast<unsigned char*>(base), l, spec, store::random_seed());
+    format_region(*region, l, spec, store::random_seed());
   } else {
-    check_region(*region, bytes, spec, o);
+    attach_region(*region, spec, o);
   }
   return SharedLimiter(make(std::move(region), spec, o, std::move(c)));
 }

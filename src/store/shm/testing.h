@@ -1,5 +1,6 @@
-// store/shm/testing.h: for tests only, a hook called inside a shared-store update while its shard is locked, so
-// that a test can kill the process at a chosen point of the update and check that the others recover.
+// store/shm/testing.h: for tests only. A hook called inside a shared-store update while its shard is locked, so
+// that a test can kill the process at a chosen point of the update and check that the others recover; and a
+// switch that makes open() create its file the way it does where the file system has no O_TMPFILE.
 #pragma once
 
 namespace rk::shm_testing {
@@ -10,5 +11,7 @@ enum class Stage {
 };
 
 extern void (*hook)(Stage);
+
+extern bool no_tmpfile;
 
 }  // namespace rk::shm_testing
