@@ -16,7 +16,10 @@ double decayed(const EarrrlParams& p, const EarrrlState& s, std::int64_t now) {
   if (s.n == 0) return 0;
   // A clock that goes backwards does not make the estimate grow: elapsed time is never negative.
   const double dt = static_cast<double>(std::max<std::int64_t>(0, sat_sub(now, s.t_ns)));
-  return s.n * std::exp(-p.lambda * dt);
+  const double n = s.n * std::exp(-p.lambda * dt);
+  // Below n_forget a key may be forgotten (by a sweep here, by its TTL in Redis): it counts as nothing already, so
+  // that forgetting it changes no answer.
+  return n < p.n_forget ? 0 : n;
 }
 
 }  // namespace
@@ -39,8 +42,13 @@ Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, 
   const std::int64_t lead = sat_sub(s.t_ns, now);
   if (!d.allowed) {
     // The estimate n_after * lambda * e^(-lambda w) falls to the limit after w = ln(n_after / n_saturate) / lambda.
-    // One more nanosecond makes sure the comparison then passes despite rounding.
-    d.retry_after = Nanos{sat_add(sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1), lead)};
+    // One more nanosecond makes sure the comparison then passes despite rounding; where a nanosecond is below a
+    // double's resolution (waits past 2^53 ns), step on until the test the later attempt makes passes.
+    std::int64_t wait = sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1);
+    for (int i = 0; i < 16 && n_after * std::exp(-p.lambda * static_cast<double>(wait)) * p.lambda > p.rate; ++i) {
+      wait = sat_add(wait, std::max<std::int64_t>(1, wait >> 50));
+    }
+    d.retry_after = Nanos{sat_add(wait, lead)};
   }
   if (n_after > p.n_forget) {
     d.reset_after = Nanos{sat_add(ceil_ns(std::log(n_after * p.inv_n_forget) * p.inv_lambda), lead)};

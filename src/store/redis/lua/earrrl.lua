@@ -9,6 +9,7 @@ if n ~= 0 then
   local dt = now - t
   if dt < 0 then dt = 0 end -- a clock that goes backwards does not make the estimate grow
   n_before = n * math.exp(-lambda * dt)
+  if n_before < n_forget then n_before = 0 end -- forgettable counts as nothing, as src/core/earrrl.cc
 end
 local estimate = n_before * lambda
 local allowed = not (estimate > rate)
@@ -19,7 +20,15 @@ if n_before ~= 0 then new_t = math.max(t, now) end
 local remaining = math.max(0, n_saturate - n_after)
 local lead = new_t - now -- waits count from the impulse, which a clock that went backwards left ahead of now
 local retry = 0
-if not allowed then retry = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1 + lead end
+if not allowed then
+  local wait = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1
+  local i = 0
+  while i < 16 and n_after * math.exp(-lambda * wait) * lambda > rate do
+    wait = wait + math.max(1, math.floor(wait / 1125899906842624)) -- 2^50
+    i = i + 1
+  end
+  retry = wait + lead
+end
 local reset = 0
 if n_after > n_forget then reset = ceil_ns(math.log(n_after * inv_n_forget) * inv_lambda) + lead end
 return finish(allowed, limit, remaining, retry, reset, 0, estimate * window_ns, {n_after, new_t + shift})
