@@ -37,6 +37,7 @@ struct ServeFlags {
   bool grpc_headers = false;
   int threads = 2;
   bool shadow_mode = false;
+  bool merge_domains = false;
   std::size_t max_keys = 1'000'000;
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
@@ -60,6 +61,7 @@ const char* kServeUsage =
     "  --grpc-response-headers  add the RateLimit header fields to gRPC answers\n"
     "  --threads N              HTTP threads per listener (default 2)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
+    "  --merge-domains          the files of one domain make one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --reload-interval DUR    how often the rules are checked for changes (default 250ms)\n"
     "  --header-timeout DUR     a request's head must arrive within this (default 10s)\n"
@@ -93,7 +95,8 @@ struct Switch {
 };
 constexpr Switch kSwitches[] = {{"shadow-mode", &ServeFlags::shadow_mode},
                                 {"redis-near-cache", &ServeFlags::redis_near_cache},
-                                {"grpc-response-headers", &ServeFlags::grpc_headers}};
+                                {"grpc-response-headers", &ServeFlags::grpc_headers},
+                                {"merge-domains", &ServeFlags::merge_domains}};
 
 const Switch* find_switch(std::string_view name) {
   for (const Switch& s : kSwitches) {
@@ -274,12 +277,33 @@ std::string_view result_label(const DescriptorStatus& st) {
 }  // namespace
 
 int run_check_config(const std::vector<std::string>& args) {
-  if (args.size() != 1) {
-    std::cerr << "usage: ratekeeper check-config PATH   (a rules file or a directory of them)\n";
+  // The rules as `serve` would load them: PATH, else the settings file's config, merged as it says.
+  std::vector<std::string> given;
+  std::string path;
+  bool usage = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--merge-domains" || args[i].starts_with("--settings=")) {
+      given.push_back(args[i]);
+    } else if (args[i] == "--settings" && i + 1 < args.size()) {
+      given.push_back(args[i]);
+      given.push_back(args[++i]);
+    } else if (!args[i].starts_with("-") && path.empty()) {
+      path = args[i];
+    } else {
+      usage = true;
+    }
+  }
+  if (!path.empty()) given.push_back("--config=" + path);
+  ServeFlags flags;
+  std::string error;
+  if (usage || !parse_flags(given, flags, error)) {
+    if (!error.empty()) std::cerr << "ratekeeper check-config: " << error << "\n";
+    std::cerr << "usage: ratekeeper check-config [--merge-domains] [--settings FILE] PATH\n"
+                 "  PATH: a rules file or a directory of them (else the settings file's config)\n";
     return 2;
   }
   std::vector<rules::DomainConfig> domains;
-  const auto errors = rules::load_rules(args[0], domains);
+  const auto errors = rules::load_rules(flags.config, domains, {.merge_domains = flags.merge_domains});
   for (const auto& e : errors) std::cerr << e.to_string() << "\n";
   if (!errors.empty()) return 1;
   std::size_t rules = 0;
@@ -292,7 +316,7 @@ int run_check_config(const std::vector<std::string>& args) {
     };
     count(d.descriptors);
   }
-  std::cout << args[0] << ": " << domains.size() << " domain(s), " << rules << " rule(s), valid\n";
+  std::cout << flags.config << ": " << domains.size() << " domain(s), " << rules << " rule(s), valid\n";
   return 0;
 }
 
@@ -366,7 +390,8 @@ int run_serve(const std::vector<std::string>& args) {
            [&](const std::vector<rules::ConfigError>& errors) {
              reload_failed.inc();
              for (const auto& e : errors) log(Level::kError, "rules rejected; keeping the last good rules", {{"error", e.to_string()}});
-           }});
+           }},
+      {.merge_domains = flags.merge_domains});
   if (!reloader.load_now().empty()) {
     std::cerr << "ratekeeper serve: the rules in " << flags.config << " are not valid (see above); not starting\n";
     return 1;
