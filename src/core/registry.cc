@@ -82,6 +82,10 @@ LimitSpec with_defaults(const LimitSpec& spec) {
   return s;
 }
 
+bool counts_refused(const LimitSpec& spec) {
+  return takes(spec.algorithm, Param::kCountRefused) && spec.count_refused.value_or(info(spec.algorithm).count_refused);
+}
+
 std::optional<std::string> store_refuses(const LimitSpec& spec, StoreKind s) {
   if (runs_on(spec.algorithm, s)) return std::nullopt;
   return std::string(info(spec.algorithm).name) + " cannot run in the " + std::string(store_name(s)) + " store: " +

@@ -54,6 +54,10 @@ std::string algorithm_names();
 // count_refused as the library's default). Parameters without a default (half_life) stay unset.
 LimitSpec with_defaults(const LimitSpec& spec);
 
+// Whether a refused attempt is still added to the key's state (earrrl, and fixed_window with count_refused): then a
+// key can go past its limit, and an attempt of cost 0 tells whether it has (docs/compatibility.md).
+bool counts_refused(const LimitSpec& spec);
+
 // Why `spec` cannot run on store `s`, or nullopt when it can.
 std::optional<std::string> store_refuses(const LimitSpec& spec, StoreKind s);
 

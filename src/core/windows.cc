@@ -88,7 +88,9 @@ Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::in
   const std::int64_t end = fixed_bounds(p, s.start_ns).end;
   Decision d;
   d.limit = static_cast<double>(p.limit);
-  d.allowed = cost <= room(p.limit, s.count);
+  // envoyproxy/ratelimit's test, the count after the attempt against the limit: the same as "cost fits in the room
+  // left" except past the limit (count_refused), where an attempt of cost 0 is refused too.
+  d.allowed = sat_add_u(s.count, cost) <= p.limit;
   if (d.allowed || p.count_refused) s.count = sat_add_u(s.count, cost);
   if (!d.allowed) d.retry_after = cost <= p.limit ? Nanos{sat_sub(end, now)} : kNever;
   d.remaining = static_cast<double>(room(p.limit, s.count));

@@ -2,7 +2,8 @@
 //
 // Fixed window: a count per window; an attempt of cost c is allowed when count + c <= limit. With count_refused
 // (envoyproxy/ratelimit's behaviour) refused attempts are added too, which changes nothing within the window but
-// what `remaining` and later costs see.
+// what `remaining` and later costs see, and that the count can pass the limit: then even cost 0 is refused (Envoy's
+// token-quota check, hits_addend 0, asks exactly that).
 //
 // Sliding window counter: the current window's count plus the previous window's weighted by how much of it the
 // sliding window still overlaps, rounded down: count = curr + floor(prev * (W - elapsed) / W). The attempt is

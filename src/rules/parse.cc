@@ -345,6 +345,8 @@ void Parser::descriptor(const YAML::Node& n, const std::string& where, int depth
 }
 
 void Parser::descriptors(const YAML::Node& list, const std::string& where, int depth, std::vector<Descriptor>& out) {
+  // `descriptors:` with nothing after it: none (envoyproxy/ratelimit loads a placeholder domain this way).
+  if (list.IsNull()) return;
   if (!list.IsSequence()) {
     fail(list, where + ": expected a list of descriptors");
     return;
@@ -532,7 +534,55 @@ std::vector<ConfigError> parse_domain(const std::string& file, const std::string
   return errors;
 }
 
-std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out) {
+namespace {
+
+// A domain-level setting given in either file applies to the merged domain; given differently in both, it is an
+// error (booleans cannot conflict: true in either file wins).
+template <class T>
+void merge_setting(T& into, const T& from, const char* name, const DomainConfig& a, const DomainConfig& b,
+                   std::vector<ConfigError>& errors) {
+  if (from == T{}) return;
+  if (into != T{} && into != from) {
+    errors.push_back({{b.file, 1, 1}, "domain '" + b.domain + "': " + name + " differs from its value in " + a.file +
+                                          " (a merged domain's setting is given in one file, or alike in all)"});
+  }
+  into = from;
+}
+
+// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: the top-level descriptors of `from` join those of `into`; a key=value
+// defined in both is an error naming both places.
+void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigError>& errors) {
+  std::map<std::pair<std::string, std::string>, SourcePos> seen;
+  const auto id = [](const Descriptor& d) { return std::make_pair(d.key, d.value ? "=" + *d.value : std::string()); };
+  for (const Descriptor& d : into.descriptors) seen.emplace(id(d), d.pos);
+  for (std::size_t i = 0; i < from.descriptors.size(); ++i) {
+    Descriptor& d = from.descriptors[i];
+    if (const auto it = seen.find(id(d)); it != seen.end()) {
+      errors.push_back({d.pos, "descriptors[" + std::to_string(i) + "]: the descriptor " + d.key +
+                                   (d.value ? "=" + *d.value : "") + " of domain '" + into.domain +
+                                   "' is already defined at " + it->second.file + ":" +
+                                   std::to_string(it->second.line)});
+      continue;
+    }
+    seen.emplace(id(d), d.pos);
+    into.descriptors.push_back(std::move(d));
+  }
+  merge_setting(into.shadow_mode, from.shadow_mode, "shadow_mode", into, from, errors);
+  merge_setting(into.all_or_nothing, from.all_or_nothing, "all_or_nothing", into, from, errors);
+  merge_setting(into.store, from.store, "store", into, from, errors);
+  merge_setting(into.redis_failure, from.redis_failure, "redis_failure", into, from, errors);
+  if (from.forward_auth.enabled) {
+    if (into.forward_auth.enabled) {
+      errors.push_back({{from.file, 1, 1}, "domain '" + from.domain + "': forward_auth is also given in " + into.file +
+                                               " (a merged domain's forward_auth is given in one file)"});
+    }
+    into.forward_auth = std::move(from.forward_auth);
+  }
+}
+
+}  // namespace
+
+std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out, const LoadOptions& options) {
   namespace fs = std::filesystem;
   std::vector<ConfigError> errors;
   std::vector<std::string> files;
@@ -549,7 +599,7 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
   } else {
     errors.push_back({{path, 0, 0}, "no such file or directory"});
   }
-  std::map<std::string, std::string> domains;  // domain -> file
+  std::map<std::string, std::size_t> domains;  // domain -> its index in out
   for (const std::string& f : files) {
     std::ifstream in(f, std::ios::binary);
     if (!in) {
@@ -561,8 +611,15 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
     DomainConfig d;
     auto e = parse_domain(f, text.str(), d);
     if (e.empty() && !d.domain.empty()) {
-      const auto [it, fresh] = domains.emplace(d.domain, f);
-      if (!fresh) e.push_back({{f, 1, 1}, "domain '" + d.domain + "' is already defined in " + it->second});
+      const auto [it, fresh] = domains.emplace(d.domain, out.size());
+      if (!fresh && options.merge_domains) {
+        merge_domain(out[it->second], std::move(d), errors);
+        continue;
+      }
+      if (!fresh) {
+        e.push_back({{f, 1, 1}, "domain '" + d.domain + "' is already defined in " + out[it->second].file +
+                                    " (--merge-domains merges the files of one domain)"});
+      }
     }
     errors.insert(errors.end(), e.begin(), e.end());
     out.push_back(std::move(d));

@@ -15,9 +15,16 @@ namespace rk::rules {
 // Parses one file's text. `file` names it in errors. Returns every error found; `out` is meaningful only if none.
 std::vector<ConfigError> parse_domain(const std::string& file, const std::string& text, DomainConfig& out);
 
-// Loads a file, or every *.yaml / *.yml file of a directory (one domain a file, sorted by name; a domain may not
-// appear in two files). Returns every error; `out` is meaningful only if none.
-std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out);
+struct LoadOptions {
+  // envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: the files of one domain make one domain (in file-name order); a
+  // top-level key=value defined in two of them is an error naming both. Off: a domain in two files is an error.
+  bool merge_domains = false;
+};
+
+// Loads a file, or every *.yaml / *.yml file of a directory (one domain a file unless merge_domains, sorted by
+// name). Returns every error; `out` is meaningful only if none.
+std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
+                                    const LoadOptions& options = {});
 
 // Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB, descriptors nested deeper than 16 levels,
 // or more than 100,000 descriptors in a file are refused.

@@ -30,8 +30,8 @@ std::vector<std::string> rules_files(const std::string& path) {
 
 }  // namespace
 
-Reloader::Reloader(std::string path, BuildOptions options, ReloadEvents events)
-    : path_(std::move(path)), options_(std::move(options)), events_(std::move(events)) {}
+Reloader::Reloader(std::string path, BuildOptions options, ReloadEvents events, LoadOptions load)
+    : path_(std::move(path)), options_(std::move(options)), events_(std::move(events)), load_(load) {}
 
 Reloader::~Reloader() { stop(); }
 
@@ -60,7 +60,7 @@ std::vector<ConfigError> Reloader::load_now() {
 std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
   last_seen_ = fingerprint;
   std::vector<DomainConfig> domains;
-  std::vector<ConfigError> errors = load_rules(path_, domains);
+  std::vector<ConfigError> errors = load_rules(path_, domains, load_);
   if (!errors.empty()) {
     if (events_.on_failure) events_.on_failure(errors);
     return errors;

@@ -31,7 +31,7 @@ struct ReloadEvents {
 
 class Reloader {
  public:
-  Reloader(std::string path, BuildOptions options, ReloadEvents events = {});
+  Reloader(std::string path, BuildOptions options, ReloadEvents events = {}, LoadOptions load = {});
   ~Reloader();
 
   // Loads what is on disk now. Returns the errors (empty on success, and then the new set is active).
@@ -53,6 +53,7 @@ class Reloader {
   const std::string path_;
   const BuildOptions options_;
   const ReloadEvents events_;
+  const LoadOptions load_;
   std::atomic<std::shared_ptr<const RuleSet>> current_;
 
   std::mutex mu_;            // serialises loads

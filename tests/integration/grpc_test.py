@@ -32,6 +32,26 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1, algorithm: earrrl, half_life: 1h}
 """
 
+# envoyproxy/ratelimit's examples/ratelimit/config/example.yaml, as its token-quota scripts use it, split in two
+# files of one domain (served with --merge-domains), and a placeholder domain with no descriptors.
+QUOTA_RULES = {
+    "rl-1.yaml": """
+domain: rl
+descriptors:
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+""",
+    "rl-2.yaml": """
+domain: rl
+descriptors:
+  - key: foo
+    rate_limit: {unit: minute, requests_per_unit: 2}
+""",
+    "placeholder.yaml": "domain: placeholder\ndescriptors:\n",
+}
+
 
 def free_port():
     with socket.socket() as s:
@@ -56,14 +76,16 @@ class GrpcTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rk-grpc-")
-        rules = os.path.join(cls.dir, "rules.yaml")
-        with open(rules, "w") as f:
-            f.write(RULES)
+        rules = os.path.join(cls.dir, "rules")
+        os.mkdir(rules)
+        for name, text in dict(QUOTA_RULES, **{"edge.yaml": RULES}).items():
+            with open(os.path.join(rules, name), "w") as f:
+                f.write(text)
         cls.grpc_port, cls.admin_port = free_port(), free_port()
         cls.log = open(os.path.join(cls.dir, "log"), "w+")
         cls.proc = subprocess.Popen([BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % free_port(),
                                      "--admin", "127.0.0.1:%d" % cls.admin_port,
-                                     "--grpc", "127.0.0.1:%d" % cls.grpc_port,
+                                     "--grpc", "127.0.0.1:%d" % cls.grpc_port, "--merge-domains",
                                      "--grpc-max-watch-streams", str(MAX_WATCH)],
                                     stdout=cls.log, stderr=subprocess.STDOUT)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.grpc_port)
@@ -124,6 +146,55 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(resp.overall_code, rls.RateLimitResponse.OK)
         resp = self.should(self.request("edge", [("client", "c2")]), timeout=10)
         self.assertEqual(resp.overall_code, rls.RateLimitResponse.OVER_LIMIT)
+
+    def test_token_quota_script(self):
+        """envoyproxy/ratelimit's integration-test/scripts/token-quota.sh: Envoy checks with hits_addend 0 on the
+        request and debits 1 when the stream is done (apply_on_stream_done). With 2 a minute, the debit past the
+        limit is counted, so requests 1 to 3 pass and the 4th is refused."""
+        def quota(hits):
+            r = self.request("rl", [("service", "service_2")])
+            r.descriptors[0].hits_addend.value = hits
+            return self.should(r, timeout=10)
+        answers = []
+        for _ in range(4):
+            resp = quota(0)
+            answers.append(rls.RateLimitResponse.Code.Name(resp.overall_code))
+            if resp.overall_code == rls.RateLimitResponse.OK:
+                quota(1)
+        self.assertEqual(answers, ["OK", "OK", "OK", "OVER_LIMIT"])
+        self.assertEqual(resp.statuses[0].limit_remaining, 0)
+        self.assertEqual(resp.statuses[0].current_limit.requests_per_unit, 2)
+
+    def test_merged_and_placeholder_domains(self):
+        resp = self.should(self.request("rl", [("foo", "a")]), timeout=10)
+        self.assertEqual(resp.statuses[0].current_limit.requests_per_unit, 2)
+        resp = self.should(self.request("placeholder", [("foo", "a")]), timeout=10)
+        self.assertEqual(resp.overall_code, rls.RateLimitResponse.OK)
+        self.assertFalse(resp.statuses[0].HasField("current_limit"))
+
+    def test_current_limit_name_is_the_rules_own(self):
+        """Envoy copies current_limit.name into headers: upstream leaves it empty for unnamed rules and for a
+        request's own limit (test/config/config_test.go, TestConfigLimitOverride)."""
+        resp = self.should(self.request("rl", [("foo", "b")]), timeout=10)
+        self.assertTrue(resp.statuses[0].HasField("current_limit"))
+        self.assertEqual(resp.statuses[0].current_limit.name, "")
+        r = self.request("rl", [("anything", "x")])
+        r.descriptors[0].limit.requests_per_unit = 5
+        r.descriptors[0].limit.unit = 2  # MINUTE
+        resp = self.should(r, timeout=10)
+        self.assertEqual(resp.statuses[0].current_limit.requests_per_unit, 5)
+        self.assertEqual(resp.statuses[0].current_limit.name, "")
+
+    def test_limit_override_on_unknown_domain(self):
+        """TestConfigLimitOverride, "No matching domain": a request's own limit is not applied to a domain no rules
+        file names."""
+        r = self.request("no-such-domain", [("anything", "x")])
+        r.descriptors[0].limit.requests_per_unit = 1
+        r.descriptors[0].limit.unit = 2  # MINUTE
+        for _ in range(3):
+            resp = self.should(r, timeout=10)
+            self.assertEqual(resp.overall_code, rls.RateLimitResponse.OK)
+            self.assertFalse(resp.statuses[0].HasField("current_limit"))
 
     def test_each_kind_of_bad_request(self):
         huge = self.request("edge", [("user", "cat")])

@@ -417,6 +417,37 @@ class CheckConfigTest(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn(path + ":4:24: descriptors[0] (a).rate_limit.unit: 'eon' is not a unit", r.stderr)
 
+    def test_merge_domains_flag_and_setting(self):
+        """envoyproxy/ratelimit's TestDomainMerge / TestDuplicateKeyDomainMerge (MERGE_DOMAIN_CONFIG), through
+        check-config's --merge-domains and a settings file's merge-domains: true."""
+        with tempfile.TemporaryDirectory() as d:
+            rules = os.path.join(d, "rules")
+            os.mkdir(rules)
+            for name, key in (("merge_domain_key1.yaml", "key1"), ("merge_domain_key2.yaml", "key2")):
+                with open(os.path.join(rules, name), "w") as f:
+                    f.write("domain: test-domain\ndescriptors:\n  - key: %s\n    value: v\n"
+                            "    rate_limit: {unit: minute, requests_per_unit: 10}\n" % key)
+            r = subprocess.run([BINARY, "check-config", rules], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("domain 'test-domain' is already defined in", r.stderr)
+            r = subprocess.run([BINARY, "check-config", "--merge-domains", rules], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("1 domain(s), 2 rule(s), valid", r.stdout)
+            settings = os.path.join(d, "settings.yaml")
+            with open(settings, "w") as f:
+                f.write("config: %s\nmerge-domains: true\n" % rules)
+            r = subprocess.run([BINARY, "check-config", "--settings", settings], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # The same key=value in both files: an error naming both files and lines.
+            second = os.path.join(rules, "merge_domain_key2.yaml")
+            with open(second, "w") as f:
+                f.write("domain: test-domain\ndescriptors:\n  - key: key1\n    value: v\n"
+                        "    rate_limit: {unit: minute, requests_per_unit: 20}\n")
+            r = subprocess.run([BINARY, "check-config", "--settings", settings], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(second + ":3:5: descriptors[0]: the descriptor key1=v of domain 'test-domain' is already "
+                          "defined at " + os.path.join(rules, "merge_domain_key1.yaml") + ":3", r.stderr)
+
     def test_serve_refuses_to_start_on_broken_rules(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.yaml")

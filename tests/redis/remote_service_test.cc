@@ -284,5 +284,37 @@ TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
   near_store->close();
 }
 
+// Envoy's token-quota pattern (envoyproxy/ratelimit's integration-test/scripts/token-quota.sh): a check with
+// hits_addend 0, then a debit of 1 for each request let through. Every algorithm answers it in Redis, with and
+// without the near cache, as in memory: the zero-cost check charges nothing and refuses once the key is exhausted.
+TEST_F(RemoteService, TheTokenQuotaCheckAnswersInRedisAndTheNearCacheAsInMemory) {
+  RedisProcess redis;
+  auto plain_store = remote(redis.url(), 500ms);
+  auto near_store = make_redis_remote(
+      {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
+  for (std::size_t a = 0; a < std::size(kRuleFor); ++a) {
+    const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(kRuleFor[a]) + "\n";
+    Service* services[] = {&make(rules, nullptr), &make(rules, plain_store), &make(rules, near_store)};
+    const std::string kKeys[] = {"memory", "plain", "near"};
+    int refused = 0;
+    for (int i = 0; i < 60; ++i) {
+      clock_->advance(37ms);
+      Code codes[3];
+      for (int s = 0; s < 3; ++s) {
+        const std::string key = kKeys[s] + std::to_string(a);  // the two Redis services share one Redis
+        const DescriptorStatus look = status(services[s]->check(req(key, 0)));
+        ASSERT_EQ(look.fallback, rules::FailurePolicy::kDefault) << look.store_error;
+        codes[s] = look.code;
+        if (look.code == Code::kOk) status(services[s]->check(req(key, 1)));  // the debit when the stream is done
+      }
+      ASSERT_EQ(codes[0], codes[1]) << kRuleFor[a] << " at step " << i << ": Redis";
+      ASSERT_EQ(codes[0], codes[2]) << kRuleFor[a] << " at step " << i << ": Redis with the near cache";
+      refused += codes[0] == Code::kOverLimit;
+    }
+    EXPECT_GT(refused, 5) << kRuleFor[a] << ": 27 checks a second against 5 must be refused at times";
+  }
+  near_store->close();
+}
+
 }  // namespace
 }  // namespace rk::app

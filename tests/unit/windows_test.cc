@@ -48,6 +48,24 @@ TEST(FixedWindow, CountRefusedLikeEnvoyRatelimit) {
   EXPECT_FALSE(fixed_window_decide(p, s, 0, 1).allowed);  // without count_refused this one would pass
 }
 
+// envoyproxy/ratelimit's test/redis/fixed_cache_impl_test.go (TestRedis): a cost of 0 is compared like any other,
+// the count after it against the limit; so it passes at the limit and is refused once refused hits took the count
+// past it, until the window ends.
+TEST(FixedWindow, CostZeroIsRefusedPastTheLimit) {
+  const auto p = params(Algorithm::kFixedWindow, 10, 3600, true);
+  FixedWindowState s;
+  for (int i = 0; i < 10; ++i) fixed_window_decide(p, s, 0, 1);
+  Decision d = fixed_window_decide(p, s, 0, 0);
+  EXPECT_TRUE(d.allowed) << "10 of 10: at the limit";
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_FALSE(fixed_window_decide(p, s, 0, 1).allowed);  // counted: 11 of 10
+  d = fixed_window_decide(p, s, kSec, 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, Nanos{3599 * kSec});
+  EXPECT_EQ(s.count, 11u) << "cost 0 adds nothing";
+  EXPECT_TRUE(fixed_window_decide(p, s, 3600 * kSec, 0).allowed);
+}
+
 TEST(FixedWindow, ClockGoingBackNeverForgives) {
   const auto p = params(Algorithm::kFixedWindow, 2, 10);
   FixedWindowState s;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "rules/ruleset.h"
+#include "core/registry.h"
 #include "store/redis/client.h"
 #include "store/redis/scripts.h"
 
@@ -54,12 +55,6 @@ RemoteResult to_result(const redis::Result& r) {
   out.status = RemoteResult::Status::kOk;
   out.decision = std::get<Decision>(decoded);
   return out;
-}
-
-bool counts_refused(const LimitSpec& s) {
-  if (s.algorithm == Algorithm::kEarrrl) return s.count_refused.value_or(true);
-  if (s.algorithm == Algorithm::kFixedWindow) return s.count_refused.value_or(false);
-  return false;  // a refused attempt changes nothing in the other algorithms' state
 }
 
 // Thread safety: decide() and reset() from any thread; replies arrive on the client's thread. The near cache is
@@ -199,7 +194,7 @@ class RedisRemote final : public RemoteStore {
     out.decision = e.refusal;
     out.decision.retry_after = e.until - now;
     out.decision.reset_after = std::max(out.decision.reset_after - (now - e.pending_at), out.decision.retry_after);
-    if (counts_refused(e.spec)) {
+    if (core::counts_refused(e.spec)) {
       e.pending_hits += op.hits;
       e.pending_at = now;
     }

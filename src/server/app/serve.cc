@@ -47,6 +47,7 @@ struct ServeFlags {
   int grpc_max_streams_per_connection = 256;
   int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
+  bool merge_domains = false;
   std::size_t max_keys = 1'000'000;
   std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
   Nanos reload_interval = std::chrono::milliseconds(250);
@@ -83,6 +84,7 @@ const char* kServeUsage =
     "  --grpc-max-message-bytes N, --grpc-max-streams-per-connection N, --grpc-max-watch-streams N\n"
     "                           gRPC bounds (defaults 65536, 256, 1024)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
+    "  --merge-domains          the files of one domain make one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --max-memory BYTES       the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules, 1/8 by\n"
     "                           request overrides; each store holds fewer keys if its share needs it (default: none)\n"
@@ -143,7 +145,9 @@ constexpr Switch kSwitches[] = {{"shadow-mode", &ServeFlags::shadow_mode},
                                 {"redis-near-cache", &ServeFlags::redis_near_cache},
                                 {"grpc-response-headers", &ServeFlags::grpc_headers},
                                 {"keep-path-params", &ServeFlags::keep_path_params},
-                                {"path-case-insensitive", &ServeFlags::path_case_insensitive}};
+                                {"path-case-insensitive", &ServeFlags::path_case_insensitive},
+
+                                {"merge-domains", &ServeFlags::merge_domains}};
 
 const Switch* find_switch(std::string_view name) {
   for (const Switch& s : kSwitches) {
@@ -414,12 +418,33 @@ std::string_view result_label(const DescriptorStatus& st) {
 }  // namespace
 
 int run_check_config(const std::vector<std::string>& args) {
-  if (args.size() != 1) {
-    std::cerr << "usage: ratekeeper check-config PATH   (a rules file or a directory of them)\n";
+  // The rules as `serve` would load them: PATH, else the settings file's config, merged as it says.
+  std::vector<std::string> given;
+  std::string path;
+  bool usage = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--merge-domains" || args[i].starts_with("--settings=")) {
+      given.push_back(args[i]);
+    } else if (args[i] == "--settings" && i + 1 < args.size()) {
+      given.push_back(args[i]);
+      given.push_back(args[++i]);
+    } else if (!args[i].starts_with("-") && path.empty()) {
+      path = args[i];
+    } else {
+      usage = true;
+    }
+  }
+  if (!path.empty()) given.push_back("--config=" + path);
+  ServeFlags flags;
+  std::string error;
+  if (usage || !parse_flags(given, flags, error)) {
+    if (!error.empty()) std::cerr << "ratekeeper check-config: " << error << "\n";
+    std::cerr << "usage: ratekeeper check-config [--merge-domains] [--settings FILE] PATH\n"
+                 "  PATH: a rules file or a directory of them (else the settings file's config)\n";
     return 2;
   }
   std::vector<rules::DomainConfig> domains;
-  const auto errors = rules::load_rules(args[0], domains);
+  const auto errors = rules::load_rules(flags.config, domains, {.merge_domains = flags.merge_domains});
   for (const auto& e : errors) std::cerr << e.to_string() << "\n";
   if (!errors.empty()) return 1;
   std::size_t rules = 0;
@@ -432,7 +457,7 @@ int run_check_config(const std::vector<std::string>& args) {
     };
     count(d.descriptors);
   }
-  std::cout << args[0] << ": " << domains.size() << " domain(s), " << rules << " rule(s), valid\n";
+  std::cout << flags.config << ": " << domains.size() << " domain(s), " << rules << " rule(s), valid\n";
   return 0;
 }
 
@@ -518,7 +543,8 @@ int run_serve(const std::vector<std::string>& args) {
            [&](const std::vector<rules::ConfigError>& errors) {
              reload_failed.inc();
              for (const auto& e : errors) log(Level::kError, "rules rejected; keeping the last good rules", {{"error", e.to_string()}});
-           }});
+           }},
+      {.merge_domains = flags.merge_domains});
   if (!reloader.load_now().empty()) {
     std::cerr << "ratekeeper serve: the rules in " << flags.config << " are not valid (see above); not starting\n";
     return 1;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "core/registry.h"
 #include "server/app/log.h"
 
 namespace rk::app {
@@ -56,6 +57,7 @@ struct Pending {
   bool shadow;
   std::string store_prefix;  // the key's prefix in a remote store
   std::optional<std::uint32_t> override_limit;  // a request override: its limiter counts, this decides
+  bool look_only = false;    // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
 };
 
 // Above any requests_per_unit (32 bits) and within a double's exact integers, so that ceiling - remaining is the
@@ -201,6 +203,7 @@ struct Service::Job {
   std::vector<Pending> pending;
   std::int64_t now = 0;
   bool charge = false;
+  bool look = false;        // all_or_nothing: the limits were looked at before any was charged
   bool charge_all = false;  // all_or_nothing: false once a limit refused in the look
   const rules::DomainConfig* domain = nullptr;
   rules::FailurePolicy policy = rules::FailurePolicy::kFailOpen;
@@ -211,7 +214,7 @@ struct Service::Job {
 
   // Whether pending k is charged in the final pass (after the look, if there was one).
   bool charged_in_final(std::size_t k) const {
-    return charge && (charge_all || (!looked[k].allowed && !pending[k].shadow));
+    return charge && !pending[k].look_only && (charge_all || (!looked[k].allowed && !pending[k].shadow));
   }
 };
 
@@ -238,7 +241,7 @@ CheckResult Service::dry_run(const CheckRequest& request) {
 
 bool Service::uses_remote(const rules::DomainConfig* domain) const {
   if (!options_.remote) return false;
-  return !domain || domain->store != rules::StoreKind::kMemory;  // request overrides of unknown domains too
+  return domain && domain->store != rules::StoreKind::kMemory;  // an unknown domain has nothing to decide
 }
 
 std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
@@ -324,6 +327,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
     const CheckDescriptor& d = req.descriptors[i];
     DescriptorStatus& st = resp.statuses[i];
     const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, req.hits_addend);
+    if (!domain) continue;  // envoyproxy/ratelimit: an unknown domain has no limits, a request's own neither
     if (d.limit) {
       st.has_limit = true;
       st.name = "override";
@@ -342,7 +346,6 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
                          d.limit->requests_per_unit});
       continue;
     }
-    if (!domain) continue;
     entries.clear();
     for (const auto& [k, v] : d.entries) entries.push_back({k, v});
     rules::Match m = set->match(req.domain, entries);
@@ -375,12 +378,21 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
       return true;
     });
   }
+  // hits_addend 0 (Envoy's token-quota check) charges nothing and says whether the key is over its limit. Where
+  // refused hits count, the algorithm answers cost 0 itself (past the limit: refused, as envoyproxy/ratelimit's
+  // fixed window); elsewhere a debit that did not fit left no trace, so the look is "would one more be refused".
+  for (Pending& p : pending) {
+    if (p.hits == 0 && p.limiter && !core::counts_refused(p.limiter->spec())) {
+      p.hits = 1;
+      p.look_only = true;
+    }
+  }
   job->looked.resize(pending.size());
   job->fell_back.resize(pending.size(), rules::FailurePolicy::kDefault);
   job->store_errors.resize(pending.size());
 
   // 3. Decide. all_or_nothing: look first, and charge nothing but the refusing limits if any limit refuses.
-  const bool look = charge && domain && domain->all_or_nothing && pending.size() > 1;
+  const bool look = job->look = charge && domain && domain->all_or_nothing && pending.size() > 1;
   if (!uses_remote(domain)) {
     decide_local(*job, look);
     return finish(*job);
@@ -412,7 +424,7 @@ void Service::decide_local(Job& job, bool look) {
       apply(st, judged(p, p.limiter->check_at(p.key, now, p.hits)));
       st.charged = true;
     } else {
-      apply(st, job.charge ? job.looked[k] : judged(p, p.limiter->peek_at(p.key, now, p.hits)));
+      apply(st, look ? job.looked[k] : judged(p, p.limiter->peek_at(p.key, now, p.hits)));
     }
   }
 }
@@ -472,8 +484,8 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
   for (std::size_t k = 0; k < job->pending.size(); ++k) {
     const Pending& p = job->pending[k];
     if (!p.limiter) continue;
-    if (!looking && job->charge && !job->charged_in_final(k)) continue;  // the look's decision stands
-    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, looking || !job->charge});
+    if (!looking && job->look && !job->charged_in_final(k)) continue;  // the look's decision stands
+    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, looking || !job->charged_in_final(k)});
     of_op.push_back(k);
   }
   auto on_results = [this, job, looking, of_op](std::vector<RemoteResult> results) mutable {
@@ -505,7 +517,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
       DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
       apply(st, d);
       const auto fb = job->fell_back[k];
-      st.charged = job->charge && fb != rules::FailurePolicy::kFailOpen && fb != rules::FailurePolicy::kFailClosed;
+      st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen && fb != rules::FailurePolicy::kFailClosed;
     }
     remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
     remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
@@ -524,7 +536,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
       DescriptorStatus& st = job->resp.statuses[p.index];
       if (!p.limiter) {
         apply_blocked(st, job->now);
-      } else if (job->charge && !job->charged_in_final(k)) {
+      } else if (job->look && !job->charged_in_final(k)) {
         apply(st, job->looked[k]);
       }
     }
@@ -562,7 +574,7 @@ void Service::finish(Job& job) {
   if (options_.observer && job.charge) {
     for (const Pending& p : job.pending) {
       const DescriptorStatus& st = resp.statuses[p.index];
-      if (st.rule) options_.observer->observe(resp.rules, *st.rule, p.key, st, Nanos{job.now});
+      if (st.rule && !p.look_only) options_.observer->observe(resp.rules, *st.rule, p.key, st, Nanos{job.now});
     }
   }
 

@@ -81,7 +81,9 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
       auto* limit = s->mutable_current_limit();
       limit->set_requests_per_unit(st.requests_per_unit);
       limit->set_unit(unit_to_proto(st.unit));
-      limit->set_name(st.name);
+      // Envoy copies the name into headers: upstream's is the rule's own `name:`, empty for unnamed rules and for a
+      // request's own limit (DescriptorStatus::name, a label for our logs and metrics, falls back to the path).
+      if (st.rule) limit->set_name(st.rule->limit->name);
       auto* d = s->mutable_duration_until_reset();
       d->set_seconds(st.duration_until_reset.count() / 1'000'000'000);
       d->set_nanos(static_cast<std::int32_t>(st.duration_until_reset.count() % 1'000'000'000));

@@ -6,7 +6,7 @@ if st and not before(st[3], st[4], s_us, s_r) then -- this window, or a later on
   s_us, s_r, e_us, e_r = window_bounds(st[3], st[4])
   count = st[5]
 end
-local allowed = cost <= room(count)
+local allowed = count + cost <= limit -- past the limit (count_refused), cost 0 is refused too
 if allowed or count_refused then count = count + cost end
 local to_end = ns_from_now(e_us, e_r)
 local retry = 0
