@@ -158,13 +158,14 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
 // every unconfigured domain (the domain is part of the key). Each is an ordinary store, bounded by its options and
 // evicting by CLOCK like a rule's. Domains dropped from the rules lose their limiters at the next lookup.
 std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit) {
-  const bool configured = set && set->domain(domain);
+  // Only a configured domain gets here (a request's own limit on an unknown domain is not applied, as upstream), so
+  // a flood of made-up domains makes nothing.
   std::lock_guard lock(overrides_mu_);
   if (set && set->version() != overrides_version_) {
     overrides_version_ = set->version();
-    std::erase_if(overrides_, [&](const auto& kv) { return !kv.first.empty() && !set->domain(kv.first); });
+    std::erase_if(overrides_, [&](const auto& kv) { return !set->domain(kv.first); });
   }
-  std::shared_ptr<Limiter>& slot = overrides_[configured ? domain : std::string()][static_cast<std::size_t>(unit)];
+  std::shared_ptr<Limiter>& slot = overrides_[domain][static_cast<std::size_t>(unit)];
   if (!slot) {
     // Counting refused hits too, as Envoy does, against a ceiling no request's limit reaches: judge_override()
     // reads the count back and lets the request's own limit decide.
@@ -174,7 +175,7 @@ std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, co
                    .count_refused = true};
     // options_.store's memory budget is all overrides' together: each limiter that can exist gets an equal share.
     StoreOptions store = options_.store;
-    if (store.max_memory_bytes) store.max_memory_bytes /= ((set ? set->domains().size() : 0) + 1) * 7;
+    if (store.max_memory_bytes) store.max_memory_bytes /= std::max<std::size_t>(1, set ? set->domains().size() : 0) * 7;
     slot = std::make_shared<Limiter>(spec, store, clock_);
   }
   return slot;

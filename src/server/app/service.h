@@ -106,7 +106,7 @@ struct RequestLimits {
 struct ServiceOptions {
   bool shadow_mode = false;  // every rule counts, none refuses
   RequestLimits limits;
-  // For request overrides' limiters (one per configured domain and unit, one per unit for all other domains); its
+  // For request overrides' limiters (one per configured domain and unit; unknown domains get none); its
   // max_memory_bytes is theirs together, shared equally among as many as can exist.
   StoreOptions store;
   // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
@@ -130,7 +130,7 @@ struct RemoteStats {
   std::atomic<std::int64_t> error_logged_ns{std::numeric_limits<std::int64_t>::min()};
 };
 
-// Request overrides' limiters (at most 7 per configured domain, and 7 for all others) and their stores, summed.
+// Request overrides' limiters (at most 7 per configured domain) and their stores, summed.
 struct OverrideStats {
   std::size_t limiters = 0;
   StoreStats store;
