@@ -202,8 +202,8 @@ struct Stores {
   explicit Stores(const LimitSpec& spec) : memory(spec) {
     const SharedOptions so{.max_keys = 8, .max_key_bytes = 48, .shards = 1};
     static const std::string kNoLog =
-        "algorithm: sliding_log keeps a log per key that grows with its limit, so it cannot live in fixed-size "
-        "shared memory; use sliding_window";
+        "algorithm: sliding_log cannot run in the shared memory store: sliding_log keeps a log per key that grows "
+        "with its limit, and shared memory has fixed-size slots; use sliding_window";
     if (spec.algorithm == Algorithm::kSlidingLog) {
       try {
         SharedLimiter::anonymous(spec, so);

@@ -23,10 +23,12 @@
 #include <charconv>
 #include <cstring>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "core/algorithms.h"
 #include "core/params.h"
+#include "core/registry.h"
 #include "store/memory/hash.h"
 #include "store/shm/layout.h"
 #include "store/shm/region_file.h"
@@ -116,9 +118,8 @@ void check_options(const LimitSpec& spec, const SharedOptions& o) {
   std::string message;
   for (const auto& e : validate(spec)) message += (message.empty() ? "" : "; ") + e.message;
   if (!message.empty()) throw InvalidArgument(message);
-  if (spec.algorithm == Algorithm::kSlidingLog) {
-    throw InvalidArgument("algorithm: sliding_log keeps a log per key that grows with its limit, so it cannot live "
-                          "in fixed-size shared memory; use sliding_window");
+  if (const auto why = core::store_refuses(spec, core::StoreKind::kShared)) {
+    throw InvalidArgument("algorithm: " + *why + "; use sliding_window");
   }
   if (o.max_keys < 1 || o.max_keys > kMaxKeys) {
     throw InvalidArgument("max_keys " + std::to_string(o.max_keys) + " is out of range: 1 to 2^31");
@@ -549,25 +550,14 @@ class ShmStore final : public SharedLimiter::Impl {
 
 std::unique_ptr<SharedLimiter::Impl> make(std::unique_ptr<Region> r, const LimitSpec& spec, const SharedOptions& o,
                                           std::shared_ptr<const Clock> c) {
-  switch (spec.algorithm) {
-    case Algorithm::kEarrrl:
-      return std::make_unique<ShmStore<core::Earrrl>>(std::move(r), spec, o, std::move(c), core::earrrl_params(spec));
-    case Algorithm::kGcra:
-      return std::make_unique<ShmStore<core::Gcra>>(std::move(r), spec, o, std::move(c), core::gcra_params(spec));
-    case Algorithm::kLeakyQueue:
-      return std::make_unique<ShmStore<core::LeakyQueue>>(std::move(r), spec, o, std::move(c), core::gcra_params(spec));
-    case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucket:
-      return std::make_unique<ShmStore<core::Fluid>>(std::move(r), spec, o, std::move(c), core::fluid_params(spec));
-    case Algorithm::kFixedWindow:
-      return std::make_unique<ShmStore<core::FixedWindow>>(std::move(r), spec, o, std::move(c), core::window_params(spec));
-    case Algorithm::kSlidingWindow:
-      return std::make_unique<ShmStore<core::SlidingWindow>>(std::move(r), spec, o, std::move(c),
-                                                             core::window_params(spec));
-    case Algorithm::kSlidingLog:
-      break;
-  }
-  throw InvalidArgument("algorithm: not available in shared memory");
+  // check_options() has refused what shared memory cannot hold (core/registry.h): sliding_log's growing log.
+  return core::with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) -> std::unique_ptr<SharedLimiter::Impl> {
+    if constexpr (std::is_same_v<Algo, core::SlidingLog>) {
+      throw InvalidArgument("algorithm: sliding_log is not available in shared memory");
+    } else {
+      return std::make_unique<ShmStore<Algo>>(std::move(r), spec, o, std::move(c), p);
+    }
+  });
 }
 
 }  // namespace
