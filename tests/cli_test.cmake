@@ -32,3 +32,19 @@ execute_process(COMMAND ${RK} frobnicate OUTPUT_VARIABLE out ERROR_VARIABLE err 
 if(NOT code EQUAL 2)
   message(FATAL_ERROR "an unknown command should exit 2, got ${code}")
 endif()
+
+# Every command answers --help with its usage on stdout and exit 0 (serve and check-config only where the server is
+# built: their usage then names them in the top-level help).
+execute_process(COMMAND ${RK} --help OUTPUT_VARIABLE top RESULT_VARIABLE code)
+if(NOT code EQUAL 0 OR NOT top MATCHES "usage: ratekeeper <command>")
+  message(FATAL_ERROR "ratekeeper --help should print usage and exit 0, got ${code}: ${top}")
+endif()
+foreach(command serve check-config replay simulate)
+  if(NOT top MATCHES "\n  ${command} ")
+    continue()
+  endif()
+  execute_process(COMMAND ${RK} ${command} --help OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+  if(NOT code EQUAL 0 OR NOT out MATCHES "usage: ratekeeper ${command}")
+    message(FATAL_ERROR "ratekeeper ${command} --help should print its usage and exit 0, got ${code}: ${out}${err}")
+  endif()
+endforeach()

@@ -12,12 +12,16 @@
 namespace rk::cli {
 
 int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
+  constexpr const char* kUsage = "usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n";
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    out << kUsage << limit_flags_help();
+    return 0;
+  }
   LimitFlags flags;
   std::vector<std::string> errors;
   if (!parse_limit_flags(args, flags, errors)) {
     for (const auto& e : errors) err << "ratekeeper replay: " << e << "\n";
-    err << "usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n"
-        << limit_flags_help();
+    err << kUsage << limit_flags_help();
     return 2;
   }
   Limiter limiter(flags.spec, flags.store);

@@ -417,7 +417,22 @@ std::string_view result_label(const DescriptorStatus& st) {
 
 }  // namespace
 
+namespace {
+
+bool asks_for_help(const std::vector<std::string>& args) {
+  return args.size() == 1 && (args[0] == "--help" || args[0] == "-h");
+}
+
+}  // namespace
+
 int run_check_config(const std::vector<std::string>& args) {
+  constexpr const char* kUsage =
+      "usage: ratekeeper check-config [--merge-domains] [--settings FILE] PATH\n"
+      "  PATH: a rules file or a directory of them (else the settings file's config)\n";
+  if (asks_for_help(args)) {
+    std::cout << kUsage;
+    return 0;
+  }
   // The rules as `serve` would load them: PATH, else the settings file's config, merged as it says.
   std::vector<std::string> given;
   std::string path;
@@ -439,8 +454,7 @@ int run_check_config(const std::vector<std::string>& args) {
   std::string error;
   if (usage || !parse_flags(given, flags, error)) {
     if (!error.empty()) std::cerr << "ratekeeper check-config: " << error << "\n";
-    std::cerr << "usage: ratekeeper check-config [--merge-domains] [--settings FILE] PATH\n"
-                 "  PATH: a rules file or a directory of them (else the settings file's config)\n";
+    std::cerr << kUsage;
     return 2;
   }
   std::vector<rules::DomainConfig> domains;
@@ -462,6 +476,10 @@ int run_check_config(const std::vector<std::string>& args) {
 }
 
 int run_serve(const std::vector<std::string>& args) {
+  if (asks_for_help(args)) {
+    std::cout << kServeUsage;
+    return 0;
+  }
   ServeFlags flags;
   std::string error;
   if (!parse_flags(args, flags, error)) {
