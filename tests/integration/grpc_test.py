@@ -222,6 +222,12 @@ class GrpcTest(unittest.TestCase):
         with open("/proc/%d/status" % self.proc.pid) as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
+    def sanitized(self):
+        # AddressSanitizer keeps freed memory in quarantine (256 MiB by default) and adds shadow memory: under it
+        # RSS measures the sanitizer, not the server.
+        with open("/proc/%d/maps" % self.proc.pid) as f:
+            return any("libasan" in line or "libtsan" in line for line in f)
+
     # Issue 19: 200 Watch streams of 1 MiB requests took 200 MiB of the server's memory.
     def test_watch_streams_cannot_exhaust_memory(self):
         watch = self.channel.unary_stream(
@@ -259,7 +265,8 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(resp.overall_code, rls.RateLimitResponse.OK)
         grown = self.rss() - before
         print("server RSS grew by %.1f MiB" % (grown / 2 ** 20), file=sys.stderr)
-        self.assertLess(grown, 48 << 20)  # 200 MiB before the fix
+        if not self.sanitized():  # the plain build (CI runs it too) holds the bound
+            self.assertLess(grown, 48 << 20)  # 200 MiB before the fix
         for s in streams:
             s.cancel()
 
