@@ -51,6 +51,10 @@ def cli(port, *args):
     return out.stdout.strip()
 
 
+class ServerExited(Exception):
+    """Not an OSError, which wait_until() takes for "not yet"."""
+
+
 class Redis:
     """One redis-server; stop() kills it, start() brings it back on the same port."""
 
@@ -59,14 +63,34 @@ class Redis:
         self.port = free_port()
         self.extra = list(extra)
         self.proc = None
-        self.start()
+        # A free port can be taken between free_port() and the server's bind, by any process on the machine, and
+        # so can a Cluster node's bus port (port + 10000): a server that exits at once gets another port.
+        for attempt in range(5):
+            if self.start(may_fail=attempt < 4):
+                break
+            self.port = free_port()
 
-    def start(self):
+    def start(self, may_fail=False):
         self.log = open(os.path.join(self.dir, "redis.log"), "a")
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", self.dir, *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: cli(self.port, "PING") == "PONG", "redis-server on %d" % self.port)
+
+        def up():
+            if may_fail and self.proc.poll() is not None:
+                raise ServerExited("redis-server exited with %d" % self.proc.returncode)
+            try:  # briefly: whatever holds a stolen port may never answer
+                return subprocess.run([REDIS_CLI, "-p", str(self.port), "PING"], capture_output=True, text=True,
+                                      timeout=2).stdout.strip() == "PONG"
+            except subprocess.TimeoutExpired:
+                return False
+
+        try:
+            wait_until(up, "redis-server on %d" % self.port)
+        except ServerExited:
+            self.log.close()
+            return False
+        return True
 
     def kill(self, sig=signal.SIGKILL):
         self.proc.send_signal(sig)
