@@ -176,8 +176,10 @@ class Service {
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
   struct Job;
-  void decide_local(Job& job, bool look);
-  void decide_remote(std::shared_ptr<Job> job, bool looking);
+  using Answers = std::function<void(std::vector<store::RemoteResult>)>;
+  void decide(std::shared_ptr<Job> job, bool looking);
+  void ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done);
+  void count_remote(const std::vector<store::RemoteResult>& results);
   void finish(Job& job);
   Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
   bool uses_remote(const rules::DomainConfig* domain) const;
