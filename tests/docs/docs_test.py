@@ -6,9 +6,10 @@ run it, against the built binaries and real servers (as Rust's doctests and Go's
 
 What each block is and how it is run (README.md and docs/*.md; a block's language is its fence's first word):
 
-  sh, console      run with bash in a scratch directory that looks like the repository: examples/, docs/, scripts/,
-                   tests/ and bench/ link to the source tree, build/dev/ratekeeper to the binary under test, rules/
-                   holds a copy of examples/rules.yaml, and `ratekeeper` is first on PATH. Lines starting `$ ` are
+  sh, console      run with bash in a scratch directory that looks like the repository: copies of examples/ and
+                   docs/, links to scripts/, tests/, bench/, build/dev/ratekeeper (the binary under test) and
+                   build/dev/tests; rules/ holds a copy of examples/rules.yaml, and `ratekeeper` is first on PATH.
+                   A block that needs what only some builds have (NEEDS below) is not run where it is missing. Lines starting `$ ` are
                    a transcript: each command (with its `\\` continuation lines) runs, must exit 0, and what it prints
                    must match the lines shown after it, where a line `...` stands for any number of lines and `...`
                    inside a line for any text. Without `$ `, the block runs as a script and must exit 0.
@@ -239,10 +240,14 @@ class Env:
         self.tmp = Path(tempfile.mkdtemp(prefix="rk-docs-"))
         self.cwd = self.tmp / "repo"
         self.cwd.mkdir()
-        for d in ("examples", "docs", "scripts", "tests", "bench", "include", "README.md"):
+        for d in ("scripts", "tests", "bench", "include", "fuzz"):
             (self.cwd / d).symlink_to(self.src / d)
+        for d in ("examples", "docs"):  # copies: a block may write into them (the dashboard's picture)
+            shutil.copytree(self.src / d, self.cwd / d, symlinks=True)
+        shutil.copy(self.src / "README.md", self.cwd / "README.md")
         (self.cwd / "build" / "dev").mkdir(parents=True)
         (self.cwd / "build" / "dev" / "ratekeeper").symlink_to(self.binary)
+        (self.cwd / "build" / "dev" / "tests").symlink_to(self.build / "tests")
         (self.cwd / "rules").mkdir()
         shutil.copy(self.src / "examples" / "rules.yaml", self.cwd / "rules" / "rules.yaml")
         bindir = self.tmp / "bin"
@@ -344,7 +349,16 @@ def run_serve_line(env, servers, line, what):
     servers.stop_serve(p, f"{what}: `{line.strip()}`")
 
 
+# What a block needs that only some builds have: (text in the block, path that must exist, why it may not).
+NEEDS = [("build/dev/tests/ui-node", "build/dev/tests/ui-node/node_modules",
+          "playwright-core, which the integration.ui_npm_ci fixture installs where chromium, node and npm are found"),
+         ("/usr/bin/chromium", "/usr/bin/chromium", "chromium (scripts/deps installs it)")]
+
+
 def run_sh(env, block):
+    for text, path, why in NEEDS:
+        if text in block.text and not (env.cwd / path).exists():
+            return f"not run: it needs {why}"
     servers = Servers(env)
     try:
         ports = ports_for(env, servers, block.text)
