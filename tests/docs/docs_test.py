@@ -583,7 +583,7 @@ def run_nginx(env, block):
 
 def is_synopsis(block):
     heads = [l for l in block.text.split("\n") if l.strip() and not l[0].isspace()]
-    return block.lang == "" and heads and all(l.startswith("ratekeeper ") for l in heads)
+    return block.lang == "" and heads and all(re.match(r"ratekeeper [a-z-]+( |$)", l) for l in heads)
 
 
 def run_synopsis(env, block):
@@ -618,12 +618,12 @@ def check_by(env, block):
 # examples/
 
 def mentioned_by_a_test(env, rel):
-    """Some test outside tests/docs names the example (its path, or its directory)."""
-    names = {rel, str(Path(rel).parent)}
-    for p in (env.src / "tests").rglob("*"):
+    """Some test outside tests/docs names the example: its path, or its directory's and its own names."""
+    name, parent = Path(rel).name, Path(rel).parent.name
+    for p in sorted((env.src / "tests").rglob("*")):
         if p.is_file() and "docs" not in p.relative_to(env.src / "tests").parts[:1] and p.stat().st_size < 2_000_000:
             text = p.read_text(errors="replace")
-            if any(n in text for n in names):
+            if rel in text or str(Path(rel).parent) + "/" in text or (f'"{name}"' in text and f'"{parent}"' in text):
                 return str(p.relative_to(env.src))
     return None
 
@@ -665,7 +665,7 @@ def run_systemd_unit(env, rel):
                if rel.split("/")[-1] in l and "not executable" not in l and "No such file" not in l]
         if bad:
             raise Failure(f"{rel}: systemd-analyze verify:\n" + "\n".join(bad))
-    return "; ".join(installed)
+    return "install lines, ExecStartPre and ExecStart run in a temporary root; " + "; ".join(installed)
 
 
 def run_example(env, rel):
@@ -707,6 +707,52 @@ def collect(src):
     return blocks, examples, errors
 
 
+class Report:
+    """What happened to each block and example, printed as it goes; failures gathered for the end."""
+
+    def __init__(self, failures):
+        self.failures = failures
+        self.counts = {"run": 0, "not run here": 0, "run by other tests": 0, "skipped": 0, "answers compared": 0}
+
+    def attempt(self, name, lang, fn, count=True):
+        t0 = time.monotonic()
+        try:
+            note = fn()
+        except Failure as e:
+            print(f"{name}: {lang}FAILED", flush=True)
+            self.failures.append(str(e))
+            return
+        if count:
+            self.counts["not run here" if note and note.startswith("not run:") else "run"] += 1
+        print(f"{name}: {lang}ok ({time.monotonic() - t0:.1f} s){' ' + note if note else ''}", flush=True)
+
+
+def run_block(env, report, b, list_only):
+    if b.is_answer:
+        report.counts["answers compared"] += 1
+        return
+    lang = f"{b.lang or '(none)'}: "
+    if b.marker:
+        kind, arg = b.marker
+        print(f"{b.where()}: {lang}{kind} {arg}")
+        if list_only:
+            return
+        if kind == "by":
+            report.counts["run by other tests"] += 1
+            report.attempt(b.where(), lang, lambda: check_by(env, b), count=False)
+        else:
+            report.counts["skipped"] += 1
+        return
+    runner = run_synopsis if is_synopsis(b) else RUNNERS.get(b.lang)
+    if not runner:
+        report.failures.append(f"{b.where()}: a ```{b.lang} block with no runner: give it a language the docs test "
+                               "runs, or mark it <!-- docs-test: skip REASON --> / <!-- docs-test: by PATH -->")
+    elif list_only:
+        print(f"{b.where()}: {lang}run")
+    else:
+        report.attempt(b.where(), lang, lambda: runner(env, b))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -718,62 +764,23 @@ def main():
     args = ap.parse_args()
     env = Env(args)
     blocks, examples, failures = collect(env.src)
-    counts = {"run": 0, "skip": 0, "by": 0, "answer": 0}
+    report = Report(failures)
     started = time.monotonic()
     try:
         for b in blocks:
-            if args.only and args.only not in (b.doc, b.where()):
-                continue
-            if b.is_answer:
-                counts["answer"] += 1
-                continue
-            if b.marker:
-                kind, arg = b.marker
-                print(f"{b.where()}: {b.lang or '(none)'}: {kind} {arg}")
-                if args.list:
-                    continue
-                counts[kind] += 1
-                if kind == "by":
-                    try:
-                        check_by(env, b)
-                    except Failure as e:
-                        failures.append(str(e))
-                continue
-            runner = run_synopsis if is_synopsis(b) else RUNNERS.get(b.lang)
-            if not runner:
-                failures.append(f"{b.where()}: a ```{b.lang} block with no runner: give it a language the docs test "
-                                "runs, or mark it <!-- docs-test: skip REASON --> / <!-- docs-test: by PATH -->")
-                continue
-            if args.list:
-                print(f"{b.where()}: {b.lang}: run")
-                continue
-            t0 = time.monotonic()
-            try:
-                note = runner(env, b)
-                counts["run"] += 1
-                print(f"{b.where()}: {b.lang}: ok ({time.monotonic() - t0:.1f} s){' ' + note if note else ''}",
-                      flush=True)
-            except Failure as e:
-                print(f"{b.where()}: {b.lang}: FAILED", flush=True)
-                failures.append(str(e))
+            if not args.only or args.only in (b.doc, b.where()):
+                run_block(env, report, b, args.list)
         for rel in examples:
             if args.only and args.only != rel:
                 continue
             if args.list:
                 print(f"{rel}: example")
-                continue
-            t0 = time.monotonic()
-            try:
-                note = run_example(env, rel)
-                counts["run"] += 1
-                print(f"{rel}: ok ({time.monotonic() - t0:.1f} s){' ' + note if note else ''}", flush=True)
-            except Failure as e:
-                print(f"{rel}: FAILED", flush=True)
-                failures.append(str(e))
+            else:
+                report.attempt(rel, "", lambda: run_example(env, rel))
     finally:
         env.cleanup()
-    print(f"\n{counts['run']} run, {counts['by']} run by other tests, {counts['skip']} skipped, "
-          f"{counts['answer']} answers compared; {time.monotonic() - started:.0f} s")
+    print("\n" + ", ".join(f"{n} {what}" for what, n in report.counts.items())
+          + f"; {time.monotonic() - started:.0f} s")
     if failures:
         print(f"\n{len(failures)} FAILED:\n\n" + "\n\n".join(failures), file=sys.stderr)
         sys.exit(1)
