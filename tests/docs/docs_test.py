@@ -24,6 +24,8 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
                    it is sent to a fresh server (admin listener for /v1/admin/*) and must answer 200 or 429; the
                    next json block of the same section is its answer, compared by shape: the same keys at every
                    level, the same types, where the doc shows them (values vary: the server's clock, its state).
+                   A fence `json GET /PATH` is an answer: after README's loop (20 forward-auth requests to domain
+                   edge), a fresh server's answer to GET PATH is compared with it by shape.
   c, cpp           compiled and linked against the built library. A block without main() is the body of one, after
                    its #include lines; it may use the names a reader's program supplies: `key`, `key_len`, `spec`,
                    `reply(status, fields, n)`, `reply_429(retry_after)`.
@@ -474,32 +476,45 @@ def same_shape(doc, real, path="$"):
     return None
 
 
+def compare_answer(shown_block, body, what):
+    try:
+        shown = parse_json_doc(shown_block.text)
+    except json.JSONDecodeError as e:
+        raise Failure(f"{shown_block.where()}: not JSON: {e}")
+    err = same_shape(shown, json.loads(body))
+    if err:
+        raise Failure(f"{shown_block.where()}: the answer to {what} differs from the doc: {err}\n"
+                      f"answer: {body[:1500].decode(errors='replace')}")
+
+
 def run_json(env, block):
+    """`json POST /PATH`: a request, sent; `json GET /PATH`: an answer, compared with a real one."""
     try:
         doc = parse_json_doc(block.text)
     except json.JSONDecodeError as e:
         raise Failure(f"{block.where()}: not JSON: {e}")
-    if block.info[:1] != ["POST"]:
+    if not block.info:
         return
-    if len(block.info) < 2 or not block.info[1].startswith("/"):
-        raise Failure(f"{block.where()}: `json POST /PATH` names the path to send the block to")
-    path = block.info[1]
+    method, path = (block.info + [""])[:2]
+    if method not in ("POST", "GET") or not path.startswith("/"):
+        raise Failure(f"{block.where()}: a json block's fence says `json POST /PATH` or `json GET /PATH`")
     servers = Servers(env)
     try:
         _, h, a = servers.serve(["--config", "examples/rules.yaml"])
         port = a if path.startswith("/v1/admin/") else h
+        if method == "GET":
+            for _ in range(20):  # README's loop: a client over its limit, for the answer to show
+                http("GET", f"http://127.0.0.1:{h}/v1/auth/edge")
+            status, body = http("GET", f"http://127.0.0.1:{port}{path}")
+            if status != 200:
+                raise Failure(f"{block.where()}: GET {path} answered {status}: {body[:500]!r}")
+            compare_answer(block, body, f"GET {path}")
+            return
         status, body = http("POST", f"http://127.0.0.1:{port}{path}", json.dumps(doc).encode())
         if status not in (200, 429):
             raise Failure(f"{block.where()}: POST {path} answered {status}: {body[:500]!r}")
         if block.answer:
-            try:
-                shown = parse_json_doc(block.answer.text)
-            except json.JSONDecodeError as e:
-                raise Failure(f"{block.answer.where()}: not JSON: {e}")
-            err = same_shape(shown, json.loads(body))
-            if err:
-                raise Failure(f"{block.answer.where()}: the answer to POST {path} differs from the doc: {err}\n"
-                              f"answer: {body[:1500].decode(errors='replace')}")
+            compare_answer(block.answer, body, f"POST {path}")
     finally:
         servers.stop()
 
