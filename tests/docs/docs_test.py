@@ -51,6 +51,7 @@ import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -59,7 +60,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 COMMAND_TIMEOUT = 60  # seconds, any one command (a busy CI machine: the slowest, a compile, takes ~5 s idle)
@@ -76,6 +77,7 @@ class Block:
     marker: tuple = None  # ("skip", reason) | ("by", path) | None
     answer: "Block" = None  # for `json POST`: the block after it
     is_answer: bool = False
+    end: int = 0      # index of the closing fence's line
 
     def where(self):
         return f"{self.doc}:{self.line}"
@@ -102,7 +104,7 @@ def parse_markdown(src, rel):
         if end == len(lines):
             errors.append(f"{rel}:{i + 1}: fence never closed")
             break
-        b = Block(rel, i + 1, m.group(2).lower(), m.group(3).split(), "\n".join(lines[i + 1:end]) + "\n")
+        b = Block(rel, i + 1, m.group(2).lower(), m.group(3).split(), "\n".join(lines[i + 1:end]) + "\n", end=end)
         mk = MARKER.match(lines[i - 1]) if i > 0 else None
         if mk:
             kind, arg = mk.group(1), mk.group(2)
@@ -113,7 +115,6 @@ def parse_markdown(src, rel):
                 and not blocks[-1].marker and not any(l.startswith("#") for l in lines[blocks[-1].end + 1:i]):
             blocks[-1].answer = b
             b.is_answer = True
-        b.end = end
         blocks.append(b)
         i = end + 1
     return blocks, errors
@@ -343,7 +344,6 @@ def ports_for(env, servers, text):
 
 def run_serve_line(env, servers, line, what):
     """A documented `ratekeeper serve ...` line: started, ready, stopped cleanly."""
-    import shlex
     words = shlex.split(line, comments=True)
     if words[:2] != ["ratekeeper", "serve"]:
         raise Failure(f"{what}: not a serve line: {line}")
@@ -665,7 +665,6 @@ def run_systemd_unit(env, rel):
         if " serve " in cmd:
             servers = Servers(env)
             try:
-                import shlex
                 p, _, _ = servers.serve(shlex.split(cmd)[2:], "systemd")
                 servers.stop_serve(p, f"{rel}: {key}")
             finally:
