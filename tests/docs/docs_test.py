@@ -2,7 +2,8 @@
 """docs.snippets: every fenced block of README.md and docs/*.md, and every file of examples/, run as a reader would
 run it, against the built binaries and real servers (as Rust's doctests and Go's examples keep their docs true).
 
-  docs_test.py --source SRC --binary RATEKEEPER --build BUILD_DIR [--nginx-module SO] [--only FILE[:LINE]] [--list]
+  docs_test.py --source SRC --binary RATEKEEPER --build BUILD_DIR [--static-lib A --shared-lib SO]
+               [--nginx-module SO] [--only FILE[:LINE]] [--list]
 
 What each block is and how it is run (README.md and docs/*.md; a block's language is its fence's first word):
 
@@ -239,6 +240,8 @@ class Env:
         self.src = Path(args.source).resolve()
         self.binary = Path(args.binary).resolve()
         self.build = Path(args.build).resolve()
+        self.static_lib = Path(args.static_lib or self.build / "libratekeeper.a").resolve()
+        self.shared_lib = Path(args.shared_lib or self.build / "libratekeeper.so").resolve()
         self.nginx_module = Path(args.nginx_module).resolve() if args.nginx_module else None
         self.tmp = Path(tempfile.mkdtemp(prefix="rk-docs-"))
         self.cwd = self.tmp / "repo"
@@ -562,9 +565,9 @@ def run_c(env, block):
     srcf.write_text(program)
     inc = env.src / "include"
     if cpp:
-        cmd = (f"c++ -std=c++20 -I{inc} {srcf} -o {d}/a.out {env.build}/libratekeeper.a -pthread")
+        cmd = f"c++ -std=c++20 -I{inc} {srcf} -o {d}/a.out {env.static_lib} -pthread"
     else:
-        cmd = f"cc -std=c99 -Wall -I{inc} {srcf} -o {d}/a.out -L{env.build} -lratekeeper -Wl,-rpath,{env.build}"
+        cmd = f"cc -std=c99 -Wall -I{inc} {srcf} -o {d}/a.out {env.shared_lib} -Wl,-rpath,{env.shared_lib.parent}"
     try:
         env.run(cmd, block.where())
     except Failure as e:
@@ -772,6 +775,8 @@ def main():
     ap.add_argument("--source", required=True)
     ap.add_argument("--binary", required=True)
     ap.add_argument("--build", required=True)
+    ap.add_argument("--static-lib", help="libratekeeper.a (default: BUILD_DIR/libratekeeper.a)")
+    ap.add_argument("--shared-lib", help="libratekeeper.so (default: BUILD_DIR/libratekeeper.so)")
     ap.add_argument("--nginx-module")
     ap.add_argument("--only", help="FILE or FILE:LINE: run only these blocks (or this example)")
     ap.add_argument("--list", action="store_true", help="list the blocks and what would be done with each")
