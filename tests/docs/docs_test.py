@@ -751,14 +751,12 @@ def run_block(env, report, b, list_only):
     lang = f"{b.lang or '(none)'}: "
     if b.marker:
         kind, arg = b.marker
-        print(f"{b.where()}: {lang}{kind} {arg}")
-        if list_only:
-            return
-        if kind == "by":
-            report.counts["run by other tests"] += 1
-            report.attempt(b.where(), lang, lambda: check_by(env, b), count=False)
+        if list_only or kind == "skip":
+            print(f"{b.where()}: {lang}{kind} {arg}")
+            report.counts["skipped"] += kind == "skip"
         else:
-            report.counts["skipped"] += 1
+            report.counts["run by other tests"] += 1
+            report.attempt(b.where(), lang, lambda: check_by(env, b) or f"by {arg}", count=False)
         return
     runner = run_synopsis if is_synopsis(b) else RUNNERS.get(b.lang)
     if not runner:
