@@ -40,6 +40,8 @@ A block that cannot run here says so on the line before its fence:
   <!-- docs-test: by PATH -->         run by the test at PATH, which extracts it from the doc itself: PATH must
                                       exist and mention the doc's file name
 Any other block (a language with no runner, no language) is a failure: say how to run it, or why it cannot be.
+First of all, the test runs tests/docs/testdata/broken.md, a broken block of each kind, and fails unless it refuses
+every one of them with the message expected.
 
 examples/: rules files pass check-config; scenarios run through simulate; systemd/settings.yaml starts serve;
 systemd/ratekeeper.service's install lines run into a temporary root, then its ExecStartPre and ExecStart run from
@@ -48,6 +50,8 @@ tests/ (examples/embed by tests/package/install_test.sh, examples/nginx by the n
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -768,6 +772,33 @@ def run_block(env, report, b, list_only):
         report.attempt(b.where(), lang, lambda: runner(env, b))
 
 
+SELF_CHECK = "tests/docs/testdata/broken.md"
+
+
+def self_check(env):
+    """Every block of SELF_CHECK must fail, with the text its `<!-- expect: TEXT -->` comment gives."""
+    blocks, parse_errors = parse_markdown(env.src, SELF_CHECK)
+    lines = (env.src / SELF_CHECK).read_text().split("\n")
+    problems = []
+    for b in blocks:
+        if b.is_answer:
+            continue
+        comment = lines[b.line - (3 if b.marker or lines[b.line - 2].startswith("<!-- docs-test") else 2)]
+        m = re.match(r"<!-- expect: (.*) -->$", comment)
+        if not m:
+            problems.append(f"{b.where()}: no <!-- expect: TEXT --> before the block")
+            continue
+        report = Report([e for e in parse_errors if e.startswith(f"{SELF_CHECK}:{b.line - 1}:")])
+        with contextlib.redirect_stdout(io.StringIO()):
+            run_block(env, report, b, False)
+        said = "\n".join(report.failures)
+        if m.group(1) not in said:
+            problems.append(f"{b.where()}: a broken block the docs test should refuse with {m.group(1)!r}; it said: "
+                            + (said[:800] or "nothing (it passed)"))
+    print(f"{SELF_CHECK}: {sum(not b.is_answer for b in blocks)} broken blocks, " + ("each refused" if not problems else "NOT ALL REFUSED"))
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -784,6 +815,8 @@ def main():
     report = Report(failures)
     started = time.monotonic()
     try:
+        if not args.only and not args.list:
+            failures += self_check(env)
         for b in blocks:
             if not args.only or args.only in (b.doc, b.where()):
                 run_block(env, report, b, args.list)
