@@ -10,10 +10,10 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
   sh, console      run with bash in a scratch directory that looks like the repository: copies of examples/ and
                    docs/, links to scripts/, tests/, bench/, build/dev/ratekeeper (the binary under test) and
                    build/dev/tests; rules/ holds a copy of examples/rules.yaml, and `ratekeeper` is first on PATH.
-                   A block that needs what only some builds have (NEEDS below) is not run where it is missing. Lines starting `$ ` are
-                   a transcript: each command (with its `\\` continuation lines) runs, must exit 0, and what it prints
-                   must match the lines shown after it, where a line `...` stands for any number of lines and `...`
-                   inside a line for any text. Without `$ `, the block runs as a script and must exit 0.
+                   A block that needs what only some builds have (NEEDS below) is not run where it is missing.
+                   Lines starting `$ ` are a transcript: each command (with its `\\` continuation lines) runs, must
+                   exit 0, and what it prints must match the lines shown after it, where a line `...` stands for
+                   any number of lines and `...` inside a line for any text. Without `$ `, the block runs as a script and must exit 0.
                    A block that talks to :8080 or :9090 gets a fresh `ratekeeper serve --config examples/rules.yaml`
                    (what scripts/run starts), one that talks to :6379 a fresh redis-server, each on a free loopback
                    port written in place of the documented one. A line that starts `ratekeeper serve` is started,
@@ -27,7 +27,7 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
                    level, the same types, where the doc shows them (values vary: the server's clock, its state).
                    A fence `json GET /PATH` is an answer: after README's loop (20 forward-auth requests to domain
                    edge), a fresh server's answer to GET PATH is compared with it by shape.
-  c, cpp           compiled and linked against the built library. A block without main() is the body of one, after
+  c, cpp           compiled and linked (not run) against the built library. A block without main() is the body of one, after
                    its #include lines; it may use the names a reader's program supplies: `key`, `key_len`, `spec`,
                    `reply(status, fields, n)`, `reply_429(retry_after)`.
   redis            a redis.conf fragment: a redis-server must start with it.
@@ -46,7 +46,8 @@ every one of them with the message expected.
 examples/: rules files pass check-config; scenarios run through simulate; systemd/settings.yaml starts serve;
 systemd/ratekeeper.service's install lines run into a temporary root, then its ExecStartPre and ExecStart run from
 there (and `systemd-analyze verify` reads it, where installed); every other example must be named by a test under
-tests/ (examples/embed by tests/package/install_test.sh, examples/nginx by the nginx tests, ...).
+tests/ (examples/embed by tests/package/install_test.sh, the proxies' configs by tests/integration/proxies_test.py).
+A whole run takes about 10 s (and 5 s more for the dashboard's picture, where chromium and playwright-core are).
 """
 
 import argparse
