@@ -13,7 +13,8 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
                    A block that needs what only some builds have (NEEDS below) is not run where it is missing.
                    Lines starting `$ ` are a transcript: each command (with its `\\` continuation lines) runs, must
                    exit 0, and what it prints must match the lines shown after it, where a line `...` stands for
-                   any number of lines and `...` inside a line for any text. Without `$ `, the block runs as a script and must exit 0.
+                   any number of lines and `...` inside a line for any text. Without `$ `, the block runs as a
+                   script and must exit 0.
                    A block that talks to :8080 or :9090 gets a fresh `ratekeeper serve --config examples/rules.yaml`
                    (what scripts/run starts), one that talks to :6379 a fresh redis-server, each on a free loopback
                    port written in place of the documented one. A line that starts `ratekeeper serve` is started,
@@ -27,8 +28,8 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
                    level, the same types, where the doc shows them (values vary: the server's clock, its state).
                    A fence `json GET /PATH` is an answer: after README's loop (20 forward-auth requests to domain
                    edge), a fresh server's answer to GET PATH is compared with it by shape.
-  c, cpp           compiled and linked (not run) against the built library. A block without main() is the body of one, after
-                   its #include lines; it may use the names a reader's program supplies: `key`, `key_len`, `spec`,
+  c, cpp           compiled and linked (not run) against the built library. A block without main() is the body of
+                   one, after its #include lines; it may use the names a reader's program supplies: `key`, `key_len`, `spec`,
                    `reply(status, fields, n)`, `reply_429(retry_after)`.
   redis            a redis.conf fragment: a redis-server must start with it.
   nginx            `nginx -t` with the module under test (not run when the module was not built).
@@ -115,7 +116,8 @@ def parse_markdown(src, rel):
         if mk:
             kind, arg = mk.group(1), mk.group(2)
             if kind not in ("skip", "by") or not arg:
-                errors.append(f"{rel}:{i}: a docs-test marker is `skip REASON` or `by PATH`, not: {lines[i - 1].strip()}")
+                errors.append(f"{rel}:{i}: a docs-test marker is `skip REASON` or `by PATH`, not: "
+                              + lines[i - 1].strip())
             b.marker = (kind, arg)
         if blocks and blocks[-1].lang == "json" and blocks[-1].info[:1] == ["POST"] and b.lang == "json" \
                 and not blocks[-1].marker and not any(l.startswith("#") for l in lines[blocks[-1].end + 1:i]):
@@ -796,7 +798,8 @@ def self_check(env):
         if m.group(1) not in said:
             problems.append(f"{b.where()}: a broken block the docs test should refuse with {m.group(1)!r}; it said: "
                             + (said[:800] or "nothing (it passed)"))
-    print(f"{SELF_CHECK}: {sum(not b.is_answer for b in blocks)} broken blocks, " + ("each refused" if not problems else "NOT ALL REFUSED"))
+    print(f"{SELF_CHECK}: {sum(not b.is_answer for b in blocks)} broken blocks, "
+          + ("each refused" if not problems else "NOT ALL REFUSED"))
     return problems
 
 

@@ -115,6 +115,7 @@ check_runpaths "$prefix"
 module="$prefix/lib/nginx/modules/ngx_http_ratekeeper_module.so"
 if [ -e "$build/nginx/ngx_http_ratekeeper_module.so" ]; then
   [ -e "$module" ] || fail "cmake --install did not put the nginx module in place"
+  # shellcheck disable=SC2016  # the literal $ORIGIN
   [ "$(runpath "$module")" = '$ORIGIN/../..' ] || fail "the installed nginx module's RUNPATH: $(runpath "$module")"
   ldd "$module" | grep -q "libratekeeper.so[.0-9]* => $prefix/" \
     || fail "the installed nginx module does not find the installed library: $(ldd "$module")"
@@ -132,9 +133,11 @@ if [ -e "$build/nginx/ngx_http_ratekeeper_module.so" ]; then
   grep -q ./usr/lib/nginx/modules/ngx_http_ratekeeper_module.so <<<"$contents" || fail "the .deb has no nginx module"
 fi
 # The unit's Documentation= is in the .deb; nothing in it points into the build tree.
+# shellcheck disable=SC2013  # Documentation= is one line of space-separated URLs
 for unit_doc in $(sed -n 's|^Documentation=||p' "$src/examples/systemd/ratekeeper.service"); do
   unit_doc=${unit_doc#file://}
-  grep -q -- " .$unit_doc\$" <<<"$contents" || fail "the .deb has no $unit_doc (examples/systemd/ratekeeper.service's Documentation=)"
+  grep -q -- " .$unit_doc\$" <<<"$contents" ||
+    fail "the .deb has no $unit_doc (examples/systemd/ratekeeper.service's Documentation=)"
 done
 dpkg-deb -x "$deb" "$tmp/deb/root"
 check_runpaths "$tmp/deb/root"
