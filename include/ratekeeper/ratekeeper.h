@@ -51,7 +51,7 @@ typedef struct rk_spec {
   double burst;            /* gcra, leaky_queue */
   double capacity;         /* token_bucket, leaky_bucket */
   int count_refused;       /* earrrl, fixed_window: 0 or 1 */
-  uint64_t max_keys;       /* the store's bound (LRU past it); default 1,000,000 */
+  uint64_t max_keys;       /* the store's bound (CLOCK eviction past it); default 1,000,000 */
   uint64_t max_key_bytes;  /* longer keys are refused; default 4096 */
 } rk_spec;
 

@@ -24,7 +24,7 @@ struct StoreOptions {
 struct StoreStats {
   std::size_t keys = 0;
   std::size_t max_keys = 0;      // the bound in keys: StoreOptions::max_keys, lowered to fit max_memory_bytes
-  std::uint64_t evictions = 0;   // keys dropped because the store was full (LRU)
+  std::uint64_t evictions = 0;   // keys dropped because the store was full (CLOCK eviction)
   std::uint64_t forgotten = 0;   // keys dropped by sweep() because their state was back to fresh
   std::size_t memory_bytes = 0;  // what the store has allocated for entries, index and long keys
 };

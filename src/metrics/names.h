@@ -34,7 +34,7 @@ inline const std::vector<double> kDecisionDurationBuckets = {
 inline constexpr Name kStoreKeys{"ratekeeper_store_keys", "Keys tracked in the in-process store, by domain and rule."};
 // counter {domain, rule}, computed at scrape time (Registry::counter_fn).
 inline constexpr Name kStoreEvictions{"ratekeeper_store_evictions_total",
-                                      "Keys evicted because a rule's store was full (least recently used)."};
+                                      "Keys evicted because a rule's store was full (CLOCK: not used since the hand last passed)."};
 // counter {result}: success or failure.
 inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules reloads, by result."};
 // gauge, no labels.
