@@ -316,6 +316,16 @@ descriptors:
   EXPECT_EQ(step("10", 27, 3), std::pair(Code::kOverLimit, Five{3, 3, 0, 0, 0}));
 }
 
+// NEAR_LIMIT_RATIO (--near-limit-ratio): at 0.5 of 10, the 6th hit is the first near the limit.
+TEST_F(EnvoyStats, NearLimitRatioSetting) {
+  service("domain: d\ndescriptors:\n  - {key: k, rate_limit: {unit: hour, requests_per_unit: 10}}\n",
+          {.near_limit_ratio = 0.5});
+  for (int i = 0; i < 5; ++i) check("d", {{"k", "v"}});
+  EXPECT_EQ(five("d", "k"), (Five{5, 0, 0, 5, 0}));
+  check("d", {{"k", "v"}});
+  EXPECT_EQ(five("d", "k"), (Five{6, 0, 1, 6, 0}));
+}
+
 // base_limiter_test.go, TestGetResponseStatusBelowLimit and ...BelowLimitShadowMode: 6 of 10 after one hit.
 TEST(EnvoyStatsCount, BaseLimiterTestGetResponseStatusBelowLimit) {
   service::DescriptorStatus st;
