@@ -85,6 +85,21 @@ Decision judged(const Pending& p, const Decision& d) {
 
 }  // namespace
 
+std::shared_ptr<DecisionObserver> observe_all(std::vector<std::shared_ptr<DecisionObserver>> observers) {
+  struct All final : DecisionObserver {
+    std::vector<std::shared_ptr<DecisionObserver>> each;
+    void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
+                 const DescriptorStatus& status, Nanos now) override {
+      for (const auto& o : each) o->observe(set, rule, key, status, now);
+    }
+  };
+  auto all = std::make_shared<All>();
+  for (auto& o : observers) {
+    if (o) all->each.push_back(std::move(o));
+  }
+  return all;
+}
+
 std::string_view code_name(Code c) {
   switch (c) {
     case Code::kOk: return "OK";
@@ -329,6 +344,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
     const CheckDescriptor& d = req.descriptors[i];
     DescriptorStatus& st = resp.statuses[i];
     const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, req.hits_addend);
+    st.hits = hits;
     if (!domain) continue;  // envoyproxy/ratelimit: an unknown domain has no limits, a request's own neither
     if (d.limit) {
       st.has_limit = true;

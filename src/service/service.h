@@ -64,6 +64,7 @@ struct DescriptorStatus {
   bool shadowed = false;                    // over the limit, let through by shadow mode
   bool unlimited = false;
   bool charged = false;                     // counted in the rule's state
+  std::uint64_t hits = 0;                   // what the request asked this descriptor to count (0: a look)
   // The remote store did not answer for this descriptor (or the breaker is open): the domain's policy decided.
   rules::FailurePolicy fallback = rules::FailurePolicy::kDefault;  // kDefault: no fallback
   std::string store_error;                  // why, when fallback is set
@@ -89,6 +90,9 @@ class DecisionObserver {
   virtual void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
                        const DescriptorStatus& status, Nanos now) = 0;
 };
+
+// Tells each of `observers` (nulls skipped) of every decision, in order: the dashboard and the metrics both watch.
+std::shared_ptr<DecisionObserver> observe_all(std::vector<std::shared_ptr<DecisionObserver>> observers);
 
 // Documented in docs/service.md: bad requests beyond these get a RequestError and change nothing.
 struct RequestLimits {
