@@ -7,6 +7,7 @@
 
 #include "core/registry.h"
 #include "rules/reader.h"
+#include "yaml/params.h"
 
 namespace rk::rules {
 
@@ -39,11 +40,11 @@ class RateLimitReader {
   void unlimited_alone();
   std::optional<Nanos> size();
   bool window_from_unit(std::optional<Nanos>& window);
-  Found param(const char* key) const;
-  bool applies(const char* key) const;
+  Found param(const std::string& key) const;
+  bool applies(const std::string& key) const;
   void algorithm();
   void parameters();
-  void align(const Found& found);
+  void calendar_needs_unit(const Found& found);
   void validate_spec();
 
   RulesReader& r_;
@@ -149,18 +150,18 @@ bool RateLimitReader::window_from_unit(std::optional<Nanos>& window) {
   return true;
 }
 
-Found RateLimitReader::param(const char* key) const {
+Found RateLimitReader::param(const std::string& key) const {
   if (n_[key]) return {n_[key], where_ + "." + key, true};
   if (r_.defaults) {
     const YAML::Node& d = *r_.defaults;
-    if (d[key]) return {d[key], std::string("defaults.") + key, true};
+    if (d[key]) return {d[key], "defaults." + key, true};
   }
   return {};
 }
 
 // On the rule itself any parameter is read (and validation names one the algorithm does not take); from
 // `defaults:` only those the rule's algorithm has, so one file's defaults can serve rules of several algorithms.
-bool RateLimitReader::applies(const char* key) const {
+bool RateLimitReader::applies(const std::string& key) const {
   if (n_[key]) return true;
   if (!param(key).present) return false;
   const auto p = core::parse_param(key);
@@ -180,38 +181,25 @@ void RateLimitReader::algorithm() {
   }
 }
 
+// Each parameter from the rule or the file's defaults; count_refused, given in neither, as envoyproxy/ratelimit
+// counts (core::Info::rules_count_refused), which may differ from the library's default.
 void RateLimitReader::parameters() {
   LimitSpec& spec = out_.spec;
-  if (applies("half_life")) {
-    const Found f = param("half_life");
-    spec.half_life = r_.duration(f.node, f.where);
-  }
-  if (applies("burst")) {
-    const Found f = param("burst");
-    spec.burst = r_.number(f.node, f.where);
-  }
-  if (applies("capacity")) {
-    const Found f = param("capacity");
-    spec.capacity = r_.number(f.node, f.where);
-  }
-  if (applies("count_refused")) {
-    const Found f = param("count_refused");
-    spec.count_refused = r_.boolean(f.node, f.where);
-  } else if (core::takes(spec.algorithm, core::Param::kCountRefused)) {
-    spec.count_refused = core::info(spec.algorithm).rules_count_refused;
-  }
-  if (applies("align")) align(param("align"));
-}
-
-// `align: epoch` (windows counted from 1970) or `align: calendar` (weeks from Monday, months from the 1st, UTC).
-void RateLimitReader::align(const Found& found) {
-  if (auto s = r_.string(found.node, found.where)) {
-    if (*s == "calendar") {
-      out_.calendar = true;
-    } else if (*s != "epoch") {
-      r_.fail(found.node, found.where + ": '" + *s + "' is not an alignment (epoch, calendar)");
+  for (core::Param p : core::kAllParams) {
+    const std::string key(core::param_name(p));
+    if (applies(key)) {
+      const Found f = param(key);
+      yaml::read_param(r_, f.node, f.where, p, spec);
+      if (p == core::Param::kAlign) calendar_needs_unit(f);
+    } else if (p == core::Param::kCountRefused && core::takes(spec.algorithm, p)) {
+      spec.count_refused = core::info(spec.algorithm).rules_count_refused;
     }
   }
+}
+
+// `align: calendar` (weeks from Monday, months from the 1st, UTC) needs a calendar unit, not a multiple of one.
+void RateLimitReader::calendar_needs_unit(const Found& found) {
+  out_.calendar = out_.spec.align == Align::kCalendar;
   if (out_.calendar && (!out_.unit || out_.unit_multiplier != 1)) {
     r_.fail(found.node, found.where + ": calendar alignment needs a unit (second, minute, hour, day, week, month, "
                                       "year) without a multiplier");

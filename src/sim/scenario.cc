@@ -10,6 +10,7 @@
 
 #include "core/registry.h"
 #include "ratekeeper/store.h"
+#include "yaml/params.h"
 #include "yaml/reader.h"
 
 namespace rk::sim {
@@ -88,11 +89,12 @@ std::optional<double> ScenarioReader::period(const YAML::Node& n, const std::str
   return std::nullopt;
 }
 
+// The algorithm's parameters, all but align, which a scenario does not take (limiter() and compare() list its keys).
 void ScenarioReader::params(const YAML::Node& n, const std::string& where, LimitSpec& spec) {
-  if (n["half_life"]) spec.half_life = duration(n["half_life"], where + ".half_life");
-  if (n["burst"]) spec.burst = number(n["burst"], where + ".burst");
-  if (n["capacity"]) spec.capacity = number(n["capacity"], where + ".capacity");
-  if (n["count_refused"]) spec.count_refused = boolean(n["count_refused"], where + ".count_refused");
+  for (core::Param p : core::kAllParams) {
+    const std::string key(core::param_name(p));
+    if (p != core::Param::kAlign && n[key]) yaml::read_param(*this, n[key], where + "." + key, p, spec);
+  }
 }
 
 void ScenarioReader::check_spec(const YAML::Node& n, const std::string& where, const LimitSpec& spec) {

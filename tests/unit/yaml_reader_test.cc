@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "yaml/params.h"
 #include "yaml/reader.h"
 
 namespace rk::yaml {
@@ -116,6 +117,31 @@ TEST(YamlReader, MapsHaveKnownKeysEachOnce) {
   EXPECT_FALSE(r.check_map(YAML::Load("[1, 2]"), "m", {"a"}));
   EXPECT_EQ(problems.back().message, "m: expected a map");
   EXPECT_EQ(r.problem_count(), 4u);
+}
+
+TEST(YamlReader, EachAlgorithmParameterWithItsType) {
+  std::vector<Problem> problems;
+  Reader r(problems);
+  const YAML::Node n =
+      YAML::Load("{half_life: 2s, burst: 3, capacity: 4.5, count_refused: FALSE, align: calendar, bad: sideways}");
+  LimitSpec spec;
+  read_param(r, n["half_life"], "half_life", core::Param::kHalfLife, spec);
+  read_param(r, n["burst"], "burst", core::Param::kBurst, spec);
+  read_param(r, n["capacity"], "capacity", core::Param::kCapacity, spec);
+  read_param(r, n["count_refused"], "count_refused", core::Param::kCountRefused, spec);
+  read_param(r, n["align"], "align", core::Param::kAlign, spec);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(spec.half_life, Nanos{2'000'000'000});
+  EXPECT_EQ(spec.burst, 3.0);
+  EXPECT_EQ(spec.capacity, 4.5);
+  EXPECT_EQ(spec.count_refused, false);
+  EXPECT_EQ(spec.align, Align::kCalendar);
+  read_param(r, n["bad"], "align", core::Param::kAlign, spec);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].message, "align: 'sideways' is not an alignment (epoch, calendar)");
+  EXPECT_EQ(spec.align, Align::kCalendar);  // left as it was
+  read_param(r, n["bad"], "burst", core::Param::kBurst, spec);
+  EXPECT_EQ(spec.burst, std::nullopt);
 }
 
 TEST(YamlReader, PlacesCountFromOneAndANodeMadeInCodeHasNone) {
