@@ -38,7 +38,7 @@ class RateLimitReader {
  private:
   void replaces();
   void unlimited_alone();
-  std::optional<Nanos> size();
+  std::optional<Nanos> limit_and_window();
   bool window_from_unit(std::optional<Nanos>& window);
   Found param(const std::string& key) const;
   bool applies(const std::string& key) const;
@@ -58,9 +58,12 @@ void RateLimitReader::read() {
   if (n_["name"]) out_.name = r_.string(n_["name"], where_ + ".name").value_or("");
   if (n_["unlimited"]) out_.unlimited = r_.boolean(n_["unlimited"], where_ + ".unlimited").value_or(false);
   if (n_["replaces"]) replaces();
-  if (out_.unlimited) return unlimited_alone();
+  if (out_.unlimited) {
+    unlimited_alone();  // nothing else to read
+    return;
+  }
 
-  std::optional<Nanos> window = size();
+  std::optional<Nanos> window = limit_and_window();
   if (r_.problem_count() != problems_before) return;
   if (!window_from_unit(window)) return;
   algorithm();
@@ -104,7 +107,7 @@ void RateLimitReader::unlimited_alone() {
 
 // How much and over how long: requests_per_unit, and a unit (times unit_multiplier) or a window. Answers the
 // window when given as one.
-std::optional<Nanos> RateLimitReader::size() {
+std::optional<Nanos> RateLimitReader::limit_and_window() {
   if (n_["unit"]) {
     if (auto s = r_.string(n_["unit"], where_ + ".unit")) {
       out_.unit = parse_unit(*s);

@@ -54,6 +54,7 @@ class ScenarioReader : public yaml::Reader {
   void amounts(const YAML::Node& n, const std::string& where, const Scenario& s, ClientFields& c);
   void check_times(const YAML::Node& n, const std::string& where, const Scenario& s, const ClientPattern& p);
   bool clients(const YAML::Node& list, Scenario& out);
+  void check_sample_rows(const YAML::Node& sample_every, const Scenario& s);
 };
 
 std::optional<double> ScenarioReader::period(const YAML::Node& n, const std::string& where, const char* rate_key,
@@ -380,15 +381,18 @@ void ScenarioReader::scenario(const YAML::Node& root, Scenario& out) {
     fail(root, "scenario: needs clients (a list)");
     return;
   }
-  if (!clients(root["clients"], out)) return;
-  if (out.sample_every && !out.clients.empty()) {
-    const double rows = (std::floor(static_cast<double>(out.duration.count()) /
-                                    static_cast<double>(out.sample_every->count())) + 1) *
-                        static_cast<double>(out.clients.size());
-    if (rows > kMaxSampleRows) {
-      fail(root["sample_every"], "sample_every: " + secs(*out.sample_every) + " would make " + num(rows) +
-                                     " sample rows, over the limit of " + num(kMaxSampleRows) + " (sample less often)");
-    }
+  if (clients(root["clients"], out)) check_sample_rows(root["sample_every"], out);
+}
+
+// Every client sampled every sample_every, for the whole duration: bounded like the attempts.
+void ScenarioReader::check_sample_rows(const YAML::Node& sample_every, const Scenario& s) {
+  if (!s.sample_every || s.clients.empty()) return;
+  const double rows =
+      (std::floor(static_cast<double>(s.duration.count()) / static_cast<double>(s.sample_every->count())) + 1) *
+      static_cast<double>(s.clients.size());
+  if (rows > kMaxSampleRows) {
+    fail(sample_every, "sample_every: " + secs(*s.sample_every) + " would make " + num(rows) +
+                           " sample rows, over the limit of " + num(kMaxSampleRows) + " (sample less often)");
   }
 }
 
