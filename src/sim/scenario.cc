@@ -1,18 +1,17 @@
+// sim/scenario.cc: a scenario file (docs/simulate.md) read and checked whole through the shared YAML reader
+// (yaml/reader.h): the limiter, the algorithms to compare, and the clients with their traffic patterns.
 #include "sim/scenario.h"
 
-#include "core/registry.h"
-#include "ratekeeper/store.h"
-
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <initializer_list>
 #include <set>
-#include <sstream>
+
+#include "core/registry.h"
+#include "ratekeeper/store.h"
+#include "yaml/params.h"
+#include "yaml/reader.h"
 
 namespace rk::sim {
 
@@ -28,25 +27,16 @@ std::string num(double v) {
 
 std::string secs(Nanos d) { return format_seconds(d) + "s"; }
 
-// Reads one scenario; every problem goes to errors_ with the node's position. Never throws for bad input.
-class Reader {
+struct ClientFields;
+
+// Reads one scenario; every problem goes to the problem list with the node's position. Never throws for bad input.
+class ScenarioReader : public yaml::Reader {
  public:
-  Reader(std::string file, std::vector<ScenarioError>& errors) : file_(std::move(file)), errors_(errors) {}
+  using yaml::Reader::Reader;
 
   void scenario(const YAML::Node& root, Scenario& out);
 
  private:
-  void fail(const YAML::Node& n, std::string message) {
-    const YAML::Mark m = n.Mark();
-    // A node made up by operator[] for a missing key has no position: -1.
-    errors_.push_back({file_, m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0, std::move(message)});
-  }
-  bool check_map(const YAML::Node& n, const std::string& where, std::initializer_list<std::string_view> allowed);
-  std::optional<std::string> string(const YAML::Node& n, const std::string& where);
-  std::optional<double> number(const YAML::Node& n, const std::string& where);
-  std::optional<std::uint64_t> whole(const YAML::Node& n, const std::string& where, std::uint64_t lo, std::uint64_t hi);
-  std::optional<Nanos> duration(const YAML::Node& n, const std::string& where);
-  std::optional<bool> boolean(const YAML::Node& n, const std::string& where);
   // A period from either `<rate_key>` (per second) or `<period_key>` (a duration), in nanoseconds.
   std::optional<double> period(const YAML::Node& n, const std::string& where, const char* rate_key,
                                const char* period_key, bool required);
@@ -56,89 +46,19 @@ class Reader {
   void params(const YAML::Node& n, const std::string& where, LimitSpec& spec);
   void check_spec(const YAML::Node& n, const std::string& where, const LimitSpec& spec);
   void client(const YAML::Node& n, const std::string& where, const Scenario& s, std::vector<ScenarioClient>& out);
-
-  std::string file_;
-  std::vector<ScenarioError>& errors_;
+  bool pattern(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p);
+  void burst(const YAML::Node& n, const std::string& where, ClientPattern& p);
+  void on_off(const YAML::Node& n, const std::string& where, ClientPattern& p);
+  void abuser(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p);
+  void name_and_key(const YAML::Node& n, const std::string& where, ClientFields& c);
+  void amounts(const YAML::Node& n, const std::string& where, const Scenario& s, ClientFields& c);
+  void check_times(const YAML::Node& n, const std::string& where, const Scenario& s, const ClientPattern& p);
+  bool clients(const YAML::Node& list, Scenario& out);
+  void check_sample_rows(const YAML::Node& sample_every, const Scenario& s);
 };
 
-bool Reader::check_map(const YAML::Node& n, const std::string& where, std::initializer_list<std::string_view> allowed) {
-  if (!n.IsMap()) {
-    fail(n, where + ": expected a map");
-    return false;
-  }
-  std::set<std::string> seen;
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    if (!it->first.IsScalar()) {
-      fail(it->first, where + ": keys must be plain names");
-      continue;
-    }
-    const std::string& k = it->first.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-      std::string list;
-      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      fail(it->first, where + ": unknown key '" + k + "' (expected one of: " + list + ")");
-    } else if (!seen.insert(k).second) {
-      fail(it->first, where + ": '" + k + "' is given twice");
-    }
-  }
-  return true;
-}
-
-std::optional<std::string> Reader::string(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) return n.Scalar();
-  fail(n, where + ": expected a string");
-  return std::nullopt;
-}
-
-std::optional<double> Reader::number(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
-    double v = 0;
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc{} && p == s.data() + s.size() && std::isfinite(v)) return v;
-    fail(n, where + ": '" + s + "' is not a number");
-    return std::nullopt;
-  }
-  fail(n, where + ": expected a number");
-  return std::nullopt;
-}
-
-std::optional<std::uint64_t> Reader::whole(const YAML::Node& n, const std::string& where, std::uint64_t lo,
-                                           std::uint64_t hi) {
-  if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
-    std::uint64_t v = 0;
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc{} && p == s.data() + s.size() && v >= lo && v <= hi) return v;
-    fail(n, where + ": '" + s + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
-    return std::nullopt;
-  }
-  fail(n, where + ": expected a whole number");
-  return std::nullopt;
-}
-
-std::optional<Nanos> Reader::duration(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) {
-    if (auto d = parse_duration(n.Scalar())) return d;
-    fail(n, where + ": '" + n.Scalar() + "' is not a duration (like 10s, 250ms, 1.5m, 2h; never negative)");
-    return std::nullopt;
-  }
-  fail(n, where + ": expected a duration");
-  return std::nullopt;
-}
-
-std::optional<bool> Reader::boolean(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) {
-    const std::string& s = n.Scalar();
-    if (s == "true" || s == "True") return true;
-    if (s == "false" || s == "False") return false;
-  }
-  fail(n, where + ": expected true or false");
-  return std::nullopt;
-}
-
-std::optional<double> Reader::period(const YAML::Node& n, const std::string& where, const char* rate_key,
-                                     const char* period_key, bool required) {
+std::optional<double> ScenarioReader::period(const YAML::Node& n, const std::string& where, const char* rate_key,
+                                             const char* period_key, bool required) {
   if (n[rate_key] && n[period_key]) {
     fail(n[period_key], where + ": give either " + rate_key + " or " + period_key + ", not both");
     return std::nullopt;
@@ -170,25 +90,26 @@ std::optional<double> Reader::period(const YAML::Node& n, const std::string& whe
   return std::nullopt;
 }
 
-void Reader::params(const YAML::Node& n, const std::string& where, LimitSpec& spec) {
-  if (n["half_life"]) spec.half_life = duration(n["half_life"], where + ".half_life");
-  if (n["burst"]) spec.burst = number(n["burst"], where + ".burst");
-  if (n["capacity"]) spec.capacity = number(n["capacity"], where + ".capacity");
-  if (n["count_refused"]) spec.count_refused = boolean(n["count_refused"], where + ".count_refused");
+// The algorithm's parameters, all but align, which a scenario does not take (limiter() and compare() list its keys).
+void ScenarioReader::params(const YAML::Node& n, const std::string& where, LimitSpec& spec) {
+  for (core::Param p : core::kAllParams) {
+    const std::string key(core::param_name(p));
+    if (p != core::Param::kAlign && n[key]) yaml::read_param(*this, n[key], where + "." + key, p, spec);
+  }
 }
 
-void Reader::check_spec(const YAML::Node& n, const std::string& where, const LimitSpec& spec) {
+void ScenarioReader::check_spec(const YAML::Node& n, const std::string& where, const LimitSpec& spec) {
   for (const auto& e : validate(spec)) {
     const YAML::Node at = n[e.param] ? n[e.param] : n;
     fail(at, where + "." + e.param + ": " + e.message);
   }
 }
 
-void Reader::limiter(const YAML::Node& n, Scenario& out) {
+void ScenarioReader::limiter(const YAML::Node& n, Scenario& out) {
   if (!check_map(n, "limiter", {"algorithm", "limit", "window", "half_life", "burst", "capacity", "count_refused"})) {
     return;
   }
-  const std::size_t before = errors_.size();
+  const std::size_t before = problem_count();
   if (!n["algorithm"]) {
     fail(n, "limiter: needs an algorithm (" + core::algorithm_names() + ")");
   } else if (auto s = string(n["algorithm"], "limiter.algorithm")) {
@@ -207,10 +128,10 @@ void Reader::limiter(const YAML::Node& n, Scenario& out) {
     if (auto w = duration(n["window"], "limiter.window")) out.spec.window = *w;
   }
   params(n, "limiter", out.spec);
-  if (errors_.size() == before) check_spec(n, "limiter", out.spec);
+  if (problem_count() == before) check_spec(n, "limiter", out.spec);
 }
 
-void Reader::compare(const YAML::Node& n, Scenario& out) {
+void ScenarioReader::compare(const YAML::Node& n, Scenario& out) {
   std::vector<std::pair<Algorithm, YAML::Node>> given;
   if (n) {
     if (!n.IsMap()) {
@@ -239,108 +160,132 @@ void Reader::compare(const YAML::Node& n, Scenario& out) {
       if (it->second.IsNull()) {
         // `gcra:` with nothing after it: the defaults.
       } else if (check_map(it->second, where, {"half_life", "burst", "capacity", "count_refused"})) {
-        const std::size_t before = errors_.size();
+        const std::size_t before = problem_count();
         params(it->second, where, spec);
-        if (errors_.size() == before) check_spec(it->second, where, spec);
+        if (problem_count() == before) check_spec(it->second, where, spec);
       }
     }
     out.compare.push_back(spec);
   }
 }
 
-void Reader::client(const YAML::Node& n, const std::string& where, const Scenario& s,
-                    std::vector<ScenarioClient>& out) {
-  if (!n.IsMap()) {
-    fail(n, where + ": expected a map (name, pattern and its parameters)");
-    return;
-  }
+// One client entry as written, before `count` expands it.
+struct ClientFields {
+  ClientPattern pattern;
+  std::string name;
+  std::optional<std::string> key;
+  std::uint64_t count = 1;
+  std::uint64_t cost = 1;
+  std::optional<std::uint64_t> seed;
+};
+
+// The traffic pattern and the fields of its kind; false when there is no pattern to go on with.
+bool ScenarioReader::pattern(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p) {
   if (!n["pattern"]) {
     fail(n, where + ": needs a pattern (periodic, poisson, burst, on_off, abuser)");
-    return;
+    return false;
   }
-  const auto kind_name = string(n["pattern"], where + ".pattern");
-  if (!kind_name) return;
-  ClientPattern p;
-  const std::size_t before = errors_.size();
-  const std::string& k = *kind_name;
-  if (k == "periodic" || k == "poisson") {
+  const auto kind = string(n["pattern"], where + ".pattern");
+  if (!kind) return false;
+  if (*kind == "periodic" || *kind == "poisson") {
     check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "seed"});
-    p.kind = k == "periodic" ? Pattern::kPeriodic : Pattern::kPoisson;
+    p.kind = *kind == "periodic" ? Pattern::kPeriodic : Pattern::kPoisson;
     p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
-  } else if (k == "burst") {
-    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "size", "every", "spacing"});
-    p.kind = Pattern::kBurst;
-    if (!n["size"]) fail(n, where + ": needs size (requests in a burst)");
-    if (n["size"]) p.size = whole(n["size"], where + ".size", 1, static_cast<std::uint64_t>(kMaxAttempts)).value_or(1);
-    if (n["every"]) p.every = duration(n["every"], where + ".every").value_or(Nanos{0});
-    if (n["spacing"]) p.spacing = duration(n["spacing"], where + ".spacing").value_or(Nanos{0});
-    const double span = static_cast<double>(p.size - 1) * static_cast<double>(p.spacing.count());
-    if (errors_.size() == before && p.every.count() > 0 && span >= static_cast<double>(p.every.count())) {
-      fail(n["every"], where + ".every: bursts would overlap: " + std::to_string(p.size) + " requests " +
-                           secs(p.spacing) + " apart last longer than every " + secs(p.every));
-    }
-  } else if (k == "on_off") {
-    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
-                         "arrivals", "seed"});
-    p.kind = Pattern::kOnOff;
-    p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
-    if (!n["on"] || !n["off"]) fail(n, where + ": needs on and off (durations)");
-    if (n["on"]) p.on = duration(n["on"], where + ".on").value_or(Nanos{0});
-    if (n["off"]) p.off = duration(n["off"], where + ".off").value_or(Nanos{0});
-    if (n["on"] && p.on.count() == 0) fail(n["on"], where + ".on: must be longer than 0");
-    if (n["arrivals"]) {
-      const auto a = string(n["arrivals"], where + ".arrivals");
-      if (a && *a != "periodic" && *a != "poisson") {
-        fail(n["arrivals"], where + ".arrivals: '" + *a + "' is not periodic or poisson");
-      }
-      p.poisson_arrivals = a && *a == "poisson";
-    }
-  } else if (k == "abuser") {
-    check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
-                         "reformed_rate", "reformed_period"});
-    p.kind = Pattern::kAbuser;
-    p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
-    // Reformed: exactly at the limit unless told otherwise.
-    const double limit_period = static_cast<double>(s.spec.window.count()) / std::max(s.spec.limit, 1e-300);
-    p.reformed_period_ns = period(n, where, "reformed_rate", "reformed_period", false).value_or(limit_period);
-    if (!n["reform_at"]) fail(n, where + ": needs reform_at (when the abuser starts keeping to reformed_rate)");
-    if (n["reform_at"]) p.reform_at = duration(n["reform_at"], where + ".reform_at").value_or(Nanos{0});
+  } else if (*kind == "burst") {
+    burst(n, where, p);
+  } else if (*kind == "on_off") {
+    on_off(n, where, p);
+  } else if (*kind == "abuser") {
+    abuser(n, where, s, p);
   } else {
-    fail(n["pattern"], where + ".pattern: unknown pattern '" + k + "' (periodic, poisson, burst, on_off, abuser)");
-    return;
+    fail(n["pattern"], where + ".pattern: unknown pattern '" + *kind + "' (periodic, poisson, burst, on_off, abuser)");
+    return false;
   }
+  return true;
+}
 
-  std::string name;
+void ScenarioReader::burst(const YAML::Node& n, const std::string& where, ClientPattern& p) {
+  const std::size_t before = problem_count();
+  check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "size", "every", "spacing"});
+  p.kind = Pattern::kBurst;
+  if (!n["size"]) fail(n, where + ": needs size (requests in a burst)");
+  if (n["size"]) p.size = whole(n["size"], where + ".size", 1, static_cast<std::uint64_t>(kMaxAttempts)).value_or(1);
+  if (n["every"]) p.every = duration(n["every"], where + ".every").value_or(Nanos{0});
+  if (n["spacing"]) p.spacing = duration(n["spacing"], where + ".spacing").value_or(Nanos{0});
+  const double span = static_cast<double>(p.size - 1) * static_cast<double>(p.spacing.count());
+  if (problem_count() == before && p.every.count() > 0 && span >= static_cast<double>(p.every.count())) {
+    fail(n["every"], where + ".every: bursts would overlap: " + std::to_string(p.size) + " requests " +
+                         secs(p.spacing) + " apart last longer than every " + secs(p.every));
+  }
+}
+
+void ScenarioReader::on_off(const YAML::Node& n, const std::string& where, ClientPattern& p) {
+  check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
+                       "arrivals", "seed"});
+  p.kind = Pattern::kOnOff;
+  p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
+  if (!n["on"] || !n["off"]) fail(n, where + ": needs on and off (durations)");
+  if (n["on"]) p.on = duration(n["on"], where + ".on").value_or(Nanos{0});
+  if (n["off"]) p.off = duration(n["off"], where + ".off").value_or(Nanos{0});
+  if (n["on"] && p.on.count() == 0) fail(n["on"], where + ".on: must be longer than 0");
+  if (n["arrivals"]) {
+    const auto a = string(n["arrivals"], where + ".arrivals");
+    if (a && *a != "periodic" && *a != "poisson") {
+      fail(n["arrivals"], where + ".arrivals: '" + *a + "' is not periodic or poisson");
+    }
+    p.poisson_arrivals = a && *a == "poisson";
+  }
+}
+
+void ScenarioReader::abuser(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p) {
+  check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
+                       "reformed_rate", "reformed_period"});
+  p.kind = Pattern::kAbuser;
+  p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
+  // Reformed: exactly at the limit unless told otherwise.
+  const double limit_period = static_cast<double>(s.spec.window.count()) / std::max(s.spec.limit, 1e-300);
+  p.reformed_period_ns = period(n, where, "reformed_rate", "reformed_period", false).value_or(limit_period);
+  if (!n["reform_at"]) fail(n, where + ": needs reform_at (when the abuser starts keeping to reformed_rate)");
+  if (n["reform_at"]) p.reform_at = duration(n["reform_at"], where + ".reform_at").value_or(Nanos{0});
+}
+
+// The client's name and the limiter's key (the name unless given), each checked against the store's key size.
+void ScenarioReader::name_and_key(const YAML::Node& n, const std::string& where, ClientFields& c) {
   if (!n["name"]) {
     fail(n, where + ": needs a name (the limiter's key)");
   } else {
-    name = string(n["name"], where + ".name").value_or("");
-    if (n["name"].IsScalar() && name.empty()) fail(n["name"], where + ".name: must not be empty");
+    c.name = string(n["name"], where + ".name").value_or("");
+    if (n["name"].IsScalar() && c.name.empty()) fail(n["name"], where + ".name: must not be empty");
   }
-  std::optional<std::string> key;
   if (n["key"]) {
-    key = string(n["key"], where + ".key");
-    if (key && key->empty()) fail(n["key"], where + ".key: must not be empty");
+    c.key = string(n["key"], where + ".key");
+    if (c.key && c.key->empty()) fail(n["key"], where + ".key: must not be empty");
   }
   // The limiter refuses longer keys; say so here, with the place, rather than halfway through the output.
-  const std::string& limiter_key = key ? *key : name;
-  const YAML::Node& key_node = key ? n["key"] : n["name"];
+  const std::string& limiter_key = c.key ? *c.key : c.name;
+  const YAML::Node& key_node = c.key ? n["key"] : n["name"];
   if (limiter_key.size() + 7 > StoreOptions{}.max_key_bytes) {  // 7: room for "-99999" of `count`
-    fail(key_node, where + (key ? ".key" : ".name") + ": " + std::to_string(limiter_key.size()) +
-                       " bytes is too long for a key (at most " + std::to_string(StoreOptions{}.max_key_bytes - 7) + ")");
+    fail(key_node, where + (c.key ? ".key" : ".name") + ": " + std::to_string(limiter_key.size()) +
+                       " bytes is too long for a key (at most " + std::to_string(StoreOptions{}.max_key_bytes - 7) +
+                       ")");
   }
-  std::uint64_t count = 1;
-  if (n["count"]) count = whole(n["count"], where + ".count", 1, kMaxClients).value_or(1);
-  std::uint64_t cost = 1;
-  if (n["cost"]) cost = whole(n["cost"], where + ".cost", 0, 1'000'000'000).value_or(1);
+}
+
+// count, cost, seed, and start and stop (the whole scenario unless given).
+void ScenarioReader::amounts(const YAML::Node& n, const std::string& where, const Scenario& s, ClientFields& c) {
+  if (n["count"]) c.count = whole(n["count"], where + ".count", 1, kMaxClients).value_or(1);
+  if (n["cost"]) c.cost = whole(n["cost"], where + ".cost", 0, 1'000'000'000).value_or(1);
+  ClientPattern& p = c.pattern;
   p.start = Nanos{0};
   p.stop = s.duration;
   if (n["start"]) p.start = duration(n["start"], where + ".start").value_or(Nanos{0});
   if (n["stop"]) p.stop = duration(n["stop"], where + ".stop").value_or(s.duration);
-  std::optional<std::uint64_t> seed;
-  if (n["seed"]) seed = whole(n["seed"], where + ".seed", 0, ~std::uint64_t{0});
-  if (errors_.size() != before) return;
+  if (n["seed"]) c.seed = whole(n["seed"], where + ".seed", 0, ~std::uint64_t{0});
+}
 
+// The client's times against each other and against the scenario's duration.
+void ScenarioReader::check_times(const YAML::Node& n, const std::string& where, const Scenario& s,
+                                 const ClientPattern& p) {
   if (n["start"] && p.start >= s.duration) {
     fail(n["start"], where + ".start: " + secs(p.start) + " is not before the end of the scenario (duration " +
                          secs(s.duration) + ")");
@@ -350,33 +295,53 @@ void Reader::client(const YAML::Node& n, const std::string& where, const Scenari
                         secs(s.duration) + ")");
   }
   if (p.stop <= p.start) {
-    fail(n["stop"] ? n["stop"] : n["start"], where + ".stop: " + secs(p.stop) + " must be after start " + secs(p.start));
+    fail(n["stop"] ? n["stop"] : n["start"],
+         where + ".stop: " + secs(p.stop) + " must be after start " + secs(p.start));
   }
   if (p.kind == Pattern::kAbuser && (p.reform_at < p.start || p.reform_at > p.stop)) {
     fail(n["reform_at"], where + ".reform_at: " + secs(p.reform_at) + " must be between start " + secs(p.start) +
                              " and stop " + secs(p.stop));
   }
-  if (errors_.size() != before) return;
+}
 
-  // `count: N`: N clients named name-0 ... name-(N-1). Random patterns get their own streams; deterministic ones are
-  // spread evenly over one of their cycles, so that N periodic clients do not all fire in the same nanosecond.
+// `count: N`: N clients named name-0 ... name-(N-1). Random patterns get their own streams; deterministic ones are
+// spread evenly over one of their cycles, so that N periodic clients do not all fire in the same nanosecond.
+void expand(const ClientFields& c, const Scenario& s, std::vector<ScenarioClient>& out) {
+  const ClientPattern& p = c.pattern;
   const double cycle = p.kind == Pattern::kBurst   ? static_cast<double>(p.every.count())
                        : p.kind == Pattern::kOnOff ? static_cast<double>((p.on + p.off).count())
                                                    : p.period_ns;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    ScenarioClient c{.name = count == 1 ? name : name + "-" + std::to_string(i), .pattern = p, .cost = cost};
-    c.key = key.value_or(c.name);  // `count` clients with one key: many clients behind one address
-    c.pattern.seed = client_seed(seed.value_or(s.seed), seed ? i : out.size());
+  for (std::uint64_t i = 0; i < c.count; ++i) {
+    ScenarioClient one{.name = c.count == 1 ? c.name : c.name + "-" + std::to_string(i), .pattern = p, .cost = c.cost};
+    one.key = c.key.value_or(one.name);  // `count` clients with one key: many clients behind one address
+    one.pattern.seed = client_seed(c.seed.value_or(s.seed), c.seed ? i : out.size());
     const bool random = p.kind == Pattern::kPoisson || (p.kind == Pattern::kOnOff && p.poisson_arrivals);
-    if (!random && count > 1) {
-      const Nanos shift{std::llround(cycle * static_cast<double>(i) / static_cast<double>(count))};
-      c.pattern.start = std::min(p.start + shift, p.stop);
+    if (!random && c.count > 1) {
+      const Nanos shift{std::llround(cycle * static_cast<double>(i) / static_cast<double>(c.count))};
+      one.pattern.start = std::min(p.start + shift, p.stop);
     }
-    out.push_back(std::move(c));
+    out.push_back(std::move(one));
   }
 }
 
-void Reader::scenario(const YAML::Node& root, Scenario& out) {
+void ScenarioReader::client(const YAML::Node& n, const std::string& where, const Scenario& s,
+                            std::vector<ScenarioClient>& out) {
+  if (!n.IsMap()) {
+    fail(n, where + ": expected a map (name, pattern and its parameters)");
+    return;
+  }
+  const std::size_t before = problem_count();
+  ClientFields c;
+  if (!pattern(n, where, s, c.pattern)) return;
+  name_and_key(n, where, c);
+  amounts(n, where, s, c);
+  if (problem_count() != before) return;
+  check_times(n, where, s, c.pattern);
+  if (problem_count() != before) return;
+  expand(c, s, out);
+}
+
+void ScenarioReader::scenario(const YAML::Node& root, Scenario& out) {
   if (!root.IsMap()) {
     fail(root, "a scenario is a map with duration, limiter and clients");
     return;
@@ -412,49 +377,58 @@ void Reader::scenario(const YAML::Node& root, Scenario& out) {
       }
     }
   }
-  const YAML::Node clients = root["clients"];
-  if (!clients) {
+  if (!root["clients"]) {
     fail(root, "scenario: needs clients (a list)");
     return;
   }
-  if (!clients.IsSequence() || clients.size() == 0) {
-    fail(clients, "clients: expected a non-empty list");
-    return;
+  if (clients(root["clients"], out)) check_sample_rows(root["sample_every"], out);
+}
+
+// Every client sampled every sample_every, for the whole duration: bounded like the attempts.
+void ScenarioReader::check_sample_rows(const YAML::Node& sample_every, const Scenario& s) {
+  if (!s.sample_every || s.clients.empty()) return;
+  const double rows =
+      (std::floor(static_cast<double>(s.duration.count()) / static_cast<double>(s.sample_every->count())) + 1) *
+      static_cast<double>(s.clients.size());
+  if (rows > kMaxSampleRows) {
+    fail(sample_every, "sample_every: " + secs(*s.sample_every) + " would make " + num(rows) +
+                           " sample rows, over the limit of " + num(kMaxSampleRows) + " (sample less often)");
+  }
+}
+
+// Every client, expanded, with unique names, and within the bounds on clients and attempts. False when a bound is
+// passed (the scenario is not looked at further).
+bool ScenarioReader::clients(const YAML::Node& list, Scenario& out) {
+  if (!list.IsSequence() || list.size() == 0) {
+    fail(list, "clients: expected a non-empty list");
+    return false;
   }
   std::set<std::string> names;
   double attempts = 0;
-  for (std::size_t i = 0; i < clients.size(); ++i) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string where = "clients[" + std::to_string(i) + "]";
     const std::size_t first = out.clients.size();
-    const std::size_t before = errors_.size();
-    client(clients[i], where, out, out.clients);
-    if (errors_.size() != before) continue;
+    const std::size_t before = problem_count();
+    client(list[i], where, out, out.clients);
+    if (problem_count() != before) continue;
     for (std::size_t c = first; c < out.clients.size(); ++c) {
       if (!names.insert(out.clients[c].name).second) {
-        fail(clients[i]["name"], where + ".name: '" + out.clients[c].name + "' names another client too");
+        fail(list[i]["name"], where + ".name: '" + out.clients[c].name + "' names another client too");
         break;
       }
       attempts += expected_attempts(out.clients[c].pattern);
     }
     if (out.clients.size() > kMaxClients) {
-      fail(clients[i], where + ": over " + std::to_string(kMaxClients) + " clients in all");
-      return;
+      fail(list[i], where + ": over " + std::to_string(kMaxClients) + " clients in all");
+      return false;
     }
     if (attempts > kMaxAttempts) {
-      fail(clients[i], where + ": the scenario would make about " + num(attempts) + " attempts by this client, over "
-                           "the limit of " + num(kMaxAttempts) + " (shorten it or lower the rates)");
-      return;
+      fail(list[i], where + ": the scenario would make about " + num(attempts) + " attempts by this client, over "
+                        "the limit of " + num(kMaxAttempts) + " (shorten it or lower the rates)");
+      return false;
     }
   }
-  if (out.sample_every && !out.clients.empty()) {
-    const double rows = (std::floor(static_cast<double>(out.duration.count()) /
-                                    static_cast<double>(out.sample_every->count())) + 1) *
-                        static_cast<double>(out.clients.size());
-    if (rows > kMaxSampleRows) {
-      fail(root["sample_every"], "sample_every: " + secs(*out.sample_every) + " would make " + num(rows) +
-                                     " sample rows, over the limit of " + num(kMaxSampleRows) + " (sample less often)");
-    }
-  }
+  return true;
 }
 
 }  // namespace
@@ -478,19 +452,10 @@ std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string&
                                       std::to_string(kMaxFileBytes)});
     return std::nullopt;
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    errors.push_back({file, e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg});
-    return std::nullopt;
-  }
   Scenario out;
-  try {
-    Reader(file, errors).scenario(root, out);
-  } catch (const YAML::Exception& e) {
-    errors.push_back({file, e.mark.line + 1, e.mark.column + 1, "unreadable: " + e.msg});
-  }
+  std::vector<yaml::Problem> problems;
+  yaml::read_document(yaml, problems, [&](const YAML::Node& root) { ScenarioReader(problems).scenario(root, out); });
+  for (yaml::Problem& p : problems) errors.push_back({file, p.at.line, p.at.column, std::move(p.message)});
   if (errors.size() != before) return std::nullopt;
   return out;
 }

@@ -341,7 +341,8 @@ TEST(SimulateBadScenario, NegativeOrZeroRate) {
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, period: 0s}\n"),
             "bad.yaml:4:42: clients[0].period: must be longer than 0");
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, period: -1s}\n"),
-            "bad.yaml:4:42: clients[0].period: '-1s' is not a duration (like 10s, 250ms, 1.5m, 2h; never negative)");
+            "bad.yaml:4:42: clients[0].period: '-1s' is not a duration (like 10s, 250ms, 1.5m, 2h, 1d; never "
+            "negative)");
 }
 
 TEST(SimulateBadScenario, StopBeforeStartOrAfterTheEnd) {
@@ -367,7 +368,7 @@ TEST(SimulateBadScenario, AbsurdSizesAreRefusedBeforeAnythingRuns) {
             "bad.yaml:2:15: sample_every: 0.000001s would make 100000001 sample rows, over the limit of 10000000 "
             "(sample less often)");
   EXPECT_EQ(parse_error("duration: 200y\nlimiter: {algorithm: gcra, limit: 1}\nclients: []\n"),
-            "bad.yaml:1:11: duration: '200y' is not a duration (like 10s, 250ms, 1.5m, 2h; never negative)");
+            "bad.yaml:1:11: duration: '200y' is not a duration (like 10s, 250ms, 1.5m, 2h, 1d; never negative)");
   EXPECT_EQ(parse_error("duration: 150w\nlimiter: {algorithm: gcra, limit: 1}\nclients: []\n"),
             "bad.yaml:3:10: clients: expected a non-empty list");
 }
@@ -384,6 +385,16 @@ TEST(SimulateBadScenario, BadLimiter) {
                         "periodic, rate: 1}]\n"),
             "bad.yaml:2:22: limiter.algorithm: unknown algorithm 'bucket' (earrrl, gcra, token_bucket, leaky_bucket, "
             "leaky_queue, fixed_window, sliding_log, sliding_window)");
+}
+
+// A scenario spells booleans as a rules file does (yaml/reader.h): TRUE too, and never yes.
+TEST(SimulateBadScenario, BooleansAsInRulesFiles) {
+  const std::string clients = "clients: [{name: a, pattern: periodic, rate: 1}]\n";
+  const Scenario s = parse_ok("duration: 10s\nlimiter: {algorithm: fixed_window, limit: 1, count_refused: TRUE}\n" +
+                              clients);
+  EXPECT_EQ(s.spec.count_refused, true);
+  EXPECT_EQ(parse_error("duration: 10s\nlimiter: {algorithm: fixed_window, limit: 1, count_refused: yes}\n" + clients),
+            "bad.yaml:2:61: limiter.count_refused: expected true or false");
 }
 
 TEST(SimulateBadScenario, BadClients) {
