@@ -60,8 +60,12 @@ class Nginx:
             f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
                             "server": server_block, "user": "user root;" if os.geteuid() == 0 else ""})
         self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
+                                     stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
+        except AssertionError:
+            self.stop()  # nginx's complaint (a directive it refused, say) is on its stderr
+            raise AssertionError("nginx did not answer: " + self.proc.stderr.read()) from None
 
     def get(self, path, headers=None, conn=None):
         own = conn is None
