@@ -64,8 +64,8 @@ class Nginx:
         try:
             wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
         except AssertionError:
-            self.stop()  # nginx's complaint (a directive it refused, say) is on its stderr
-            raise AssertionError("nginx did not answer: " + self.proc.stderr.read()) from None
+            self.stop()
+            raise AssertionError("nginx did not answer: " + self.stderr) from None
 
     def get(self, path, headers=None, conn=None):
         own = conn is None
@@ -96,6 +96,9 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # What nginx said before its error_log took over its stderr: why it would not start, if it did not.
+        self.stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
