@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/app/redis_remote.h"
+#include "store/redis/remote.h"
 #include "store/redis/scripts.h"
 
 namespace {
@@ -35,7 +35,7 @@ rk::LimitSpec spec_for(rk::Algorithm a, double window_s = 1) {
 }
 
 struct Load {
-  std::shared_ptr<rk::app::RemoteStore> store;
+  std::shared_ptr<rk::store::RemoteStore> store;
   rk::LimitSpec spec;
   int keys = 10000;
   Clock::time_point until;
@@ -53,13 +53,13 @@ struct Load {
       return;
     }
     const auto start = Clock::now();
-    std::vector<rk::app::RemoteOp> ops{{&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
-    store->decide(std::move(ops), rk::Nanos{0}, [this, n, start](std::vector<rk::app::RemoteResult> r) {
+    std::vector<rk::store::RemoteOp> ops{{&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
+    store->decide(std::move(ops), rk::Nanos{0}, [this, n, start](std::vector<rk::store::RemoteResult> r) {
       const double took = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       {
         std::lock_guard lock(mu);
         ++done;
-        failed += r.empty() || r[0].status != rk::app::RemoteResult::Status::kOk;
+        failed += r.empty() || r[0].status != rk::store::RemoteResult::Status::kOk;
         if (us.size() < 5'000'000) us.push_back(took);
       }
       next(n * 6364136223846793005ULL + 1442695040888963407ULL);
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   Load load;
-  load.store = rk::app::make_redis_remote({.url = url, .timeout = std::chrono::seconds(2), .connections = connections});
+  load.store = rk::redis::make_redis_remote({.url = url, .timeout = std::chrono::seconds(2), .connections = connections});
   load.spec = spec_for(*alg, window_s);
   load.keys = keys;
   if (populate > 0) {
@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
       cv.wait(lock, [&] { return outstanding < inflight; });
       ++outstanding;
       lock.unlock();
-      std::vector<rk::app::RemoteOp> ops{{&load.spec, "rk:pop:" + std::to_string(i), 1, false}};
-      load.store->decide(std::move(ops), rk::Nanos{0}, [&](std::vector<rk::app::RemoteResult>) {
+      std::vector<rk::store::RemoteOp> ops{{&load.spec, "rk:pop:" + std::to_string(i), 1, false}};
+      load.store->decide(std::move(ops), rk::Nanos{0}, [&](std::vector<rk::store::RemoteResult>) {
         std::lock_guard l(mu);
         --outstanding;
         cv.notify_all();

@@ -11,13 +11,13 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const auto parsed = rk::api::parse_check_request(body);
-  if (const auto* error = std::get_if<rk::app::RequestError>(&parsed)) {
+  if (const auto* error = std::get_if<rk::service::RequestError>(&parsed)) {
     if (error->message.empty()) __builtin_trap();  // every refusal says why
     const std::string answer = rk::api::error_json(400, error->field, error->message);
     if (answer.empty() || answer.front() != '{') __builtin_trap();
     return 0;
   }
-  const auto& request = std::get<rk::app::CheckRequest>(parsed);
+  const auto& request = std::get<rk::service::CheckRequest>(parsed);
   if (request.hits_addend > 0xFFFFFFFFull) __builtin_trap();  // the request's own is a uint32 in Envoy's API
   return 0;
 }

@@ -107,20 +107,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const auto built = rk::api::build_descriptors(domain, r, options);
-  if (std::holds_alternative<rk::app::RequestError>(built)) {
-    if (std::get<rk::app::RequestError>(built).field.empty()) __builtin_trap();  // an error names its header
+  if (std::holds_alternative<rk::service::RequestError>(built)) {
+    if (std::get<rk::service::RequestError>(built).field.empty()) __builtin_trap();  // an error names its header
     return 0;
   }
-  const rk::app::CheckRequest& request = std::get<rk::app::CheckRequest>(built);
+  const rk::service::CheckRequest& request = std::get<rk::service::CheckRequest>(built);
   if (request.domain != domain.domain || request.descriptors.size() > domain.forward_auth.descriptors.size()) {
     __builtin_trap();
   }
   // The answer, as if every descriptor found had its own limit: names and values come from the request.
-  rk::app::CheckResponse response;
+  rk::service::CheckResponse response;
   std::uint32_t n = 0;
-  for (const rk::app::CheckDescriptor& d : request.descriptors) {
+  for (const rk::service::CheckDescriptor& d : request.descriptors) {
     if (d.entries.empty()) __builtin_trap();
-    rk::app::DescriptorStatus st;
+    rk::service::DescriptorStatus st;
     st.has_limit = true;
     for (const auto& [key, value] : d.entries) st.name += key + "=" + value + " ";
     st.requests_per_unit = 10 + n;
@@ -130,8 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static constexpr std::int64_t kDurations[] = {0, 1, 999'999'999, 1'000'000'001, 3'155'760'000'000'000'000,
                                                    INT64_MAX - 1, INT64_MAX};
     st.duration_until_reset = rk::Nanos{kDurations[(st.name.size() + n) % std::size(kDurations)]};
-    st.code = n % 2 ? rk::app::Code::kOverLimit : rk::app::Code::kOk;
-    if (st.code == rk::app::Code::kOverLimit) response.overall = rk::app::Code::kOverLimit;
+    st.code = n % 2 ? rk::service::Code::kOverLimit : rk::service::Code::kOk;
+    if (st.code == rk::service::Code::kOverLimit) response.overall = rk::service::Code::kOverLimit;
     response.statuses.push_back(std::move(st));
     ++n;
   }

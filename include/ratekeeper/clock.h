@@ -8,6 +8,7 @@
 //   clock->advance(std::chrono::seconds(1));
 #pragma once
 
+#include "ratekeeper/export.h"
 #include <atomic>
 #include <cstdint>
 
@@ -15,20 +16,20 @@
 
 namespace rk {
 
-class Clock {
+class RK_EXPORT Clock {
  public:
   virtual ~Clock() = default;
   // Nanoseconds since this clock's epoch. May go backwards (wall clocks do); every algorithm tolerates that.
   virtual Nanos now() const noexcept = 0;
 };
 
-class SystemClock final : public Clock {
+class RK_EXPORT SystemClock final : public Clock {
  public:
   Nanos now() const noexcept override;
 };
 
 // Thread safety: now(), set() and advance() may be called from any thread.
-class ManualClock final : public Clock {
+class RK_EXPORT ManualClock final : public Clock {
  public:
   explicit ManualClock(Nanos start = Nanos{0}) : ns_(start.count()) {}
   Nanos now() const noexcept override { return Nanos{ns_.load(std::memory_order_acquire)}; }

@@ -9,6 +9,7 @@
 // of the key's state.
 #pragma once
 
+#include "ratekeeper/export.h"
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -20,7 +21,7 @@
 
 namespace rk {
 
-class Limiter {
+class RK_EXPORT Limiter {
  public:
   // clock == nullptr means SystemClock.
   explicit Limiter(const LimitSpec& spec, const StoreOptions& options = {}, std::shared_ptr<const Clock> clock = {});

@@ -15,6 +15,7 @@
 //   for (const auto& e : rk::validate(spec)) std::cerr << e.param << ": " << e.message << "\n";
 #pragma once
 
+#include "ratekeeper/export.h"
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -44,8 +45,8 @@ inline constexpr Algorithm kAllAlgorithms[] = {
 
 // The names used everywhere (CLI, rules, docs): earrrl, gcra, token_bucket, leaky_bucket, leaky_queue,
 // fixed_window, sliding_log, sliding_window.
-std::string_view algorithm_name(Algorithm a);
-std::optional<Algorithm> parse_algorithm(std::string_view name);
+RK_EXPORT std::string_view algorithm_name(Algorithm a);
+RK_EXPORT std::optional<Algorithm> parse_algorithm(std::string_view name);
 
 // Where fixed windows start. kEpoch: every multiple of the window since time 0 (for minutes, hours and days that is
 // also UTC's calendar). kCalendar (fixed_window only, window of 7, 30 or 365 days): weeks start on Monday 00:00 UTC,
@@ -69,10 +70,10 @@ struct ParamError {
 };
 
 // Every problem with the spec, or none. Never throws.
-std::vector<ParamError> validate(const LimitSpec& spec);
+RK_EXPORT std::vector<ParamError> validate(const LimitSpec& spec);
 
 // Thrown by the Limiter constructor for an invalid spec, and by check() for an oversized key.
-class InvalidArgument : public std::invalid_argument {
+class RK_EXPORT InvalidArgument : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };

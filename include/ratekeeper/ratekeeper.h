@@ -22,6 +22,7 @@
 #ifndef RATEKEEPER_RATEKEEPER_H
 #define RATEKEEPER_RATEKEEPER_H
 
+#include "ratekeeper/export.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,33 +75,33 @@ typedef struct rk_stats {
 
 typedef struct rk_limiter rk_limiter;
 
-const char* rk_version(void);
-const char* rk_last_error(void);
+RK_EXPORT const char* rk_version(void);
+RK_EXPORT const char* rk_last_error(void);
 
-void rk_spec_init(rk_spec* spec);
+RK_EXPORT void rk_spec_init(rk_spec* spec);
 
 /* Checks the spec and creates a limiter on the system clock (nanoseconds since the Unix epoch). */
-rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out);
-void rk_limiter_free(rk_limiter* limiter); /* NULL is fine */
+RK_EXPORT rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out);
+RK_EXPORT void rk_limiter_free(rk_limiter* limiter); /* NULL is fine */
 
 /* Decides one attempt of `cost` on the key (key_len bytes; any bytes) and records it. */
-rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
+RK_EXPORT rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
 /* The same at an explicit time, in nanoseconds on the caller's own clock (simulations, tests). */
-rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+RK_EXPORT rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                               rk_decision* out);
 /* What check would answer, recording nothing. */
-rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
+RK_EXPORT rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
                           rk_decision* out);
-rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+RK_EXPORT rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
                              uint64_t cost, rk_decision* out);
 /* Forgets the key; *was_tracked (may be NULL) says whether it was. */
-rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked);
+RK_EXPORT rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked);
 /* Forgets every key whose state is back to fresh at now_ns; *forgotten (may be NULL) counts them. */
-rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten);
-rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
+RK_EXPORT rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten);
+RK_EXPORT rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
 
 /* Checks a spec without making anything: RK_OK, or RK_INVALID_ARGUMENT with rk_last_error() naming the problem. */
-rk_status rk_spec_check(const rk_spec* spec);
+RK_EXPORT rk_status rk_spec_check(const rk_spec* spec);
 
 /* A limit shared by the processes of one host through shared memory (include/ratekeeper/shared.h): the region
  * is memory the caller has mapped shared, such as an nginx shared zone. spec->max_keys and spec->max_key_bytes size
@@ -110,17 +111,17 @@ rk_status rk_spec_check(const rk_spec* spec);
  * lock is released and other shards still work (docs/security.md, "Shared memory"). */
 typedef struct rk_shared rk_shared;
 
-size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards);
-uint64_t rk_shared_keys_that_fit(size_t bytes, uint64_t max_key_bytes, uint64_t shards);
-rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spec* spec, uint64_t shards,
+RK_EXPORT size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards);
+RK_EXPORT uint64_t rk_shared_keys_that_fit(size_t bytes, uint64_t max_key_bytes, uint64_t shards);
+RK_EXPORT rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spec* spec, uint64_t shards,
                               rk_shared** out);
-void rk_shared_free(rk_shared* shared); /* the handle only: the region stays as it is */
-rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
-rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+RK_EXPORT void rk_shared_free(rk_shared* shared); /* the handle only: the region stays as it is */
+RK_EXPORT rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
+RK_EXPORT rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                              rk_decision* out);
-rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+RK_EXPORT rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                             rk_decision* out);
-rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* memory_bytes: the region's size */
+RK_EXPORT rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* memory_bytes: the region's size */
 
 /* The rate-limit HTTP header fields for an answer, formatted as ratekeeper's service formats them (one formatter;
  * docs/service.md, "Rate-limit header fields"): RateLimit-Policy (every limit), RateLimit, X-RateLimit-Limit,
@@ -151,10 +152,10 @@ typedef struct rk_header_field {
 #define RK_HEADER_FIELDS_MAX 6
 
 /* A buffer of this many bytes always holds rk_format_headers's values for these limits. */
-size_t rk_headers_bytes(const rk_header_limit* limits, size_t n_limits);
+RK_EXPORT size_t rk_headers_bytes(const rk_header_limit* limits, size_t n_limits);
 /* Fills fields[0 .. *n_fields) (room for RK_HEADER_FIELDS_MAX), their values written into buf. No limits: no
  * fields. RK_INVALID_ARGUMENT for a NULL pointer or a buf shorter than the values need. */
-rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char* buf, size_t buf_len,
+RK_EXPORT rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char* buf, size_t buf_len,
                             rk_header_field* fields, size_t* n_fields);
 
 /* A key longer than a store's slot, said in RK_KEY_DIGEST_BYTES bytes: SipHash-2-4-128 keyed with a secret seed of
@@ -162,8 +163,8 @@ rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char
  * state the digests name (a new seed names every long key afresh). */
 #define RK_KEY_DIGEST_BYTES 16
 /* A fresh seed from the operating system's random source. */
-rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]);
-rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
+RK_EXPORT rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]);
+RK_EXPORT rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
                         uint8_t out[RK_KEY_DIGEST_BYTES]);
 
 #ifdef __cplusplus

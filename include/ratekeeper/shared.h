@@ -21,6 +21,7 @@
 // that shares the region.
 #pragma once
 
+#include "ratekeeper/export.h"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,7 +46,7 @@ struct SharedOptions {
 
 // A region whose contents break the store's invariants (an index out of range, a bucket chain that loops): some
 // process wrote into it what ratekeeper never writes. The shard's lock is released; other shards still work.
-class SharedRegionCorrupt : public std::runtime_error {
+class RK_EXPORT SharedRegionCorrupt : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -58,7 +59,7 @@ struct SharedStats {
   std::size_t region_bytes = 0;
 };
 
-class SharedLimiter {
+class RK_EXPORT SharedLimiter {
  public:
   // A new region in anonymous shared memory, shared with every process this one forks after the call.
   static SharedLimiter anonymous(const LimitSpec& spec, const SharedOptions& options = {},

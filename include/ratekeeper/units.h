@@ -8,6 +8,7 @@
 //   rk::format_seconds(rk::Nanos{1'500'000'000}) -> "1.5"
 #pragma once
 
+#include "ratekeeper/export.h"
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -23,16 +24,16 @@ inline constexpr Nanos kNever = Nanos::max();
 
 // Parses "<decimal><unit>" (units ns, us, ms, s, m, h, d, w). A bare number is seconds. Rejects negative values,
 // garbage and values beyond ~292 years; returns nullopt for those.
-std::optional<Nanos> parse_duration(std::string_view text);
+RK_EXPORT std::optional<Nanos> parse_duration(std::string_view text);
 
 // Parses a decimal number of seconds ("12", "0.25", "-3.000000001") exactly to nanoseconds (at most 9 decimals).
-std::optional<Nanos> parse_seconds(std::string_view text);
+RK_EXPORT std::optional<Nanos> parse_seconds(std::string_view text);
 
 // Seconds with up to 9 decimals and no trailing zeros: 1.5, 0.000000001, 12.
-std::string format_seconds(Nanos d);
+RK_EXPORT std::string format_seconds(Nanos d);
 
 // Seconds as double; Nanos from seconds, rounded up and saturated to [Nanos::min(), Nanos::max()] (NaN -> 0).
-double to_seconds(Nanos d);
-Nanos nanos_from_seconds_ceil(double seconds);
+RK_EXPORT double to_seconds(Nanos d);
+RK_EXPORT Nanos nanos_from_seconds_ceil(double seconds);
 
 }  // namespace rk

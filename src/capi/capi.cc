@@ -14,7 +14,7 @@
 #include "headers/rate_limit_headers.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/shared.h"
-#include "store/key_digest.h"
+#include "store/memory/key_digest.h"
 
 struct rk_limiter {
   explicit rk_limiter(rk::Limiter l) : limiter(std::move(l)) {}

@@ -1,5 +1,7 @@
 #include "rules/ruleset.h"
 
+#include "store/memory/key_digest.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -67,7 +69,7 @@ struct Builder {
       if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
         rule->identity = domain.domain + "\n" + identity + "\n" +
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);
-        rule->store_prefix = "rk:" + content_hash(rule->identity) + ":";
+        rule->store_prefix = "rk:" + store::content_hash(rule->identity) + ":";
         rule->limiter = reuse(rule->identity);
         if (!rule->limiter) rule->limiter = std::make_shared<Limiter>(d.rate_limit->spec, store, options.clock);
       }
@@ -184,17 +186,6 @@ bool wildcard_match(std::string_view pattern, std::string_view value) {
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
-}
-
-std::string content_hash(std::string_view text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 }  // namespace rk::rules

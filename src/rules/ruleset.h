@@ -93,7 +93,5 @@ void append_key_part(std::string& key, std::string_view value);
 // '*' matches any run of characters (also none); everything else matches itself.
 bool wildcard_match(std::string_view pattern, std::string_view value);
 
-// A stable hash of rules text, as 16 hex digits (FNV-1a).
-std::string content_hash(std::string_view text);
 
 }  // namespace rk::rules

@@ -27,7 +27,7 @@
 #include "ratekeeper/ratekeeper.h"
 #include "ratekeeper/shared.h"
 #include "redis/redis_process.h"
-#include "server/app/redis_remote.h"
+#include "store/redis/remote.h"
 
 #ifndef RK_DIFF_DEFAULT_CASES
 #define RK_DIFF_DEFAULT_CASES 2000
@@ -176,18 +176,18 @@ Decision from_c(const rk_decision& d) {
 // The real redis-server and the remote store the service uses, with the caller's clock.
 class Redis {
  public:
-  Redis() : store_(app::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})) {}
+  Redis() : store_(redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})) {}
   ~Redis() { store_->close(); }
-  app::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek) {
-    std::promise<app::RemoteResult> p;
+  store::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek) {
+    std::promise<store::RemoteResult> p;
     auto f = p.get_future();
-    store_->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<app::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
+    store_->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
     return f.get();
   }
 
  private:
   redis_test::RedisProcess process_;
-  std::shared_ptr<app::RemoteStore> store_;
+  std::shared_ptr<store::RemoteStore> store_;
 };
 
 // One case's stores, made from its spec. A store that cannot hold the spec is absent (and why is checked).
@@ -394,15 +394,15 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           auto& w = written[static_cast<std::size_t>(s.key)];
           const std::string rkey = "rk:diff:" + std::to_string(c.seed) + ":" + key;
           const auto sent = std::chrono::steady_clock::now();
-          app::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek);
+          store::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek);
           const auto got_at = std::chrono::steady_clock::now();
           // Redis expires a key px ms after the write by its own clock, which does not follow the trace's: when
           // that may have come before the trace reached the state's reset, a difference on this key is the test's.
           if (w && s.t_ns < w->fresh_at_ns && got_at - w->sent >= std::chrono::milliseconds(w->px_ms)) {
             maybe_expired[static_cast<std::size_t>(s.key)] = true;
           }
-          if (r.status != app::RemoteResult::Status::kOk) {
-            error = std::string(r.status == app::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
+          if (r.status != store::RemoteResult::Status::kOk) {
+            error = std::string(r.status == store::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
           }
           got = r.decision;
           if (error.empty() && !s.peek) {

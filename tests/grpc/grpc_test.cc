@@ -41,7 +41,7 @@ class GrpcTest : public ::testing::Test {
     std::ofstream(dir_ / "edge.yaml") << kRules;
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
-    service_ = std::make_unique<app::Service>(*reloader_, clock_);
+    service_ = std::make_unique<service::Service>(*reloader_, clock_);
     server_ = std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
                                            GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
     server_->start();
@@ -77,7 +77,7 @@ class GrpcTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'000'000'000});
   std::unique_ptr<rules::Reloader> reloader_;
-  std::unique_ptr<app::Service> service_;
+  std::unique_ptr<service::Service> service_;
   std::unique_ptr<GrpcServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::RateLimitService::Stub> stub_;

@@ -497,10 +497,8 @@ class NginxTest(unittest.TestCase):
         conf = (conf.replace("127.0.0.1:8080", "127.0.0.1:%d" % server.http_port)
                     .replace("127.0.0.1:8000", "127.0.0.1:%d" % upstream.server_address[1])
                     .replace("127.0.0.1:8888", "127.0.0.1:%d" % self.nginx_port)
-                    .replace("/tmp/ratekeeper-nginx.pid", os.path.join(nginx_dir, "nginx.pid"))
                     .replace("/v1/auth/edge", "/v1/auth/api"))
-        conf = "daemon off;\n" + conf.replace("http {", "http {\n  client_body_temp_path %s/body;\n"
-                                                    "  proxy_temp_path %s/proxy;" % (nginx_dir, nginx_dir), 1)
+        conf = "daemon off;\n" + conf  # its pid and temporary files are relative to -p nginx_dir
         conf_path = os.path.join(nginx_dir, "nginx.conf")
         with open(conf_path, "w") as f:
             f.write(conf)

@@ -11,9 +11,10 @@
 #include <set>
 #include <thread>
 
+#include "store/memory/key_digest.h"
 #include "redis_process.h"
 #include "rules/ruleset.h"
-#include "server/app/redis_remote.h"
+#include "store/redis/remote.h"
 #include "store/redis/client.h"
 #include "store/redis/scripts.h"
 
@@ -140,16 +141,16 @@ TEST(RedisSlots, Crc16HashTagsAndSha1AgainstPublishedVectors) {
 // {...}), so clients could pile their keys onto one node. Every key now leads with its own tag, a digest of it.
 TEST(RedisKeys, EachKeyHasItsOwnHashTagThatNoValueCanChoose) {
   const std::string key = "rk:0123456789abcdef:4:user5:alice";
-  const std::string tagged = app::redis_key(key);
-  EXPECT_EQ(tagged, "rk:{" + rules::content_hash(key) + "}:0123456789abcdef:4:user5:alice");
-  EXPECT_EQ(app::redis_key(key), tagged);  // the same on every server
-  EXPECT_EQ(key_slot(tagged), crc16(rules::content_hash(key)) & 16383);
-  EXPECT_EQ(app::redis_key("plain"), "rk:{" + rules::content_hash("plain") + "}:plain");
+  const std::string tagged = redis::redis_key(key);
+  EXPECT_EQ(tagged, "rk:{" + store::content_hash(key) + "}:0123456789abcdef:4:user5:alice");
+  EXPECT_EQ(redis::redis_key(key), tagged);  // the same on every server
+  EXPECT_EQ(key_slot(tagged), crc16(store::content_hash(key)) & 16383);
+  EXPECT_EQ(redis::redis_key("plain"), "rk:{" + store::content_hash("plain") + "}:plain");
   std::set<std::uint16_t> slots;
   for (int i = 0; i < 1000; ++i) {
     const std::string hostile = "rk:0123456789abcdef:4:user:{same}" + std::to_string(i);
     ASSERT_EQ(key_slot(hostile), key_slot("{same}"));  // the attack, without our tag: one slot for all
-    slots.insert(key_slot(app::redis_key(hostile)));
+    slots.insert(key_slot(redis::redis_key(hostile)));
   }
   EXPECT_GT(slots.size(), 900u);  // 1000 keys over 16384 slots: a few share one by chance
 }

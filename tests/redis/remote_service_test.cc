@@ -14,11 +14,11 @@
 #include <random>
 #include <thread>
 
-#include "server/app/redis_remote.h"
-#include "server/app/service.h"
+#include "store/redis/remote.h"
+#include "service/service.h"
 #include "redis_process.h"
 
-namespace rk::app {
+namespace rk::service {
 namespace {
 
 using namespace std::chrono_literals;
@@ -40,7 +40,7 @@ class RemoteService : public ::testing::Test {
     if (remote_) remote_->close();
   }
 
-  Service& make(const std::string& rules, std::shared_ptr<RemoteStore> remote, std::optional<rules::FailurePolicy> policy = {}) {
+  Service& make(const std::string& rules, std::shared_ptr<store::RemoteStore> remote, std::optional<rules::FailurePolicy> policy = {}) {
     auto e = std::make_unique<Env>();
     e->dir = std::filesystem::temp_directory_path() /
              ("rk-remote-" + std::to_string(::getpid()) + "-" + std::to_string(envs_.size()));
@@ -56,8 +56,8 @@ class RemoteService : public ::testing::Test {
     return *envs_.back()->service;
   }
 
-  std::shared_ptr<RemoteStore> remote(const std::string& url, Nanos timeout = 200ms) {
-    remote_ = make_redis_remote({.url = url, .caller_clock = true, .timeout = timeout});
+  std::shared_ptr<store::RemoteStore> remote(const std::string& url, Nanos timeout = 200ms) {
+    remote_ = redis::make_redis_remote({.url = url, .caller_clock = true, .timeout = timeout});
     return remote_;
   }
 
@@ -76,7 +76,7 @@ class RemoteService : public ::testing::Test {
   }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'123'456'789});
-  std::shared_ptr<RemoteStore> remote_;
+  std::shared_ptr<store::RemoteStore> remote_;
   std::vector<std::unique_ptr<Env>> envs_;
 };
 
@@ -249,7 +249,7 @@ TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
   RedisProcess redis;
   const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "
                             "algorithm: earrrl, half_life: 2s}\n";
-  auto near_store = make_redis_remote(
+  auto near_store = redis::make_redis_remote(
       {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
   Service& near = make(rules, near_store);
   Service& plain = make(rules, remote(redis.url(), 500ms));
@@ -290,7 +290,7 @@ TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
 TEST_F(RemoteService, TheTokenQuotaCheckAnswersInRedisAndTheNearCacheAsInMemory) {
   RedisProcess redis;
   auto plain_store = remote(redis.url(), 500ms);
-  auto near_store = make_redis_remote(
+  auto near_store = redis::make_redis_remote(
       {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
   for (std::size_t a = 0; a < std::size(kRuleFor); ++a) {
     const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(kRuleFor[a]) + "\n";
@@ -317,4 +317,4 @@ TEST_F(RemoteService, TheTokenQuotaCheckAnswersInRedisAndTheNearCacheAsInMemory)
 }
 
 }  // namespace
-}  // namespace rk::app
+}  // namespace rk::service

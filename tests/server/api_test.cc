@@ -9,18 +9,18 @@
 namespace rk::api {
 namespace {
 
-app::RequestError bad(std::string_view body) {
+service::RequestError bad(std::string_view body) {
   auto v = parse_check_request(body);
-  EXPECT_TRUE(std::holds_alternative<app::RequestError>(v)) << body;
-  return std::holds_alternative<app::RequestError>(v) ? std::get<app::RequestError>(v) : app::RequestError{};
+  EXPECT_TRUE(std::holds_alternative<service::RequestError>(v)) << body;
+  return std::holds_alternative<service::RequestError>(v) ? std::get<service::RequestError>(v) : service::RequestError{};
 }
 
 TEST(CheckJson, ParsesSnakeAndCamelCase) {
   auto v = parse_check_request(R"({"domain":"edge","hitsAddend":3,"descriptors":[
       {"entries":[{"key":"remote_address","value":"10.0.0.1"},{"key":"path"}],"hits_addend":"7",
        "limit":{"requestsPerUnit":5,"unit":"minute"}}]})");
-  ASSERT_TRUE(std::holds_alternative<app::CheckRequest>(v));
-  const auto& r = std::get<app::CheckRequest>(v);
+  ASSERT_TRUE(std::holds_alternative<service::CheckRequest>(v));
+  const auto& r = std::get<service::CheckRequest>(v);
   EXPECT_EQ(r.domain, "edge");
   EXPECT_EQ(r.hits_addend, 3u);
   ASSERT_EQ(r.descriptors.size(), 1u);
@@ -53,10 +53,10 @@ TEST(CheckJson, EachKindOfBadBody) {
 }
 
 TEST(CheckJson, ResponseShape) {
-  app::CheckResponse r;
-  r.overall = app::Code::kOverLimit;
-  app::DescriptorStatus st;
-  st.code = app::Code::kOverLimit;
+  service::CheckResponse r;
+  r.overall = service::Code::kOverLimit;
+  service::DescriptorStatus st;
+  st.code = service::Code::kOverLimit;
   st.has_limit = true;
   st.name = "per_ip";
   st.requests_per_unit = 10;
@@ -65,7 +65,7 @@ TEST(CheckJson, ResponseShape) {
   st.duration_until_reset = Nanos{1'500'000'000};
   st.retry_after = Nanos{1'500'000'000};
   r.statuses.push_back(st);
-  r.statuses.push_back(app::DescriptorStatus{});
+  r.statuses.push_back(service::DescriptorStatus{});
   EXPECT_EQ(check_response_json(r),
             R"({"overall_code":"OVER_LIMIT","statuses":[{"algorithm":"fixed_window","code":"OVER_LIMIT",)"
             R"("current_limit":{"name":"per_ip","requests_per_unit":10,"unit":"MINUTE"},)"
@@ -104,7 +104,7 @@ rules::Cidr cidr(const std::uint8_t v4[4], int prefix) {
 std::string ip_or_error(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted, ProxyKind kind,
                         ClientPrefixes prefixes = {}) {
   auto v = client_ip(r, trusted, {.proxy = kind, .prefixes = prefixes});
-  if (auto* e = std::get_if<app::RequestError>(&v)) return "error " + e->field + ": " + e->message;
+  if (auto* e = std::get_if<service::RequestError>(&v)) return "error " + e->field + ": " + e->message;
   return std::get<std::string>(v);
 }
 
@@ -194,18 +194,18 @@ rules::DomainConfig edge_domain() {
   return d;
 }
 
-app::CheckRequest built(const rules::DomainConfig& d, const ProxiedRequest& r, ForwardAuthOptions o = {}) {
+service::CheckRequest built(const rules::DomainConfig& d, const ProxiedRequest& r, ForwardAuthOptions o = {}) {
   auto v = build_descriptors(d, r, o);
-  EXPECT_TRUE(std::holds_alternative<app::CheckRequest>(v))
-      << std::get<app::RequestError>(v).field << ": " << std::get<app::RequestError>(v).message;
-  return std::holds_alternative<app::CheckRequest>(v) ? std::get<app::CheckRequest>(v) : app::CheckRequest{};
+  EXPECT_TRUE(std::holds_alternative<service::CheckRequest>(v))
+      << std::get<service::RequestError>(v).field << ": " << std::get<service::RequestError>(v).message;
+  return std::holds_alternative<service::CheckRequest>(v) ? std::get<service::CheckRequest>(v) : service::CheckRequest{};
 }
 
 TEST(ForwardAuth, BuildsDescriptorsFromTheRequest) {
   const rules::DomainConfig d = edge_domain();
   FakeRequest r;
   r.headers.emplace("x-api-key", "k-123");
-  app::CheckRequest req = built(d, r.view("192.0.2.4", "/v1/users/42?page=3&x=1", "POST"));
+  service::CheckRequest req = built(d, r.view("192.0.2.4", "/v1/users/42?page=3&x=1", "POST"));
   ASSERT_EQ(req.descriptors.size(), 3u);
   EXPECT_EQ(req.descriptors[0].entries[0].second, "192.0.2.4");
   EXPECT_EQ(req.descriptors[1].entries[0].second, "k-123");
@@ -250,8 +250,8 @@ TEST(ForwardAuth, EachProxyKindsUriAndMethodHeadersAndOnlyThose) {
   only_client.headers.emplace("X-Forwarded-Method", "GET");
   only_client.headers.emplace("X-Forwarded-Host", "h");
   auto v = build_descriptors(d, only_client.view("127.0.0.1"), {.proxy = ProxyKind::kTraefik});
-  ASSERT_TRUE(std::holds_alternative<app::RequestError>(v));
-  EXPECT_EQ(std::get<app::RequestError>(v).field, "X-Forwarded-Uri");
+  ASSERT_TRUE(std::holds_alternative<service::RequestError>(v));
+  EXPECT_EQ(std::get<service::RequestError>(v).field, "X-Forwarded-Uri");
 }
 
 // The attack of issue 19: with /login limited, other spellings of /login were other keys.
@@ -272,17 +272,17 @@ TEST(ForwardAuth, PathVariantsGiveThePathsOwnValue) {
 }
 
 TEST(ForwardAuth, AnswerHeadersAndProblemBody) {
-  app::CheckResponse r;
-  r.overall = app::Code::kOverLimit;
-  app::DescriptorStatus over;
-  over.code = app::Code::kOverLimit;
+  service::CheckResponse r;
+  r.overall = service::Code::kOverLimit;
+  service::DescriptorStatus over;
+  over.code = service::Code::kOverLimit;
   over.has_limit = true;
   over.name = "per \"ip\"";
   over.requests_per_unit = 10;
   over.window = std::chrono::minutes(1);
   over.duration_until_reset = Nanos{2'100'000'000};
-  app::DescriptorStatus ok = over;
-  ok.code = app::Code::kOk;
+  service::DescriptorStatus ok = over;
+  ok.code = service::Code::kOk;
   ok.name = "daily";
   ok.requests_per_unit = 1000;
   ok.window = std::chrono::hours(24);
@@ -303,7 +303,7 @@ TEST(ForwardAuth, AnswerHeadersAndProblemBody) {
   EXPECT_EQ(a.body,
             R"({"detail":"Rate limit exceeded; retry in 3 s.","status":429,"title":"Too Many Requests",)"
             R"("type":"https://iana.org/assignments/http-problem-types#quota-exceeded","violated-policies":["per \"ip\""]})");
-  r.overall = app::Code::kOk;
+  r.overall = service::Code::kOk;
   r.statuses = {ok};
   const AuthAnswer allowed = auth_answer(r, 429);
   EXPECT_EQ(allowed.status, 200);

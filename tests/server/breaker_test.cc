@@ -1,9 +1,9 @@
 // The circuit breaker on a manual clock: when it opens, when it probes, how its wait grows and resets.
 #include <gtest/gtest.h>
 
-#include "server/app/remote.h"
+#include "service/breaker.h"
 
-namespace rk::app {
+namespace rk::service {
 namespace {
 
 using namespace std::chrono_literals;
@@ -78,4 +78,4 @@ TEST_F(Breaker, LateFailuresOfCallsLetThroughBeforeItOpenedDoNotExtendIt) {
 }
 
 }  // namespace
-}  // namespace rk::app
+}  // namespace rk::service

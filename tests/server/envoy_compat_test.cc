@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "core/registry.h"
-#include "server/app/service.h"
+#include "service/service.h"
 
-namespace rk::app {
+namespace rk::service {
 namespace {
 
 using namespace std::chrono_literals;
@@ -220,4 +220,4 @@ TEST_F(EnvoyCompat, ConfigTestLimitOverrideNoMatchingDomain) {
 }
 
 }  // namespace
-}  // namespace rk::app
+}  // namespace rk::service

@@ -8,6 +8,7 @@
 
 #include "rules/parse.h"
 #include "rules/reloader.h"
+#include "store/memory/key_digest.h"
 
 namespace rk::rules {
 namespace {
@@ -48,7 +49,7 @@ std::shared_ptr<const RuleSet> build(const std::string& text, const RuleSet* pre
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
   std::vector<DomainConfig> domains;
   domains.push_back(std::move(d));
-  return RuleSet::build(std::move(domains), previous, BuildOptions{}, content_hash(text));
+  return RuleSet::build(std::move(domains), previous, BuildOptions{}, store::content_hash(text));
 }
 
 Match match(const RuleSet& set, std::initializer_list<Entry> entries) {

@@ -19,10 +19,10 @@ std::string header(const AuthAnswer& a, const std::string& name) {
 }
 
 TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
-  app::CheckResponse r;
-  r.overall = app::Code::kOverLimit;
-  app::DescriptorStatus st;
-  st.code = app::Code::kOverLimit;
+  service::CheckResponse r;
+  r.overall = service::Code::kOverLimit;
+  service::DescriptorStatus st;
+  st.code = service::Code::kOverLimit;
   st.has_limit = true;
   st.name = "per_client";
   st.requests_per_unit = 5;
@@ -44,10 +44,10 @@ TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
 // A blocked rule (requests_per_unit 0) never passes: t is its window's end, as Envoy reports it, and Retry-After
 // says never (docs/service.md, "Rate-limit header fields").
 TEST(SaturatedReset, BlockedRuleSaysNeverInRetryAfter) {
-  app::CheckResponse r;
-  r.overall = app::Code::kOverLimit;
-  app::DescriptorStatus st;
-  st.code = app::Code::kOverLimit;
+  service::CheckResponse r;
+  r.overall = service::Code::kOverLimit;
+  service::DescriptorStatus st;
+  st.code = service::Code::kOverLimit;
   st.has_limit = true;
   st.name = "blocked";
   st.window = Nanos{60'000'000'000};

@@ -1,4 +1,4 @@
-#include "server/app/service.h"
+#include "service/service.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <unistd.h>
 
-namespace rk::app {
+namespace rk::service {
 namespace {
 
 using namespace std::chrono_literals;
@@ -338,4 +338,4 @@ TEST_F(ServiceTest, EachKindOfBadRequest) {
 }
 
 }  // namespace
-}  // namespace rk::app
+}  // namespace rk::service

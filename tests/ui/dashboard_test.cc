@@ -9,13 +9,13 @@
 #include <string>
 
 #include "server/api/routes.h"
-#include "server/ui/dashboard.h"
-#include "server/ui/hot_keys.h"
-#include "server/ui/redact.h"
-#include "server/ui/tracker.h"
-#include "server/ui/what_if.h"
+#include "dashboard/dashboard.h"
+#include "dashboard/hot_keys.h"
+#include "dashboard/redact.h"
+#include "dashboard/tracker.h"
+#include "dashboard/what_if.h"
 
-namespace rk::ui {
+namespace rk::dashboard {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,15 +111,15 @@ class DashboardTest : public ::testing::Test {
     std::ofstream(dir_ / "edge.yaml") << kRules;
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
-    service_ = std::make_unique<app::Service>(*reloader_, clock_, app::ServiceOptions{.observer = tracker_});
+    service_ = std::make_unique<service::Service>(*reloader_, clock_, service::ServiceOptions{.observer = tracker_});
     hooks_.tracker = tracker_;
     hooks_.bad_request = [this](std::string_view, std::string_view) { ++bad_requests_; };
     admin_ = api::admin_routes(*service_, hooks_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  app::CheckResult check(const std::string& key, const std::string& value) {
-    app::CheckRequest r{.domain = "edge"};
+  service::CheckResult check(const std::string& key, const std::string& value) {
+    service::CheckRequest r{.domain = "edge"};
     r.descriptors.push_back({.entries = {{key, value}}});
     return service_->check(r);
   }
@@ -166,7 +166,7 @@ class DashboardTest : public ::testing::Test {
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(1000s);
   std::shared_ptr<Tracker> tracker_ = std::make_shared<Tracker>();
   std::unique_ptr<rules::Reloader> reloader_;
-  std::unique_ptr<app::Service> service_;
+  std::unique_ptr<service::Service> service_;
   api::Hooks hooks_;
   http::Handler admin_;
   int bad_requests_ = 0;
@@ -189,7 +189,7 @@ TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
 }
 
 TEST_F(DashboardTest, DryRunsAreNotCounted) {
-  app::CheckRequest r{.domain = "edge"};
+  service::CheckRequest r{.domain = "edge"};
   r.descriptors.push_back({.entries = {{"user", "ann"}}});
   service_->dry_run(r);
   const json doc = json::parse(call("GET", "/v1/admin/rates").body);
@@ -225,7 +225,7 @@ TEST_F(DashboardTest, ReadingHotKeysChangesNoState) {
   EXPECT_EQ(json::parse(call("GET", "/v1/admin/rates").body)["rules"],
             json::parse(call("GET", "/v1/admin/rates").body)["rules"]);
   // The key's own state: one more check is the third of two a minute, whatever was read meanwhile.
-  EXPECT_EQ(std::get<app::CheckResponse>(check("user", "bob")).overall, app::Code::kOverLimit);
+  EXPECT_EQ(std::get<service::CheckResponse>(check("user", "bob")).overall, service::Code::kOverLimit);
   EXPECT_EQ(rule(json::parse(call("GET", "/v1/admin/rates").body), "user")["over_limit"], 2);
 }
 
@@ -361,8 +361,8 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
 // The attack of issue 19: a page on another site, or a DNS name rebound to 127.0.0.1, drove the admin listener
 // through the visitor's browser: a text/plain POST (no CORS preflight) reset limits, and hot keys were readable.
 TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
-  ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(check("user", "mallory")));
-  ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(check("user", "mallory")));
+  ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(check("user", "mallory")));
+  ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(check("user", "mallory")));
   const std::string reset = R"({"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"mallory"}]}]})";
   auto refused = [&](const http::Response& res, int status, std::string_view field) {
     EXPECT_EQ(res.status, status) << res.body;
@@ -385,9 +385,9 @@ TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
   refused(call("GET", "/metrics", "", "", {{"Host", "localhost.evil.example"}}), 403, "Host");
   // None of it reset anything: mallory's two are still counted.
   const auto peek = [&] {
-    app::CheckRequest r{.domain = "edge"};
+    service::CheckRequest r{.domain = "edge"};
     r.descriptors.push_back({.entries = {{"user", "mallory"}}});
-    return std::get<app::CheckResponse>(service_->dry_run(r)).statuses[0].limit_remaining;
+    return std::get<service::CheckResponse>(service_->dry_run(r)).statuses[0].limit_remaining;
   };
   EXPECT_EQ(peek(), 0u);
   // Its own names pass: IP literals, localhost names, the same origin, and JSON as the page sends it.
@@ -438,9 +438,9 @@ forward_auth:
   for (const auto& [key, value] : {std::pair{"api_key", "sk_live_SECRET"},
                                    std::pair{"caller", "Bearer eyJhbGciOi.secret"},
                                    std::pair{"remote_address", "203.0.113.7"}}) {
-    app::CheckRequest r{.domain = "auth"};
+    service::CheckRequest r{.domain = "auth"};
     r.descriptors.push_back({.entries = {{key, value}}});
-    ASSERT_TRUE(std::holds_alternative<app::CheckResponse>(service_->check(r)));
+    ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(service_->check(r)));
   }
   const auto res = call("GET", "/v1/admin/hot-keys", "domain=auth");
   ASSERT_EQ(res.status, 200) << res.body;
@@ -465,4 +465,4 @@ TEST(WhatIf, StopsAtItsTimeBound) {
 }
 
 }  // namespace
-}  // namespace rk::ui
+}  // namespace rk::dashboard

@@ -9,12 +9,15 @@
 #include <map>
 #include <sstream>
 
-#include "cli/scenario.h"
 #include "cli/simulate.h"
-#include "cli/traffic.h"
+#include "sim/scenario.h"
+#include "sim/simulate.h"
+#include "sim/traffic.h"
 
-namespace rk::cli {
+namespace rk::sim {
 namespace {
+
+using cli::run_simulate;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -410,4 +413,4 @@ TEST(SimulateBadScenario, NotYamlOrNoFile) {
 }
 
 }  // namespace
-}  // namespace rk::cli
+}  // namespace rk::sim

@@ -63,10 +63,10 @@ std::uint64_t uint_at(const json& v, const std::string& at, std::uint64_t max) {
   return n;
 }
 
-app::CheckRequest from_json(const json& j) {
+service::CheckRequest from_json(const json& j) {
   if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
   only_fields(j, "", {"domain", "descriptors", "hits_addend", "hitsAddend"});
-  app::CheckRequest r;
+  service::CheckRequest r;
   if (const json* d = field(j, "domain", "")) r.domain = string_at(*d, "domain");
   if (const json* h = field(j, "hits_addend", "hitsAddend")) r.hits_addend = uint_at(*h, "hits_addend", 0xFFFFFFFFull);
   const json* ds = field(j, "descriptors", "");
@@ -77,7 +77,7 @@ app::CheckRequest from_json(const json& j) {
     const std::string at = "descriptors[" + std::to_string(i) + "]";
     if (!d.is_object()) throw Bad{at, "must be an object"};
     only_fields(d, at, {"entries", "hits_addend", "hitsAddend", "limit"});
-    app::CheckDescriptor desc;
+    service::CheckDescriptor desc;
     if (const json* es = field(d, "entries", "")) {
       if (!es->is_array()) throw Bad{at + ".entries", "must be a list"};
       for (std::size_t k = 0; k < es->size(); ++k) {
@@ -98,7 +98,7 @@ app::CheckRequest from_json(const json& j) {
       const std::string lat = at + ".limit";
       if (!l->is_object()) throw Bad{lat, "must be an object"};
       only_fields(*l, lat, {"requests_per_unit", "requestsPerUnit", "unit"});
-      app::LimitOverride o;
+      service::LimitOverride o;
       const json* rpu = field(*l, "requests_per_unit", "requestsPerUnit");
       if (!rpu) throw Bad{lat + ".requests_per_unit", "missing"};
       o.requests_per_unit = static_cast<std::uint32_t>(uint_at(*rpu, lat + ".requests_per_unit", 0xFFFFFFFFull));
@@ -138,22 +138,22 @@ std::string proto_duration(Nanos d) {
   return s + "s";
 }
 
-std::variant<app::CheckRequest, app::RequestError> parse_check_request(std::string_view body) {
+std::variant<service::CheckRequest, service::RequestError> parse_check_request(std::string_view body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return app::RequestError{"", "the body is not valid JSON"};
+  if (j.is_discarded()) return service::RequestError{"", "the body is not valid JSON"};
   try {
     return from_json(j);
   } catch (const Bad& b) {
-    return app::RequestError{b.field, b.message};
+    return service::RequestError{b.field, b.message};
   } catch (const json::exception& e) {
-    return app::RequestError{"", std::string("unreadable: ") + e.what()};
+    return service::RequestError{"", std::string("unreadable: ") + e.what()};
   }
 }
 
-std::string check_response_json(const app::CheckResponse& r) {
+std::string check_response_json(const service::CheckResponse& r) {
   json statuses = json::array();
-  for (const app::DescriptorStatus& st : r.statuses) {
-    json s = {{"code", app::code_name(st.code)}, {"limit_remaining", st.limit_remaining}};
+  for (const service::DescriptorStatus& st : r.statuses) {
+    json s = {{"code", service::code_name(st.code)}, {"limit_remaining", st.limit_remaining}};
     if (st.has_limit) {
       json limit = {{"requests_per_unit", st.requests_per_unit},
                     {"unit", st.unit ? upper(rules::unit_name(*st.unit)) : "UNKNOWN"}};
@@ -174,7 +174,7 @@ std::string check_response_json(const app::CheckResponse& r) {
     if (st.estimate) s["estimate"] = *st.estimate;
     statuses.push_back(std::move(s));
   }
-  json out = {{"overall_code", app::code_name(r.overall)}, {"statuses", std::move(statuses)}};
+  json out = {{"overall_code", service::code_name(r.overall)}, {"statuses", std::move(statuses)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -12,14 +12,14 @@
 #include <string_view>
 #include <variant>
 
-#include "server/app/service.h"
+#include "service/service.h"
 
 namespace rk::api {
 
 // Parses a check request; a RequestError names the JSON path of what is wrong.
-std::variant<app::CheckRequest, app::RequestError> parse_check_request(std::string_view body);
+std::variant<service::CheckRequest, service::RequestError> parse_check_request(std::string_view body);
 
-std::string check_response_json(const app::CheckResponse& response);
+std::string check_response_json(const service::CheckResponse& response);
 
 // {"error": {"code": <status>, "field": ..., "message": ...}}
 std::string error_json(int status, std::string_view field, std::string_view message);

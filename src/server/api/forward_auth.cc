@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "headers/rate_limit_headers.h"
+#include "service/response_headers.h"
 
 namespace rk::api {
 
@@ -64,7 +65,7 @@ std::string shown(std::string_view v) {
   return "'" + std::string(v.substr(0, 64)) + (v.size() > 64 ? "...'" : "'");
 }
 
-app::RequestError not_an_address(std::string_view header, std::string_view value) {
+service::RequestError not_an_address(std::string_view header, std::string_view value) {
   return {std::string(header), shown(value) + " is not an IP address; the client is not guessed from anything else"};
 }
 
@@ -74,18 +75,18 @@ bool is_trusted(const IpAddress& a, const std::vector<rules::Cidr>& trusted) {
 
 // The one value of a header the proxy sets. Missing means the proxy is not the kind configured; repeated means a
 // client's copy got past it: either way, nothing in it can be believed.
-std::variant<std::string_view, app::RequestError> proxy_header(const ProxiedRequest& r, std::string_view name,
+std::variant<std::string_view, service::RequestError> proxy_header(const ProxiedRequest& r, std::string_view name,
                                                                const KindHeaders& kind) {
   const auto values = r.headers(name);
   if (values.size() == 1) return values.front();
-  return app::RequestError{std::string(name), values.empty() ? "missing, though the " + std::string(kind.name) +
+  return service::RequestError{std::string(name), values.empty() ? "missing, though the " + std::string(kind.name) +
                                                                    " proxy sets it"
                                                              : std::to_string(values.size()) + " values, though the " +
                                                                    std::string(kind.name) + " proxy sets one"};
 }
 
 // Right to left: the first address a trusted proxy did not add is the client; when all are trusted, the first.
-std::variant<IpAddress, app::RequestError> from_chain(const ProxiedRequest& r, std::string_view header,
+std::variant<IpAddress, service::RequestError> from_chain(const ProxiedRequest& r, std::string_view header,
                                                       const std::vector<rules::Cidr>& trusted) {
   std::vector<std::string_view> hops;
   for (std::string_view value : r.headers(header)) {
@@ -96,7 +97,7 @@ std::variant<IpAddress, app::RequestError> from_chain(const ProxiedRequest& r, s
       value.remove_prefix(comma + 1);
     }
   }
-  if (hops.empty()) return app::RequestError{std::string(header), "missing, though the proxy sets it"};
+  if (hops.empty()) return service::RequestError{std::string(header), "missing, though the proxy sets it"};
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
     const auto a = parse_ip(*it);
     if (!a) return not_an_address(header, *it);
@@ -107,7 +108,7 @@ std::variant<IpAddress, app::RequestError> from_chain(const ProxiedRequest& r, s
 
 // The proxied request's method, URI or host: from the proxy's header when the peer is a trusted proxy of a kind
 // that sets one, else the auth request's own.
-std::variant<std::string_view, app::RequestError> original(const ProxiedRequest& r, bool trusted_peer,
+std::variant<std::string_view, service::RequestError> original(const ProxiedRequest& r, bool trusted_peer,
                                                            const KindHeaders& kind, std::string_view header,
                                                            std::string_view own) {
   if (!trusted_peer || header.empty()) return own;
@@ -123,7 +124,7 @@ std::optional<ProxyKind> parse_proxy_kind(std::string_view name) {
   return std::nullopt;
 }
 
-std::variant<std::string, app::RequestError> client_ip(const ProxiedRequest& r,
+std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest& r,
                                                        const std::vector<rules::Cidr>& trusted_proxies,
                                                        const ForwardAuthOptions& options) {
   const auto peer = parse_ip(r.peer_ip);
@@ -132,36 +133,36 @@ std::variant<std::string, app::RequestError> client_ip(const ProxiedRequest& r,
   if (kind.address.empty() || !is_trusted(*peer, trusted_proxies)) return client_key(*peer, options.prefixes);
   if (kind.address_chain) {
     auto a = from_chain(r, kind.address, trusted_proxies);
-    if (auto* e = std::get_if<app::RequestError>(&a)) return std::move(*e);
+    if (auto* e = std::get_if<service::RequestError>(&a)) return std::move(*e);
     return client_key(std::get<IpAddress>(a), options.prefixes);
   }
   auto value = proxy_header(r, kind.address, kind);
-  if (auto* e = std::get_if<app::RequestError>(&value)) return std::move(*e);
+  if (auto* e = std::get_if<service::RequestError>(&value)) return std::move(*e);
   const auto a = parse_ip(std::get<std::string_view>(value));
   if (!a) return not_an_address(kind.address, std::get<std::string_view>(value));
   return client_key(*a, options.prefixes);
 }
 
-std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules::DomainConfig& domain,
+std::variant<service::CheckRequest, service::RequestError> build_descriptors(const rules::DomainConfig& domain,
                                                                      const ProxiedRequest& r,
                                                                      const ForwardAuthOptions& options) {
-  app::CheckRequest req;
+  service::CheckRequest req;
   req.domain = domain.domain;
   const KindHeaders& kind = headers_of(options.proxy);
   const auto peer = parse_ip(r.peer_ip);
   const bool trusted_peer = peer && is_trusted(*peer, domain.forward_auth.trusted_proxies);
   std::optional<std::string> ip, path;
   for (const auto& entries : domain.forward_auth.descriptors) {
-    app::CheckDescriptor d;
+    service::CheckDescriptor d;
     bool complete = true;
     for (const rules::EntrySource& e : entries) {
       std::optional<std::string> value;
-      std::variant<std::string_view, app::RequestError> from_proxy;
+      std::variant<std::string_view, service::RequestError> from_proxy;
       switch (e.source) {
         case rules::Source::kClientIp:
           if (!ip) {
             auto found = client_ip(r, domain.forward_auth.trusted_proxies, options);
-            if (auto* err = std::get_if<app::RequestError>(&found)) return std::move(*err);
+            if (auto* err = std::get_if<service::RequestError>(&found)) return std::move(*err);
             ip = std::get<std::string>(std::move(found));
           }
           value = ip;
@@ -178,7 +179,7 @@ std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules
         case rules::Source::kHost: from_proxy = original(r, trusted_peer, kind, kind.host, r.host); break;
         case rules::Source::kValue: value = e.name; break;
       }
-      if (auto* err = std::get_if<app::RequestError>(&from_proxy)) return std::move(*err);
+      if (auto* err = std::get_if<service::RequestError>(&from_proxy)) return std::move(*err);
       const std::string_view found = std::get<std::string_view>(from_proxy);
       if (e.source == rules::Source::kPath || e.source == rules::Source::kPathPrefix) {
         // As the proxy routes it: the variants of one path must share its limit (uri_path.h).
@@ -200,31 +201,15 @@ std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules
   return req;
 }
 
-// The statuses with a limit, as the library's one formatter (src/headers/rate_limit_headers.h) takes them.
-std::vector<std::pair<std::string, std::string>> rate_limit_headers(const app::CheckResponse& r) {
-  std::vector<headers::LimitState> limits;
-  for (const auto& st : r.statuses) {
-    if (!st.has_limit) continue;
-    limits.push_back({.name = st.name,
-                      .quota = static_cast<double>(st.requests_per_unit),
-                      .window = st.window,
-                      .refused = st.code == app::Code::kOverLimit,
-                      .remaining = static_cast<double>(st.limit_remaining),
-                      .reset = st.duration_until_reset,
-                      .never = st.code == app::Code::kOverLimit && st.retry_after == kNever});
-  }
-  return headers::format(limits);
-}
-
-AuthAnswer auth_answer(const app::CheckResponse& r, int deny_status) {
+AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status) {
   AuthAnswer a;
   a.headers = rate_limit_headers(r);
-  if (r.overall != app::Code::kOverLimit) return a;
+  if (r.overall != service::Code::kOverLimit) return a;
   a.status = deny_status;
   a.content_type = "application/problem+json";
   nlohmann::json violated = nlohmann::json::array();
   for (const auto& st : r.statuses) {
-    if (st.code == app::Code::kOverLimit) violated.push_back(st.name);
+    if (st.code == service::Code::kOverLimit) violated.push_back(st.name);
   }
   std::string wait = "1";  // the binding limit's Retry-After, so body and field agree
   for (const auto& [name, value] : a.headers) {

@@ -19,7 +19,7 @@
 #include "rules/config.h"
 #include "server/api/client_address.h"
 #include "server/api/uri_path.h"
-#include "server/app/service.h"
+#include "service/service.h"
 
 namespace rk::api {
 
@@ -47,13 +47,13 @@ struct ProxiedRequest {
 
 // The client's key (client_key: its address cut to the configured prefix), or an error naming the header when the
 // proxy's header is missing, repeated or not an address: never a guess from another header.
-std::variant<std::string, app::RequestError> client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted,
+std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted,
                                                        const ForwardAuthOptions& options);
 
 // Builds one descriptor per `forward_auth.descriptors` item whose every entry has a value (a missing header
 // skips that descriptor, as Envoy's request_headers action does); an error when a value the descriptors need is
 // in a proxy header that is missing or malformed.
-std::variant<app::CheckRequest, app::RequestError> build_descriptors(const rules::DomainConfig& domain,
+std::variant<service::CheckRequest, service::RequestError> build_descriptors(const rules::DomainConfig& domain,
                                                                      const ProxiedRequest& r,
                                                                      const ForwardAuthOptions& options);
 
@@ -64,9 +64,6 @@ struct AuthAnswer {
   std::string body;
 };
 
-AuthAnswer auth_answer(const app::CheckResponse& response, int deny_status);
-
-// The rate-limit header fields alone, for any answer (the JSON API adds them too).
-std::vector<std::pair<std::string, std::string>> rate_limit_headers(const app::CheckResponse& response);
+AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status);
 
 }  // namespace rk::api

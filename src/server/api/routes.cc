@@ -10,7 +10,8 @@
 #include "server/api/check_json.h"
 #include "server/api/client_address.h"
 #include "server/api/forward_auth.h"
-#include "server/ui/dashboard.h"
+#include "service/response_headers.h"
+#include "dashboard/dashboard.h"
 
 namespace rk::api {
 
@@ -50,16 +51,16 @@ bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
 // at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
 // the race between the handler returning and the store answering on its own thread.
 template <class Answer>
-void decide(app::Service& service, const http::Request& req, http::Response& res, app::CheckRequest request,
+void decide(service::Service& service, const http::Request& req, http::Response& res, service::CheckRequest request,
             bool charge, Answer answer) {
   struct Pending {
     std::mutex mu;
     bool deferred = false;  // under mu: the handler has returned; answer through `reply`
-    std::optional<app::CheckResult> early;
+    std::optional<service::CheckResult> early;
     http::Reply reply;
   };
   auto pending = std::make_shared<Pending>();
-  auto done = [pending, answer](app::CheckResult result) mutable {
+  auto done = [pending, answer](service::CheckResult result) mutable {
     {
       std::lock_guard lock(pending->mu);
       if (!pending->deferred) {
@@ -83,7 +84,7 @@ void decide(app::Service& service, const http::Request& req, http::Response& res
 }
 
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
-std::optional<app::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
+std::optional<service::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
                                             std::string_view protocol) {
   if (req.method != "POST") {
     error(res, hooks, protocol, 405, "method", "", "use POST with a JSON body");
@@ -91,32 +92,32 @@ std::optional<app::CheckRequest> check_body(const http::Request& req, http::Resp
     return std::nullopt;
   }
   auto parsed = parse_check_request(req.body);
-  if (auto* e = std::get_if<app::RequestError>(&parsed)) {
+  if (auto* e = std::get_if<service::RequestError>(&parsed)) {
     error(res, hooks, protocol, 400, "invalid_json", e->field, e->message);
     return std::nullopt;
   }
-  return std::get<app::CheckRequest>(std::move(parsed));
+  return std::get<service::CheckRequest>(std::move(parsed));
 }
 
-void check(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+void check(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
   auto request = check_body(req, res, hooks, "http");
   if (!request) return;
   const auto start = std::chrono::steady_clock::now();
   std::string domain = request->domain;
   decide(service, req, res, std::move(*request), true,
-         [&hooks, start, domain = std::move(domain)](const app::CheckResult& result, http::Response& out) {
-           if (auto* e = std::get_if<app::RequestError>(&result)) {
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<service::RequestError>(&result)) {
              return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
            }
-           const auto& response = std::get<app::CheckResponse>(result);
+           const auto& response = std::get<service::CheckResponse>(result);
            if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
-           out.status = response.overall == app::Code::kOverLimit ? 429 : 200;
+           out.status = response.overall == service::Code::kOverLimit ? 429 : 200;
            out.body = check_response_json(response);
-           out.headers = rate_limit_headers(response);
+           out.headers = service::rate_limit_headers(response);
          });
 }
 
-void forward_auth(app::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
+void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
                   const http::Request& req, http::Response& res, std::string_view domain_name, std::string_view uri) {
   const auto rules = service.rules();
   const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
@@ -133,22 +134,22 @@ void forward_auth(app::Service& service, const Hooks& hooks, const ForwardAuthOp
       .headers = [&req](std::string_view name) { return req.headers(name); },
   };
   auto built = build_descriptors(*domain, proxied, options);
-  if (auto* e = std::get_if<app::RequestError>(&built)) {
+  if (auto* e = std::get_if<service::RequestError>(&built)) {
     // The proxy's headers do not say who the client is: refused (the proxy turns it into an error), never a guess.
     return error(res, hooks, "auth", 400, "invalid_proxy_headers", e->field, e->message);
   }
-  app::CheckRequest request = std::get<app::CheckRequest>(std::move(built));
+  service::CheckRequest request = std::get<service::CheckRequest>(std::move(built));
   if (request.descriptors.empty()) return;  // nothing in this request to limit on: 200
   const auto start = std::chrono::steady_clock::now();
   std::string name = request.domain;
   const int deny_status = domain->forward_auth.deny_status;
   decide(service, req, res, std::move(request), true,
-         [&hooks, start, deny_status, name = std::move(name)](const app::CheckResult& result, http::Response& out) {
-           if (auto* e = std::get_if<app::RequestError>(&result)) {
+         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<service::RequestError>(&result)) {
              // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
              return error(out, hooks, "auth", 400, "invalid_request", e->field, e->message);
            }
-           const auto& response = std::get<app::CheckResponse>(result);
+           const auto& response = std::get<service::CheckResponse>(result);
            if (hooks.decided) hooks.decided("auth", name, response, std::chrono::steady_clock::now() - start);
            AuthAnswer answer = auth_answer(response, deny_status);
            out.status = answer.status;
@@ -166,34 +167,34 @@ bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks
 }
 
 // The dashboard's page and JSON; false when the path is none of them.
-bool dashboard(app::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+bool dashboard(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
   if (!hooks.tracker) return false;
-  if (const ui::Asset* a = ui::asset(req.path)) {
+  if (const dashboard::Asset* a = dashboard::asset(req.path)) {
     if (!method_is(req, res, hooks, "GET")) return true;
     res.content_type = std::string(a->content_type);
     res.body = std::string(a->body);
-    res.headers.emplace_back("Content-Security-Policy", std::string(ui::kContentSecurityPolicy));
+    res.headers.emplace_back("Content-Security-Policy", std::string(dashboard::kContentSecurityPolicy));
     res.headers.emplace_back("X-Content-Type-Options", "nosniff");
     res.headers.emplace_back("Cache-Control", "no-cache");
     return true;
   }
-  auto answer = [&](std::variant<std::string, ui::WhatIfError> r) {
-    if (auto* e = std::get_if<ui::WhatIfError>(&r)) {
+  auto answer = [&](std::variant<std::string, dashboard::WhatIfError> r) {
+    if (auto* e = std::get_if<dashboard::WhatIfError>(&r)) {
       return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
     }
     res.body = std::get<std::string>(std::move(r));
     res.headers.emplace_back("Cache-Control", "no-store");
   };
   if (req.path == "/v1/admin/hot-keys") {
-    if (method_is(req, res, hooks, "GET")) answer(ui::hot_keys_json(service, *hooks.tracker, req.query));
+    if (method_is(req, res, hooks, "GET")) answer(dashboard::hot_keys_json(service, *hooks.tracker, req.query));
     return true;
   }
   if (req.path == "/v1/admin/rates") {
-    if (method_is(req, res, hooks, "GET")) answer(ui::rates_json(service, *hooks.tracker));
+    if (method_is(req, res, hooks, "GET")) answer(dashboard::rates_json(service, *hooks.tracker));
     return true;
   }
   if (req.path == "/v1/admin/simulate") {
-    if (method_is(req, res, hooks, "POST")) answer(ui::run_what_if(req.body));
+    if (method_is(req, res, hooks, "POST")) answer(dashboard::run_what_if(req.body));
     return true;
   }
   return false;
@@ -255,7 +256,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
 
 }  // namespace
 
-http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptions forward) {
+http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
   return [&service, hooks, forward](const http::Request& req, http::Response& res) {
     if (req.path == "/v1/check") return check(service, hooks, req, res);
     constexpr std::string_view kAuth = "/v1/auth/";
@@ -275,7 +276,7 @@ http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptio
   };
 }
 
-http::Handler admin_routes(app::Service& service, Hooks hooks, AdminOptions admin) {
+http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
   for (std::string& h : admin.hosts) h = lower(h);
   return [&service, hooks, admin](const http::Request& req, http::Response& res) {
     if (!from_own_page(req, res, hooks, admin)) return;
@@ -292,18 +293,18 @@ http::Handler admin_routes(app::Service& service, Hooks hooks, AdminOptions admi
       auto request = check_body(req, res, hooks, "admin");
       if (!request) return;
       return decide(service, req, res, std::move(*request), false,
-                    [&hooks](const app::CheckResult& result, http::Response& out) {
-                      if (auto* e = std::get_if<app::RequestError>(&result)) {
+                    [&hooks](const service::CheckResult& result, http::Response& out) {
+                      if (auto* e = std::get_if<service::RequestError>(&result)) {
                         return error(out, hooks, "admin", 400, "invalid_request", e->field, e->message);
                       }
-                      out.body = check_response_json(std::get<app::CheckResponse>(result));
+                      out.body = check_response_json(std::get<service::CheckResponse>(result));
                     });
     }
     if (req.path == "/v1/admin/reset") {
       auto request = check_body(req, res, hooks, "admin");
       if (!request) return;
       auto result = service.reset(*request);
-      if (auto* e = std::get_if<app::RequestError>(&result)) {
+      if (auto* e = std::get_if<service::RequestError>(&result)) {
         return error(res, hooks, "admin", 400, "invalid_request", e->field, e->message);
       }
       res.body = json{{"reset", std::get<std::vector<bool>>(result)}}.dump();

@@ -3,7 +3,7 @@
 // Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
 //                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
-//                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (server/ui/dashboard.h):
+//                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (dashboard/dashboard.h):
 //                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 //
@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "server/api/forward_auth.h"
-#include "server/app/service.h"
+#include "service/service.h"
 #include "server/http/server.h"
-#include "server/ui/tracker.h"
+#include "dashboard/tracker.h"
 
 namespace rk::api {
 
 struct Hooks {
   // After every decision (protocol "http" or "auth"), with how long it took.
-  std::function<void(std::string_view protocol, std::string_view domain, const app::CheckResponse&, Nanos took)> decided;
+  std::function<void(std::string_view protocol, std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
   // A request refused as malformed, with a short reason ("invalid_json", "invalid_request", "not_found", ...).
   std::function<void(std::string_view protocol, std::string_view reason)> bad_request;
   // Whether the service should receive traffic (rules loaded, not draining).
@@ -35,7 +35,7 @@ struct Hooks {
   // The Prometheus exposition, for GET /metrics.
   std::function<std::string()> metrics;
   // What the dashboard reads (the same the Service feeds as its observer). Null: no dashboard.
-  std::shared_ptr<const ui::Tracker> tracker;
+  std::shared_ptr<const dashboard::Tracker> tracker;
 };
 
 struct AdminOptions {
@@ -44,8 +44,8 @@ struct AdminOptions {
   std::vector<std::string> hosts;
 };
 
-http::Handler public_routes(app::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
-http::Handler admin_routes(app::Service& service, Hooks hooks, AdminOptions admin = {});
+http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
+http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin = {});
 
 // GET /v1/rules: the active rules as JSON (version, load time, every rule and its parameters).
 std::string rules_json(const rules::RuleSet* set);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "server/api/forward_auth.h"
+#include "service/response_headers.h"
 #include "server/grpc/health_service.h"
 
 namespace rk::grpcapi {
@@ -48,32 +48,32 @@ pb::RateLimitResponse::RateLimit::Unit unit_to_proto(std::optional<rules::Unit> 
 }
 
 // The wire request as the service's; an override with an unknown unit is a bad request.
-std::optional<app::RequestError> from_proto(const pb::RateLimitRequest& in, app::CheckRequest& out) {
+std::optional<service::RequestError> from_proto(const pb::RateLimitRequest& in, service::CheckRequest& out) {
   out.domain = in.domain();
   out.hits_addend = in.hits_addend();
   out.descriptors.reserve(static_cast<std::size_t>(in.descriptors_size()));
   for (int i = 0; i < in.descriptors_size(); ++i) {
     const Descriptor& d = in.descriptors(i);
-    app::CheckDescriptor desc;
+    service::CheckDescriptor desc;
     desc.entries.reserve(static_cast<std::size_t>(d.entries_size()));
     for (const auto& e : d.entries()) desc.entries.emplace_back(e.key(), e.value());
     if (d.has_hits_addend()) desc.hits_addend = d.hits_addend().value();
     if (d.has_limit()) {
       const auto unit = unit_from_proto(d.limit().unit());
       if (!unit) {
-        return app::RequestError{"descriptors[" + std::to_string(i) + "].limit.unit",
+        return service::RequestError{"descriptors[" + std::to_string(i) + "].limit.unit",
                                  "must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"};
       }
-      desc.limit = app::LimitOverride{d.limit().requests_per_unit(), *unit};
+      desc.limit = service::LimitOverride{d.limit().requests_per_unit(), *unit};
     }
     out.descriptors.push_back(std::move(desc));
   }
   return std::nullopt;
 }
 
-void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse& out) {
+void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitResponse& out) {
   out.set_overall_code(static_cast<pb::RateLimitResponse::Code>(in.overall));
-  for (const app::DescriptorStatus& st : in.statuses) {
+  for (const service::DescriptorStatus& st : in.statuses) {
     auto* s = out.add_statuses();
     s->set_code(static_cast<pb::RateLimitResponse::Code>(st.code));
     s->set_limit_remaining(st.limit_remaining);
@@ -91,7 +91,7 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
   }
   if (headers) {
     // The library's one formatter (src/headers/rate_limit_headers.h): the bytes forward-auth and nginx send.
-    for (auto& [k, v] : api::rate_limit_headers(in)) {
+    for (auto& [k, v] : service::rate_limit_headers(in)) {
       auto* h = out.add_response_headers_to_add();
       h->set_key(k);
       h->set_value(v);
@@ -104,7 +104,7 @@ void to_proto(const app::CheckResponse& in, bool headers, pb::RateLimitResponse&
 // The async API with one completion queue per thread: cheaper per call than the callback API's thread hops. The
 // health service runs on the same queues (see health_service.h for why not gRPC's built-in one).
 struct GrpcServer::Impl {
-  Impl(app::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
+  Impl(service::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
 
   // One call's life: waiting for a request, then answered, then gone.
   struct Call final : CqTag {
@@ -134,13 +134,13 @@ struct GrpcServer::Impl {
   template <class Finish>
   void handle(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
     const auto start = std::chrono::steady_clock::now();
-    app::CheckRequest check;
-    if (std::optional<app::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
+    service::CheckRequest check;
+    if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
     std::string domain = check.domain;
     service.check_async(std::move(check), [this, start, &response, finish, domain = std::move(domain)](
-                                              app::CheckResult result) mutable {
-      if (auto* e = std::get_if<app::RequestError>(&result)) return finish(invalid(*e));
-      const auto& r = std::get<app::CheckResponse>(result);
+                                              service::CheckResult result) mutable {
+      if (auto* e = std::get_if<service::RequestError>(&result)) return finish(invalid(*e));
+      const auto& r = std::get<service::CheckResponse>(result);
       to_proto(r, options.response_headers, response);
       if (hooks.decided) hooks.decided(domain, r, std::chrono::steady_clock::now() - start);
       if (hooks.answered) hooks.answered("OK");
@@ -148,13 +148,13 @@ struct GrpcServer::Impl {
     });
   }
 
-  grpc::Status invalid(const app::RequestError& error) const {
+  grpc::Status invalid(const service::RequestError& error) const {
     if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         (error.field.empty() ? "" : error.field + ": ") + error.message);
   }
 
-  app::Service& service;
+  service::Service& service;
   GrpcOptions options;
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
@@ -167,7 +167,7 @@ struct GrpcServer::Impl {
   bool stopped = false;
 };
 
-GrpcServer::GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hooks) {
+GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks hooks) {
   for (const auto& [name, value] : {std::pair{"max_message_bytes", options.max_message_bytes},
                                     std::pair{"max_streams_per_connection", options.max_streams_per_connection},
                                     std::pair{"max_watch_streams", options.max_watch_streams}}) {

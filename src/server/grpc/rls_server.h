@@ -1,7 +1,7 @@
 // server/grpc/rls_server.h: Envoy's rate-limit service over gRPC (envoy.service.ratelimit.v3.RateLimitService/
 // ShouldRateLimit) on its own port, with the standard gRPC health service, as a drop-in for envoyproxy/ratelimit.
 //
-// The protocol adapter only: RateLimitRequest -> app::CheckRequest, the shared Service decides, CheckResponse ->
+// The protocol adapter only: RateLimitRequest -> service::CheckRequest, the shared Service decides, CheckResponse ->
 // RateLimitResponse. Bad requests (empty domain, empty descriptors, absurd hits_addend, huge entries) get
 // INVALID_ARGUMENT with a message naming the field, and change nothing.
 //
@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/app/service.h"
+#include "service/service.h"
 
 namespace rk::grpcapi {
 
@@ -31,13 +31,13 @@ struct GrpcOptions {
 };
 
 struct GrpcHooks {
-  std::function<void(std::string_view domain, const app::CheckResponse&, Nanos took)> decided;
+  std::function<void(std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
   std::function<void(std::string_view code)> answered;  // "OK", "INVALID_ARGUMENT", ...
 };
 
 class GrpcServer {
  public:
-  GrpcServer(app::Service& service, GrpcOptions options, GrpcHooks hooks = {});
+  GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks hooks = {});
   ~GrpcServer();
   void start();  // throws std::runtime_error if it cannot listen
   int port() const;

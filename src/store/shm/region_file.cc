@@ -19,9 +19,11 @@
 
 namespace rk {
 
+#if defined(RK_TEST_HOOKS)
 namespace shm_testing {
 bool no_tmpfile = false;
 }
+#endif
 
 namespace shm {
 namespace {
@@ -114,7 +116,7 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   int raw = -1;
-  if (shm_testing::no_tmpfile) errno = EOPNOTSUPP;
+  if (shm_testing::without_tmpfile()) errno = EOPNOTSUPP;
   else raw = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   std::string temp;  // the file's name, where O_TMPFILE is not available; removed on every way out
   if (raw < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {

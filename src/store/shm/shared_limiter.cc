@@ -36,9 +36,11 @@
 
 namespace rk {
 
+#if defined(RK_TEST_HOOKS)
 namespace shm_testing {
 void (*hook)(Stage) = nullptr;
 }
+#endif
 
 namespace {
 
@@ -334,9 +336,9 @@ class ShmStore final : public SharedLimiter::Impl {
     // Journal, write, clear: a death in between is undone by the next locker.
     std::memcpy(sh.journal_state, bytes, kStateBytes);
     sh.journal_slot.store(i, std::memory_order_release);
-    if (shm_testing::hook) shm_testing::hook(shm_testing::Stage::kJournalled);
+    shm_testing::reached(shm_testing::Stage::kJournalled);
     std::memcpy(bytes, &state, sizeof state);
-    if (shm_testing::hook) shm_testing::hook(shm_testing::Stage::kWritten);
+    shm_testing::reached(shm_testing::Stage::kWritten);
     sh.journal_slot.store(kNil, std::memory_order_release);
     return d;
   }

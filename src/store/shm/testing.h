@@ -10,8 +10,18 @@ enum class Stage {
   kWritten,     // the new state is written; the journal is not yet cleared
 };
 
+// Only in builds with tests (RK_TEST_HOOKS, set by CMake when RK_BUILD_TESTS is on): a release build has neither
+// the variables nor a branch on them.
+#if defined(RK_TEST_HOOKS)
 extern void (*hook)(Stage);
-
 extern bool no_tmpfile;
+inline void reached(Stage s) {
+  if (hook) hook(s);
+}
+inline bool without_tmpfile() { return no_tmpfile; }
+#else
+inline void reached(Stage) {}
+inline bool without_tmpfile() { return false; }
+#endif
 
 }  // namespace rk::shm_testing

@@ -1,0 +1,80 @@
+#include "logging/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+namespace rk::logging {
+
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
+std::mutex g_write;
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+void set_log_level(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+bool log_enabled(Level level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+
+bool parse_log_level(std::string_view name, Level& out) {
+  if (name == "debug") out = Level::kDebug;
+  else if (name == "info") out = Level::kInfo;
+  else if (name == "error") out = Level::kError;
+  else return false;
+  return true;
+}
+
+void log(Level level, std::string_view message, std::initializer_list<std::pair<std::string_view, std::string>> fields) {
+  if (!log_enabled(level)) return;
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char ts[96];
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  static constexpr const char* kNames[] = {"debug", "info", "error"};
+  std::string line = "{\"ts\":\"";
+  line += ts;
+  line += "\",\"level\":\"";
+  line += kNames[static_cast<int>(level)];
+  line += "\",\"msg\":";
+  append_json_string(line, message);
+  for (const auto& [k, v] : fields) {
+    line += ',';
+    append_json_string(line, k);
+    line += ':';
+    append_json_string(line, v);
+  }
+  line += "}\n";
+  std::lock_guard lock(g_write);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace rk::logging

@@ -1,0 +1,20 @@
+// service/response_headers.h: the rate-limit header fields of a decision (RateLimit, RateLimit-Policy,
+// X-RateLimit-*, Retry-After), as every wire adapter sends them: forward-auth and the JSON API as HTTP headers, the
+// gRPC API as Envoy's response_headers_to_add. The bytes come from the library's one formatter
+// (headers/rate_limit_headers.h), which the nginx module uses too through the C API.
+//
+//   for (auto& [name, value] : service::rate_limit_headers(response)) res.headers.emplace_back(name, value);
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "service/service.h"
+
+namespace rk::service {
+
+// The fields for the statuses of `response` that carry a limit; none when no status does.
+std::vector<std::pair<std::string, std::string>> rate_limit_headers(const CheckResponse& response);
+
+}  // namespace rk::service

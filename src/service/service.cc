@@ -1,0 +1,600 @@
+#include "service/service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <set>
+
+#include "core/registry.h"
+#include "logging/log.h"
+#include "store/memory/key_digest.h"
+
+namespace rk::service {
+
+namespace {
+
+static_assert(static_cast<std::size_t>(rules::Unit::kYear) + 1 == 7, "Service::overrides_ holds a limiter per unit");
+
+constexpr std::uint32_t kUnlimitedRemaining = std::numeric_limits<std::uint32_t>::max();
+
+std::uint32_t clamp_remaining(double r) {
+  if (!(r > 0)) return 0;
+  if (r >= 4294967295.0) return kUnlimitedRemaining;
+  return static_cast<std::uint32_t>(std::floor(r));
+}
+
+void describe(DescriptorStatus& st, const rules::RateLimit& limit, const std::string& name) {
+  st.has_limit = true;
+  st.name = name;
+  st.requests_per_unit = limit.requests_per_unit;
+  st.unit = limit.unit;
+  st.window = limit.unit ? Nanos{rules::unit_length(*limit.unit).count() * limit.unit_multiplier} : limit.spec.window;
+  st.algorithm = limit.spec.algorithm;
+}
+
+// A blocked limit (requests_per_unit 0) refuses everything; Envoy reports its window's reset.
+void apply_blocked(DescriptorStatus& st, std::int64_t now) {
+  st.code = Code::kOverLimit;
+  st.limit_remaining = 0;
+  st.retry_after = kNever;
+  const std::int64_t w = std::max<std::int64_t>(1, st.window.count());
+  st.duration_until_reset = Nanos{w - ((now % w) + w) % w};
+}
+
+void apply(DescriptorStatus& st, const Decision& d) {
+  st.code = d.allowed ? Code::kOk : Code::kOverLimit;
+  st.limit_remaining = clamp_remaining(d.remaining);
+  st.retry_after = d.retry_after;
+  st.duration_until_reset = d.allowed || d.retry_after == kNever ? d.reset_after : d.retry_after;
+  st.estimate = d.estimate;
+}
+
+struct Pending {
+  std::size_t index;
+  std::shared_ptr<Limiter> limiter;  // null: blocked
+  std::string key;
+  std::uint64_t hits;
+  bool shadow;
+  std::string store_prefix;  // the key's prefix in a remote store
+  std::optional<std::uint32_t> override_limit;  // a request override: its limiter counts, this decides
+  bool look_only = false;    // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
+};
+
+// Above any requests_per_unit (32 bits) and within a double's exact integers, so that ceiling - remaining is the
+// window's count exactly.
+constexpr double kOverrideCeiling = 1e12;
+
+// An override limiter's decision (counted against the ceiling, the hits included) judged against the request's
+// own limit, as a fixed window that counts refused hits decides: the hits pass if they fit in what the count
+// before them left.
+Decision judge_override(const Decision& d, std::uint32_t limit, std::uint64_t hits) {
+  const auto count = static_cast<std::uint64_t>(kOverrideCeiling - d.remaining);  // remaining 0: at least the ceiling
+  const std::uint64_t before = count >= hits ? count - hits : 0;
+  Decision out = d;
+  out.limit = limit;
+  out.allowed = hits <= (before >= limit ? 0 : limit - before);
+  out.remaining = static_cast<double>(count >= limit ? 0 : limit - count);
+  out.retry_after = out.allowed ? Nanos{0} : hits <= limit ? d.reset_after : kNever;
+  return out;
+}
+
+Decision judged(const Pending& p, const Decision& d) {
+  return p.override_limit ? judge_override(d, *p.override_limit, p.hits) : d;
+}
+
+}  // namespace
+
+std::string_view code_name(Code c) {
+  switch (c) {
+    case Code::kOk: return "OK";
+    case Code::kOverLimit: return "OVER_LIMIT";
+    case Code::kUnknown: break;
+  }
+  return "UNKNOWN";
+}
+
+Service::Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, ServiceOptions options)
+    : rules_(rules), clock_(std::move(clock)), options_(std::move(options)) {
+  if (options_.remote && options_.remote->wants_breaker()) {
+    breaker_ = std::make_unique<CircuitBreaker>(clock_, options_.breaker);
+  }
+}
+
+std::optional<RequestError> Service::validate(const CheckRequest& r) const {
+  const RequestLimits& l = options_.limits;
+  auto too_long = [](std::size_t n, std::size_t max) {
+    return "is " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max);
+  };
+  if (r.domain.empty()) return RequestError{"domain", "must not be empty"};
+  if (r.domain.size() > l.max_domain_bytes) return RequestError{"domain", too_long(r.domain.size(), l.max_domain_bytes)};
+  if (r.descriptors.empty()) return RequestError{"descriptors", "must not be empty"};
+  if (r.descriptors.size() > l.max_descriptors) {
+    return RequestError{"descriptors", "has " + std::to_string(r.descriptors.size()) + " descriptors, over the limit of " +
+                                           std::to_string(l.max_descriptors)};
+  }
+  if (r.hits_addend > l.max_hits) {
+    return RequestError{"hits_addend", std::to_string(r.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
+  }
+  std::size_t request_bytes = 0;
+  for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
+    const CheckDescriptor& d = r.descriptors[i];
+    const std::string at = "descriptors[" + std::to_string(i) + "]";
+    std::size_t bytes = 0;
+    if (d.entries.empty()) return RequestError{at + ".entries", "must not be empty"};
+    if (d.entries.size() > l.max_entries) {
+      return RequestError{at + ".entries", "has " + std::to_string(d.entries.size()) + " entries, over the limit of " +
+                                               std::to_string(l.max_entries)};
+    }
+    if (d.hits_addend && *d.hits_addend > l.max_hits) {
+      return RequestError{at + ".hits_addend",
+                          std::to_string(*d.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
+    }
+    for (std::size_t j = 0; j < d.entries.size(); ++j) {
+      const auto& [key, value] = d.entries[j];
+      const std::string e = at + ".entries[" + std::to_string(j) + "]";
+      if (key.empty()) return RequestError{e + ".key", "must not be empty"};
+      if (key.size() > l.max_key_bytes) return RequestError{e + ".key", too_long(key.size(), l.max_key_bytes)};
+      if (value.size() > l.max_value_bytes) return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
+      bytes += key.size() + value.size();
+    }
+    if (bytes > l.max_descriptor_bytes) {
+      return RequestError{at + ".entries", "has keys and values of " + std::to_string(bytes) +
+                                               " bytes in all, over the limit of " + std::to_string(l.max_descriptor_bytes) +
+                                               " per descriptor"};
+    }
+    request_bytes += bytes;
+    if (request_bytes > l.max_request_bytes) {
+      return RequestError{"descriptors", "have keys and values of " + std::to_string(request_bytes) +
+                                             " bytes in all by descriptors[" + std::to_string(i) +
+                                             "], over the limit of " + std::to_string(l.max_request_bytes) + " per request"};
+    }
+  }
+  return std::nullopt;
+}
+
+// Request overrides keep their counters as envoyproxy/ratelimit does: by domain, unit and entries, not by the limit
+// value, which only decides. So sending many distinct limits creates no tables to evict: there is one limiter per
+// configured domain and unit (a flood in one domain cannot touch another's counters), and one per unit shared by
+// every unconfigured domain (the domain is part of the key). Each is an ordinary store, bounded by its options and
+// evicting by CLOCK like a rule's. Domains dropped from the rules lose their limiters at the next lookup.
+std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit) {
+  // Only a configured domain gets here (a request's own limit on an unknown domain is not applied, as upstream), so
+  // a flood of made-up domains makes nothing.
+  std::lock_guard lock(overrides_mu_);
+  if (set && set->version() != overrides_version_) {
+    overrides_version_ = set->version();
+    std::erase_if(overrides_, [&](const auto& kv) { return !set->domain(kv.first); });
+  }
+  std::shared_ptr<Limiter>& slot = overrides_[domain][static_cast<std::size_t>(unit)];
+  if (!slot) {
+    // Counting refused hits too, as Envoy does, against a ceiling no request's limit reaches: judge_override()
+    // reads the count back and lets the request's own limit decide.
+    LimitSpec spec{.algorithm = Algorithm::kFixedWindow,
+                   .limit = kOverrideCeiling,
+                   .window = rules::unit_length(unit),
+                   .count_refused = true};
+    // options_.store's memory budget is all overrides' together: each limiter that can exist gets an equal share.
+    StoreOptions store = options_.store;
+    if (store.max_memory_bytes) store.max_memory_bytes /= std::max<std::size_t>(1, set ? set->domains().size() : 0) * 7;
+    slot = std::make_shared<Limiter>(spec, store, clock_);
+  }
+  return slot;
+}
+
+OverrideStats Service::override_stats() const {
+  std::lock_guard lock(overrides_mu_);
+  OverrideStats out;
+  for (const auto& [domain, units] : overrides_) {
+    for (const auto& l : units) {
+      if (!l) continue;
+      const StoreStats st = l->stats();
+      ++out.limiters;
+      out.store.keys += st.keys;
+      out.store.evictions += st.evictions;
+      out.store.forgotten += st.forgotten;
+      out.store.memory_bytes += st.memory_bytes;
+    }
+  }
+  return out;
+}
+
+struct Service::Job {
+  CheckRequest request;
+  CheckResponse resp;
+  std::vector<Pending> pending;
+  std::int64_t now = 0;
+  bool charge = false;
+  bool look = false;        // all_or_nothing: the limits were looked at before any was charged
+  bool charge_all = false;  // all_or_nothing: false once a limit refused in the look
+  const rules::DomainConfig* domain = nullptr;
+  rules::FailurePolicy policy = rules::FailurePolicy::kFailOpen;
+  std::vector<Decision> looked;                 // all_or_nothing's look, per pending
+  std::vector<rules::FailurePolicy> fell_back;  // per pending: the policy that decided, or kDefault
+  std::vector<std::string> store_errors;        // per pending
+  CheckDone done;
+
+  // Whether pending k is charged in the final pass (after the look, if there was one).
+  bool charged_in_final(std::size_t k) const {
+    return charge && !pending[k].look_only && (charge_all || (!looked[k].allowed && !pending[k].shadow));
+  }
+};
+
+namespace {
+
+template <class F>
+CheckResult wait_for(F&& start) {
+  std::promise<CheckResult> promise;
+  auto future = promise.get_future();
+  start([&promise](CheckResult r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+}  // namespace
+
+void Service::check_async(CheckRequest request, CheckDone done) { run(std::move(request), true, std::move(done)); }
+void Service::dry_run_async(CheckRequest request, CheckDone done) { run(std::move(request), false, std::move(done)); }
+CheckResult Service::check(const CheckRequest& request) {
+  return wait_for([&](CheckDone done) { check_async(request, std::move(done)); });
+}
+CheckResult Service::dry_run(const CheckRequest& request) {
+  return wait_for([&](CheckDone done) { dry_run_async(request, std::move(done)); });
+}
+
+bool Service::uses_remote(const rules::DomainConfig* domain) const {
+  if (!options_.remote) return false;
+  return domain && domain->store != rules::StoreKind::kMemory;  // an unknown domain has nothing to decide
+}
+
+std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
+  if (auto e = validate(request)) return *e;
+  std::vector<bool> out(request.descriptors.size(), false);
+  const auto set = rules_.current();
+  if (!set) return out;
+  const bool remote = uses_remote(set->domain(request.domain));
+  std::vector<rules::Entry> entries;
+  std::vector<std::string> keys;
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
+    entries.clear();
+    for (const auto& [k, v] : request.descriptors[i].entries) entries.push_back({k, v});
+    const rules::Match m = set->match(request.domain, entries);
+    if (!m.rule || !m.rule->limiter) continue;
+    out[i] = m.rule->limiter->reset(m.counter_key);  // the local fallback's state too
+    if (remote) {
+      keys.push_back(m.rule->store_prefix + m.counter_key);
+      at.push_back(i);
+    }
+  }
+  if (!keys.empty()) {
+    std::promise<std::vector<std::optional<bool>>> promise;
+    auto future = promise.get_future();
+    options_.remote->reset(std::move(keys),
+                           [&promise](std::vector<std::optional<bool>> r) { promise.set_value(std::move(r)); });
+    const auto existed = future.get();
+    for (std::size_t j = 0; j < at.size() && j < existed.size(); ++j) {
+      if (existed[j].value_or(false)) out[at[j]] = true;
+    }
+  }
+  return out;
+}
+
+std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
+                                                        const std::vector<std::string>& keys) {
+  std::vector<std::optional<Decision>> out(keys.size());
+  if (!rule.limiter || keys.empty()) return out;
+  const Nanos now = clock_->now();
+  if (!uses_remote(set.domain(rule.domain))) {
+    for (std::size_t i = 0; i < keys.size(); ++i) out[i] = rule.limiter->peek_at(keys[i], now, 1);
+    return out;
+  }
+  if (breaker_ && !breaker_->allow()) return out;
+  std::vector<store::RemoteOp> ops;
+  for (const auto& k : keys) ops.push_back({&rule.limiter->spec(), rule.store_prefix + k, 1, true});
+  std::promise<std::vector<store::RemoteResult>> promise;
+  auto future = promise.get_future();
+  options_.remote->decide(std::move(ops), now,
+                          [&promise](std::vector<store::RemoteResult> r) { promise.set_value(std::move(r)); });
+  const auto results = future.get();
+  bool available = !results.empty();
+  for (std::size_t i = 0; i < keys.size() && i < results.size(); ++i) {
+    available &= results[i].status != store::RemoteResult::Status::kUnavailable;
+    if (results[i].status == store::RemoteResult::Status::kOk) out[i] = results[i].decision;
+  }
+  if (breaker_) breaker_->record(available);
+  return out;
+}
+
+void Service::run(CheckRequest request, bool charge, CheckDone done) {
+  if (auto e = validate(request)) return done(std::move(*e));
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  job->charge = job->charge_all = charge;
+  job->done = std::move(done);
+  const CheckRequest& req = job->request;
+  CheckResponse& resp = job->resp;
+  resp.rules = rules_.current();
+  resp.statuses.resize(req.descriptors.size());
+  job->now = clock_->now().count();
+  const rules::RuleSet* set = resp.rules.get();
+  const rules::DomainConfig* domain = set ? set->domain(req.domain) : nullptr;
+  job->domain = domain;
+  job->policy = domain && domain->redis_failure != rules::FailurePolicy::kDefault ? domain->redis_failure
+                                                                                   : options_.redis_failure;
+  std::vector<Pending>& pending = job->pending;
+
+  // 1. Match every descriptor to its limit.
+  std::vector<rules::Entry> entries;
+  for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
+    const CheckDescriptor& d = req.descriptors[i];
+    DescriptorStatus& st = resp.statuses[i];
+    const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, req.hits_addend);
+    if (!domain) continue;  // envoyproxy/ratelimit: an unknown domain has no limits, a request's own neither
+    if (d.limit) {
+      st.has_limit = true;
+      st.name = "override";
+      st.requests_per_unit = d.limit->requests_per_unit;
+      st.unit = d.limit->unit;
+      st.window = rules::unit_length(d.limit->unit);
+      std::string key;
+      rules::append_key_part(key, req.domain);
+      for (const auto& [k, v] : d.entries) {
+        rules::append_key_part(key, k);
+        rules::append_key_part(key, v);
+      }
+      auto limiter = d.limit->requests_per_unit ? override_limiter(set, req.domain, d.limit->unit) : nullptr;
+      const std::string unit(rules::unit_name(d.limit->unit));
+      pending.push_back({i, std::move(limiter), std::move(key), hits, false, "rk:override:" + store::content_hash(unit) + ":",
+                         d.limit->requests_per_unit});
+      continue;
+    }
+    entries.clear();
+    for (const auto& [k, v] : d.entries) entries.push_back({k, v});
+    rules::Match m = set->match(req.domain, entries);
+    if (!m.rule) continue;
+    st.rule = m.rule;
+    if (m.rule->limit->unlimited) {
+      st.unlimited = true;
+      st.name = m.rule->name;
+      st.limit_remaining = kUnlimitedRemaining;
+      continue;
+    }
+    describe(st, *m.rule->limit, m.rule->name);
+    pending.push_back({i, m.rule->limiter, std::move(m.counter_key), hits, m.rule->shadow_mode || options_.shadow_mode,
+                       m.rule->store_prefix});
+  }
+
+  // 2. A limit named in another matched limit's `replaces` is dropped.
+  std::set<std::string_view> replaced;
+  for (const Pending& p : pending) {
+    if (const rules::Rule* r = resp.statuses[p.index].rule) replaced.insert(r->limit->replaces.begin(), r->limit->replaces.end());
+  }
+  if (!replaced.empty()) {
+    std::erase_if(pending, [&](const Pending& p) {
+      const rules::Rule* r = resp.statuses[p.index].rule;
+      if (!r || r->limit->name.empty() || !replaced.count(r->limit->name)) return false;
+      DescriptorStatus& st = resp.statuses[p.index];
+      st = DescriptorStatus{};
+      st.rule = r;
+      st.name = r->name;
+      return true;
+    });
+  }
+  // hits_addend 0 (Envoy's token-quota check) charges nothing and says whether the key is over its limit. Where
+  // refused hits count, the algorithm answers cost 0 itself (past the limit: refused, as envoyproxy/ratelimit's
+  // fixed window); elsewhere a debit that did not fit left no trace, so the look is "would one more be refused".
+  for (Pending& p : pending) {
+    if (p.hits == 0 && p.limiter && !core::counts_refused(p.limiter->spec())) {
+      p.hits = 1;
+      p.look_only = true;
+    }
+  }
+  job->looked.resize(pending.size());
+  job->fell_back.resize(pending.size(), rules::FailurePolicy::kDefault);
+  job->store_errors.resize(pending.size());
+
+  // 3. Decide. all_or_nothing: look first, and charge nothing but the refusing limits if any limit refuses.
+  const bool look = job->look = charge && domain && domain->all_or_nothing && pending.size() > 1;
+  if (!uses_remote(domain)) {
+    decide_local(*job, look);
+    return finish(*job);
+  }
+  decide_remote(std::move(job), look);
+}
+
+void Service::decide_local(Job& job, bool look) {
+  const Nanos now{job.now};
+  if (look) {
+    bool refused = false;
+    for (std::size_t k = 0; k < job.pending.size(); ++k) {
+      const Pending& p = job.pending[k];
+      if (!p.limiter) {
+        refused |= !p.shadow;
+        continue;
+      }
+      job.looked[k] = judged(p, p.limiter->peek_at(p.key, now, p.hits));
+      refused |= !job.looked[k].allowed && !p.shadow;
+    }
+    job.charge_all = !refused;
+  }
+  for (std::size_t k = 0; k < job.pending.size(); ++k) {
+    const Pending& p = job.pending[k];
+    DescriptorStatus& st = job.resp.statuses[p.index];
+    if (!p.limiter) {
+      apply_blocked(st, job.now);
+    } else if (job.charged_in_final(k)) {
+      apply(st, judged(p, p.limiter->check_at(p.key, now, p.hits)));
+      st.charged = true;
+    } else {
+      apply(st, look ? job.looked[k] : judged(p, p.limiter->peek_at(p.key, now, p.hits)));
+    }
+  }
+}
+
+// The domain's policy decides for a descriptor the store did not answer.
+Decision Service::fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking) {
+  const Pending& p = job.pending[k];
+  job.fell_back[k] = job.policy;
+  job.store_errors[k] = r.error;
+  remote_stats_.fallbacks[static_cast<int>(job.policy)].fetch_add(1, std::memory_order_relaxed);
+  const double limit = p.override_limit ? *p.override_limit : p.limiter->spec().limit;
+  switch (job.policy) {
+    case rules::FailurePolicy::kFailClosed:
+      return Decision{.allowed = false,
+                      .limit = limit,
+                      .retry_after = options_.fail_closed_retry_after,
+                      .reset_after = options_.fail_closed_retry_after};
+    case rules::FailurePolicy::kLocal:
+      if (looking || !job.charged_in_final(k)) return judged(p, p.limiter->peek_at(p.key, Nanos{job.now}, p.hits));
+      return judged(p, p.limiter->check_at(p.key, Nanos{job.now}, p.hits));
+    case rules::FailurePolicy::kFailOpen:
+    case rules::FailurePolicy::kDefault:
+      break;
+  }
+  return Decision{.allowed = true, .limit = limit};
+}
+
+// One line when the store stops answering and one when it has answered everything for a second again (a Cluster
+// with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
+// store error (Redis refused a script) at most every 10 s.
+void Service::log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error, bool answered) {
+  const std::int64_t now = clock_->now().count();
+  if (unavailable) {
+    remote_stats_.unavailable_ns.store(now, std::memory_order_relaxed);
+    if (remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
+      logging::log(logging::Level::kError, "the shared store is not answering; each domain's redis_failure policy decides until it does",
+          {{"error", unavailable->error}});
+    }
+  } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
+             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
+             !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
+    logging::log(logging::Level::kInfo, "the shared store answers again", {});
+  }
+  if (error) {
+    std::int64_t last = remote_stats_.error_logged_ns.load(std::memory_order_relaxed);
+    if (now - last >= 10'000'000'000 &&
+        remote_stats_.error_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      logging::log(logging::Level::kError, "the shared store refused a decision; its domain's redis_failure policy answered",
+          {{"error", error->error}});
+    }
+  }
+}
+
+void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
+  std::vector<store::RemoteOp> ops;
+  std::vector<std::size_t> of_op;  // the pending index of each op
+  for (std::size_t k = 0; k < job->pending.size(); ++k) {
+    const Pending& p = job->pending[k];
+    if (!p.limiter) continue;
+    if (!looking && job->look && !job->charged_in_final(k)) continue;  // the look's decision stands
+    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, looking || !job->charged_in_final(k)});
+    of_op.push_back(k);
+  }
+  auto on_results = [this, job, looking, of_op](std::vector<store::RemoteResult> results) mutable {
+    results.resize(of_op.size());  // a store answering short: the missing ones are unavailable
+    std::uint64_t unavailable = 0, errors = 0, answered = 0;
+    const store::RemoteResult* first_unavailable = nullptr;
+    const store::RemoteResult* first_error = nullptr;
+    for (std::size_t j = 0; j < of_op.size(); ++j) {
+      const std::size_t k = of_op[j];
+      const store::RemoteResult& r = results[j];
+      Decision d;
+      if (r.status == store::RemoteResult::Status::kOk) {
+        d = judged(job->pending[k], r.decision);
+        ++answered;
+      } else {
+        if (r.status == store::RemoteResult::Status::kError) {
+          ++errors;
+          if (!first_error) first_error = &r;
+        } else {
+          ++unavailable;
+          if (!first_unavailable) first_unavailable = &r;
+        }
+        d = fallback(*job, k, r, looking);
+      }
+      if (looking) {
+        job->looked[k] = d;
+        continue;
+      }
+      DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
+      apply(st, d);
+      const auto fb = job->fell_back[k];
+      st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen && fb != rules::FailurePolicy::kFailClosed;
+    }
+    remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
+    remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
+    log_store_health(first_unavailable, first_error, answered > 0);
+    if (looking) {
+      bool refused = false;
+      for (std::size_t k = 0; k < job->pending.size(); ++k) {
+        const Pending& p = job->pending[k];
+        refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
+      }
+      job->charge_all = !refused;
+      return decide_remote(std::move(job), false);
+    }
+    for (std::size_t k = 0; k < job->pending.size(); ++k) {
+      const Pending& p = job->pending[k];
+      DescriptorStatus& st = job->resp.statuses[p.index];
+      if (!p.limiter) {
+        apply_blocked(st, job->now);
+      } else if (job->look && !job->charged_in_final(k)) {
+        apply(st, job->looked[k]);
+      }
+    }
+    finish(*job);
+  };
+  if (ops.empty()) return on_results({});
+  if (breaker_ && !breaker_->allow()) {
+    std::vector<store::RemoteResult> open(ops.size());
+    for (auto& r : open) r.error = "the circuit breaker is open: the store failed recently";
+    return on_results(std::move(open));
+  }
+  remote_stats_.calls.fetch_add(1, std::memory_order_relaxed);
+  CircuitBreaker* breaker = breaker_.get();
+  options_.remote->decide(std::move(ops), Nanos{job->now},
+                          [breaker, on_results = std::move(on_results)](std::vector<store::RemoteResult> results) mutable {
+                            bool available = !results.empty();
+                            for (const auto& r : results) available &= r.status != store::RemoteResult::Status::kUnavailable;
+                            if (breaker) breaker->record(available);
+                            on_results(std::move(results));
+                          });
+}
+
+void Service::finish(Job& job) {
+  CheckResponse& resp = job.resp;
+  for (std::size_t k = 0; k < job.pending.size(); ++k) {
+    DescriptorStatus& st = resp.statuses[job.pending[k].index];
+    st.fallback = job.fell_back[k];
+    st.store_error = std::move(job.store_errors[k]);
+    if (st.code == Code::kOverLimit && job.pending[k].shadow) {
+      st.code = Code::kOk;
+      st.shadowed = true;
+    }
+  }
+
+  if (options_.observer && job.charge) {
+    for (const Pending& p : job.pending) {
+      const DescriptorStatus& st = resp.statuses[p.index];
+      if (st.rule && !p.look_only) options_.observer->observe(resp.rules, *st.rule, p.key, st, Nanos{job.now});
+    }
+  }
+
+  // 4. Overall: over if any descriptor is; quota_mode descriptors only if all of them are.
+  std::size_t quota = 0, quota_over = 0;
+  bool over = false;
+  for (const DescriptorStatus& st : resp.statuses) {
+    const bool is_over = st.code == Code::kOverLimit;
+    if (st.rule && st.rule->quota_mode) {
+      ++quota;
+      quota_over += is_over;
+    } else {
+      over |= is_over;
+    }
+  }
+  resp.overall = over || (quota > 0 && quota_over == quota) ? Code::kOverLimit : Code::kOk;
+  CheckDone done = std::move(job.done);
+  done(std::move(resp));
+}
+
+}  // namespace rk::service

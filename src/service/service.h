@@ -1,0 +1,197 @@
+// service/service.h: the decision service every protocol shares: a request's descriptors matched against the
+// active rules and charged to their limiters, with envoyproxy/ratelimit's semantics (hits_addend, replaces,
+// unlimited, shadow_mode, quota_mode, per-descriptor statuses) plus all_or_nothing.
+//
+// Protocol adapters (HTTP JSON, forward-auth, Envoy gRPC) turn their wire format into a CheckRequest and a
+// CheckResponse back into theirs; nothing here knows about a wire.
+//
+// Thread safety: check() may be called from any number of threads at once.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <limits>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "ratekeeper/clock.h"
+#include "rules/reloader.h"
+#include "service/breaker.h"
+#include "store/remote/remote_store.h"
+
+namespace rk::service {
+
+enum class Code : std::uint8_t { kUnknown = 0, kOk = 1, kOverLimit = 2 };  // Envoy's numbering
+std::string_view code_name(Code c);                                       // "UNKNOWN", "OK", "OVER_LIMIT"
+
+struct LimitOverride {
+  std::uint32_t requests_per_unit = 0;
+  rules::Unit unit = rules::Unit::kSecond;
+};
+
+struct CheckDescriptor {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::optional<std::uint64_t> hits_addend;
+  std::optional<LimitOverride> limit;
+};
+
+struct CheckRequest {
+  std::string domain;
+  std::vector<CheckDescriptor> descriptors;
+  std::uint64_t hits_addend = 0;  // 0: each descriptor counts 1
+};
+
+struct DescriptorStatus {
+  Code code = Code::kOk;
+  const rules::Rule* rule = nullptr;        // the matched rule; null for none and for request overrides
+  bool has_limit = false;                   // Envoy's current_limit is set
+  std::string name;                         // the rule's name (or path); "override" for request overrides
+  std::uint32_t requests_per_unit = 0;
+  std::optional<rules::Unit> unit;          // absent for `window:` rules
+  Nanos window{0};
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  std::uint32_t limit_remaining = 0;
+  Nanos duration_until_reset{0};            // over the limit: until an attempt may pass; else until back to fresh
+  Nanos retry_after{0};                     // 0 when OK; kNever when the hits can never pass
+  std::optional<double> estimate;           // earrrl
+  bool shadowed = false;                    // over the limit, let through by shadow mode
+  bool unlimited = false;
+  bool charged = false;                     // counted in the rule's state
+  // The remote store did not answer for this descriptor (or the breaker is open): the domain's policy decided.
+  rules::FailurePolicy fallback = rules::FailurePolicy::kDefault;  // kDefault: no fallback
+  std::string store_error;                  // why, when fallback is set
+};
+
+struct CheckResponse {
+  Code overall = Code::kOk;
+  std::vector<DescriptorStatus> statuses;    // same length and order as the request's descriptors
+  std::shared_ptr<const rules::RuleSet> rules;  // keeps the statuses' rule pointers valid
+};
+
+struct RequestError {
+  std::string field;    // "domain", "descriptors[2].entries[0].value", ...
+  std::string message;
+};
+
+// Told of every charged decision under a rule (not dry runs, not request overrides), after shadow mode has been
+// applied: what the dashboard's hot keys and rates are made of. Called on the deciding thread (a server thread, or
+// the remote store's), so it must be cheap and thread-safe.
+class DecisionObserver {
+ public:
+  virtual ~DecisionObserver() = default;
+  virtual void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
+                       const DescriptorStatus& status, Nanos now) = 0;
+};
+
+// Documented in docs/service.md: bad requests beyond these get a RequestError and change nothing.
+struct RequestLimits {
+  std::size_t max_domain_bytes = 256;
+  std::size_t max_descriptors = 64;
+  std::size_t max_entries = 16;
+  std::size_t max_key_bytes = 256;
+  std::size_t max_value_bytes = 1024;
+  // A descriptor's keys and values together (its counter key is about as long), and all of a request's: what one
+  // request can make the server hold, whatever the per-entry limits above allow (16 x 1,280 bytes, 64 times over).
+  std::size_t max_descriptor_bytes = 4096;
+  std::size_t max_request_bytes = 65536;
+  std::uint64_t max_hits = 1'000'000'000;
+};
+
+struct ServiceOptions {
+  bool shadow_mode = false;  // every rule counts, none refuses
+  RequestLimits limits;
+  // For request overrides' limiters (one per configured domain and unit; unknown domains get none); its
+  // max_memory_bytes is theirs together, shared equally among as many as can exist.
+  StoreOptions store;
+  // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
+  std::shared_ptr<store::RemoteStore> remote;
+  rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
+  BreakerOptions breaker;
+  Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
+  std::shared_ptr<DecisionObserver> observer;  // may be null
+};
+
+// Counters of the remote store's use, for metrics.
+struct RemoteStats {
+  std::atomic<std::uint64_t> calls{0};        // batches sent to the store
+  std::atomic<std::uint64_t> unavailable{0};  // descriptors the store did not answer (incl. breaker open)
+  std::atomic<std::uint64_t> errors{0};       // descriptors the store refused with an error
+  std::atomic<std::uint64_t> fallbacks[4]{};  // by FailurePolicy: [kFailOpen], [kFailClosed], [kLocal]
+  // For the log: whether the store answered last time (a change is logged once), and when a store error was last
+  // logged (at most one line every 10 s).
+  std::atomic<bool> reachable{true};
+  std::atomic<std::int64_t> unavailable_ns{0};  // the last time the store did not answer
+  std::atomic<std::int64_t> error_logged_ns{std::numeric_limits<std::int64_t>::min()};
+};
+
+// Request overrides' limiters (at most 7 per configured domain) and their stores, summed.
+struct OverrideStats {
+  std::size_t limiters = 0;
+  StoreStats store;
+};
+
+using CheckResult = std::variant<CheckResponse, RequestError>;
+using CheckDone = std::function<void(CheckResult)>;
+
+class Service {
+ public:
+  Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, ServiceOptions options = {});
+
+  // Decides and charges. `done` runs exactly once: at once (in-process domains, bad requests), or later on the
+  // remote store's thread. check() waits for it: for tests and tools, not for a server's event loop.
+  void check_async(CheckRequest request, CheckDone done);
+  CheckResult check(const CheckRequest& request);
+
+  // The matcher alone, for the admin dry run: which rule each descriptor would use, charging nothing.
+  void dry_run_async(CheckRequest request, CheckDone done);
+  CheckResult dry_run(const CheckRequest& request);
+
+  // Forgets the state of each descriptor's key under its matched rule (admin). One entry per descriptor: whether
+  // a key was tracked. Waits for the remote store.
+  std::variant<std::vector<bool>, RequestError> reset(const CheckRequest& request);
+
+  // What an attempt of cost 1 would be told now for each counter key of `rule`, recording nothing: from the remote
+  // store when the rule's domain uses it (waits for it; nullopt where it did not answer), else from the rule's own
+  // limiter. For the admin listener's hot keys.
+  std::vector<std::optional<Decision>> peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
+                                                 const std::vector<std::string>& keys);
+
+  const RemoteStats& remote_stats() const { return remote_stats_; }
+  const CircuitBreaker* breaker() const { return breaker_.get(); }
+
+  std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
+  const Clock& clock() const { return *clock_; }
+  const ServiceOptions& options() const { return options_; }
+  OverrideStats override_stats() const;
+
+ private:
+  std::optional<RequestError> validate(const CheckRequest& request) const;
+  std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
+  void run(CheckRequest request, bool charge, CheckDone done);
+  struct Job;
+  void decide_local(Job& job, bool look);
+  void decide_remote(std::shared_ptr<Job> job, bool looking);
+  void finish(Job& job);
+  Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
+  bool uses_remote(const rules::DomainConfig* domain) const;
+
+  rules::Reloader& rules_;
+  std::shared_ptr<const Clock> clock_;
+  ServiceOptions options_;
+  mutable std::mutex overrides_mu_;
+  // Request overrides' limiters by configured domain ("" for every other domain) and unit: see override_limiter().
+  std::unordered_map<std::string, std::array<std::shared_ptr<Limiter>, 7>> overrides_;
+  std::string overrides_version_;  // the rules' version overrides_ was last pruned for
+  std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
+  RemoteStats remote_stats_;
+  void log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error, bool answered);
+};
+
+}  // namespace rk::service

@@ -1,0 +1,60 @@
+// sim/scenario.h: a `ratekeeper simulate` scenario, read from YAML (format: docs/simulate.md).
+//
+//   std::vector<rk::sim::ScenarioError> errors;
+//   auto s = rk::sim::load_scenario("examples/scenarios/convergence.yaml", errors);
+//   if (!s) for (const auto& e : errors) std::cerr << e.where() << ": " << e.message << "\n";
+//
+// A scenario is checked whole before anything runs: every problem is reported with its file, line and column, and
+// the sizes are bounded (attempts, clients, sample rows) so that a typo cannot ask for a day of CPU or all memory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/traffic.h"
+#include "ratekeeper/params.h"
+
+namespace rk::sim {
+
+struct ScenarioClient {
+  std::string name;  // how the CSV names it
+  std::string key;   // the limiter's key: the name unless given (clients sharing a key share a limit)
+  ClientPattern pattern;
+  std::uint64_t cost = 1;
+};
+
+struct Scenario {
+  Nanos duration{0};
+  std::optional<Nanos> sample_every;  // sample rows of every client's state (peek), at 0, step, 2 step, ...
+  std::uint64_t seed = 1;
+  LimitSpec spec;
+  // The algorithms `--compare` runs, each with the scenario's limit and window and its own parameters.
+  std::vector<LimitSpec> compare;
+  std::vector<ScenarioClient> clients;  // `count: N` entries already expanded
+};
+
+struct ScenarioError {
+  std::string file;
+  int line = 0;  // 1-based; 0 when the problem is the file as a whole
+  int column = 0;
+  std::string message;
+  std::string where() const;  // "file:line:column" or "file"
+};
+
+// Bounds on what one scenario may ask for.
+inline constexpr double kMaxAttempts = 1e7;
+inline constexpr double kMaxSampleRows = 1e7;
+inline constexpr std::size_t kMaxClients = 100'000;
+inline constexpr double kMaxRate = 1e9;  // attempts per second per client: one a nanosecond
+
+std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file, std::vector<ScenarioError>& errors);
+std::optional<Scenario> load_scenario(const std::string& path, std::vector<ScenarioError>& errors);
+
+// The seed of a client's random stream, from the scenario's seed and the client's index (splitmix64).
+std::uint64_t client_seed(std::uint64_t scenario_seed, std::uint64_t index);
+
+}  // namespace rk::sim

@@ -1,0 +1,61 @@
+#include "store/memory/key_digest.h"
+
+#include <cstdio>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "store/memory/hash.h"
+
+namespace rk::store {
+
+namespace {
+
+std::uint64_t load_le(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+void store_le(std::uint64_t v, std::uint8_t* p) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+}  // namespace
+
+// The same SipHash-2-4-128 the in-process store digests long keys with (store/memory/hash.h), under the caller's seed.
+KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key) {
+  const Digest128 d = siphash128(key, DigestKey{load_le(seed.data()), load_le(seed.data() + 8)});
+  KeyDigest out;
+  store_le(d.lo, out.data());
+  store_le(d.hi, out.data() + 8);
+  return out;
+}
+
+KeyDigestSeed random_digest_seed() {
+  KeyDigestSeed seed;
+  std::size_t got = 0;
+  while (got < seed.size()) {
+    const ssize_t n = getrandom(seed.data() + got, seed.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  return seed;
+}
+
+std::string content_hash(std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace rk::store

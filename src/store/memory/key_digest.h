@@ -1,0 +1,31 @@
+// store/memory/key_digest.h: a key too long for a fixed-size slot, said in 16 bytes that an attacker cannot make collide.
+//
+// SipHash-2-4 with its 128-bit output (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): a keyed
+// pseudo-random function, so without the 16-byte seed nobody can compute, offline or by probing, two keys with one
+// digest. The nginx module stores a key longer than its zone's key_size this way (docs/nginx.md).
+//
+//   const KeyDigestSeed seed = random_digest_seed();   // once per zone, kept as long as its state
+//   const KeyDigest d = key_digest(seed, long_api_key);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rk::store {
+
+using KeyDigestSeed = std::array<std::uint8_t, 16>;
+using KeyDigest = std::array<std::uint8_t, 16>;
+
+KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key);
+
+// A short name for any text: FNV-1a 64 as 16 hex digits. Not keyed, so not for what an attacker may choose to
+// collide; it names rules by their identity, rule sets by their files, and Redis keys' Cluster hash tags (where a
+// value's own "{...}" must not choose the slot).
+std::string content_hash(std::string_view text);
+
+// From the operating system's random source (getrandom); throws if it has none to give.
+KeyDigestSeed random_digest_seed();
+
+}  // namespace rk::store

@@ -1,0 +1,278 @@
+#include "store/redis/remote.h"
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include "core/registry.h"
+#include "store/redis/client.h"
+#include "store/redis/scripts.h"
+#include "store/memory/key_digest.h"
+
+namespace rk::redis {
+
+namespace {
+
+// One decision's reply, as the strings decode_reply() takes.
+std::vector<std::string> flatten(const redis::Reply& reply) {
+  std::vector<std::string> out;
+  for (const redis::Reply& e : reply.elements) {
+    switch (e.type) {
+      case redis::Reply::Type::kInteger: out.push_back(std::to_string(e.integer)); break;
+      case redis::Reply::Type::kNil: out.emplace_back(); break;
+      default: out.push_back(e.str); break;
+    }
+  }
+  return out;
+}
+
+store::RemoteResult to_result(const redis::Result& r) {
+  store::RemoteResult out;
+  if (const auto* e = std::get_if<redis::Error>(&r)) {
+    // Redis answered, and refused this script (a foreign value in the key, say): only this decision fails. Every
+    // other error means Redis was not reached or did not answer in time.
+    out.status = e->kind == redis::Error::Kind::kServer ? store::RemoteResult::Status::kError : store::RemoteResult::Status::kUnavailable;
+    out.error = e->message;
+    return out;
+  }
+  const redis::Reply& reply = std::get<redis::Reply>(r);
+  if (reply.type != redis::Reply::Type::kArray) {
+    out.status = store::RemoteResult::Status::kError;
+    out.error = "the decision script answered something other than an array";
+    return out;
+  }
+  const std::vector<std::string> fields = flatten(reply);
+  auto decoded = redis::decode_reply(fields);
+  if (auto* msg = std::get_if<std::string>(&decoded)) {
+    out.status = store::RemoteResult::Status::kError;
+    out.error = *msg;
+    return out;
+  }
+  out.status = store::RemoteResult::Status::kOk;
+  out.decision = std::get<Decision>(decoded);
+  return out;
+}
+
+// Thread safety: decide() and reset() from any thread; replies arrive on the client's thread. The near cache is
+// under near_mu_; the flusher thread only takes it to swap out the batched hits.
+class RedisRemote final : public store::RemoteStore {
+ public:
+  explicit RedisRemote(const RedisRemoteOptions& o) : options_(o), client_(client_options(o)) {
+    for (Algorithm a : kAllAlgorithms) {
+      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(std::string(redis::script_for(a).source));
+    }
+    if (options_.near_cache) flusher_ = std::thread([this] { flush_loop(); });
+  }
+  ~RedisRemote() override { close(); }
+
+  void decide(std::vector<store::RemoteOp> ops, Nanos now, std::function<void(std::vector<store::RemoteResult>)> done) override {
+    struct Batch {
+      std::vector<store::RemoteResult> results;
+      std::atomic<std::size_t> left;
+      std::function<void(std::vector<store::RemoteResult>)> done;
+    };
+    if (ops.empty()) return done({});
+    auto batch = std::make_shared<Batch>();
+    batch->results.resize(ops.size());
+    batch->left = ops.size() + 1;  // + 1: this function's own pass, so that local answers cannot finish it early
+    batch->done = std::move(done);
+    auto one_done = [batch] {
+      if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->results));
+    };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      store::RemoteOp& op = ops[i];
+      if (options_.near_cache && !op.peek && near_answer(op, now, batch->results[i])) {
+        one_done();
+        continue;
+      }
+      const bool learn = options_.near_cache && !op.peek;
+      std::string key = learn ? op.key : std::string();
+      send(*op.spec, std::move(op.key), now, op.hits, op.peek,
+           [this, batch, i, one_done, learn, key = std::move(key), spec = *op.spec, hits = op.hits, now](redis::Result r) {
+             batch->results[i] = to_result(r);
+             if (learn) near_learn(key, spec, hits, now, batch->results[i]);
+             one_done();
+           });
+    }
+    one_done();
+  }
+
+  void flush() override {
+    std::unordered_map<std::string, NearEntry> batched;
+    {
+      std::lock_guard lock(near_mu_);
+      for (auto& [key, e] : near_) {
+        if (e.pending_hits == 0) continue;
+        batched.emplace(key, e);
+        e.pending_hits = 0;
+      }
+    }
+    for (auto& [key, e] : batched) {
+      // Their answer is not learnt from: a refusal of the batch's whole cost says nothing of one attempt's wait.
+      // Hits of a batch Redis does not answer are lost (docs/redis.md).
+      send(e.spec, key, e.pending_at, e.pending_hits, false, [](const redis::Result&) {});
+    }
+  }
+
+  void reset(std::vector<std::string> keys, std::function<void(std::vector<std::optional<bool>>)> done) override {
+    struct Batch {
+      std::vector<std::optional<bool>> existed;
+      std::atomic<std::size_t> left;
+      std::function<void(std::vector<std::optional<bool>>)> done;
+    };
+    if (keys.empty()) return done({});
+    auto batch = std::make_shared<Batch>();
+    batch->existed.resize(keys.size());
+    batch->left = keys.size();
+    batch->done = std::move(done);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::string key = redis_key(keys[i]);
+      const std::string routing = key;
+      client_.exec({"DEL", std::move(key)}, routing, [batch, i](redis::Result r) {
+        if (const auto* reply = std::get_if<redis::Reply>(&r); reply && reply->type == redis::Reply::Type::kInteger) {
+          batch->existed[i] = reply->integer > 0;
+        }
+        if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->existed));
+      });
+    }
+  }
+
+  std::string describe() const override { return client_.describe(); }
+  // The client fails a node's commands at once while that node is backing off (after a refused connection or a
+  // timeout): a breaker per node. One for the whole store is for a single server.
+  bool wants_breaker() const override { return !options_.url.starts_with("redis+cluster://"); }
+  void close() override {
+    {
+      std::lock_guard lock(near_mu_);
+      stopping_ = true;
+    }
+    near_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
+    client_.close();
+  }
+
+ private:
+  struct NearEntry {
+    LimitSpec spec;
+    Nanos until{0};               // refused until then (the service's clock)
+    std::uint64_t min_cost = 0;   // for attempts of at least this cost
+    Decision refusal;             // what Redis said
+    std::uint64_t pending_hits = 0;  // refused here, not yet counted in Redis
+    Nanos pending_at{0};             // the last of them
+  };
+
+  void send(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t hits, bool peek,
+            std::function<void(redis::Result)> done) {
+    const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
+    const redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
+    std::vector<std::string> keys{redis_key(key)};
+    script.eval(client_, std::move(keys), redis::script_args(spec, time, hits, peek), std::move(done));
+  }
+
+  // Answers from the near cache if Redis has refused this key until later; false: ask Redis.
+  bool near_answer(const store::RemoteOp& op, Nanos now, store::RemoteResult& out) {
+    std::lock_guard lock(near_mu_);
+    const auto it = near_.find(op.key);
+    if (it == near_.end()) return false;
+    NearEntry& e = it->second;
+    if (now >= e.until || op.hits < e.min_cost) {
+      if (now >= e.until) {
+        // Redis decides again: first it counts the refusals batched here (on the key's own connection, so in
+        // order), or it would judge on a state that misses them.
+        if (e.pending_hits > 0) {
+          send(e.spec, op.key, e.pending_at, e.pending_hits, false, [](const redis::Result&) {});
+        }
+        near_.erase(it);
+      }
+      return false;
+    }
+    out.status = store::RemoteResult::Status::kOk;
+    out.decision = e.refusal;
+    out.decision.retry_after = e.until - now;
+    out.decision.reset_after = std::max(out.decision.reset_after - (now - e.pending_at), out.decision.retry_after);
+    if (core::counts_refused(e.spec)) {
+      e.pending_hits += op.hits;
+      e.pending_at = now;
+    }
+    return true;
+  }
+
+  void near_learn(const std::string& key, const LimitSpec& spec, std::uint64_t hits, Nanos now, const store::RemoteResult& r) {
+    std::lock_guard lock(near_mu_);
+    const bool refused = r.status == store::RemoteResult::Status::kOk && !r.decision.allowed &&
+                         r.decision.retry_after > Nanos{0} && r.decision.retry_after != kNever;
+    auto it = near_.find(key);
+    if (!refused) {
+      if (it != near_.end() && it->second.pending_hits == 0) near_.erase(it);
+      return;
+    }
+    if (it == near_.end()) {
+      if (near_.size() >= options_.near_cache_keys) return;
+      it = near_.emplace(key, NearEntry{.spec = spec}).first;
+    }
+    NearEntry& e = it->second;
+    e.until = std::max(e.until, now + r.decision.retry_after);
+    e.min_cost = e.min_cost == 0 ? hits : std::min(e.min_cost, hits);
+    e.refusal = r.decision;
+    if (e.pending_hits == 0) e.pending_at = now;
+  }
+
+  void flush_loop() {
+    std::unique_lock lock(near_mu_);
+    while (!stopping_) {
+      near_cv_.wait_for(lock, options_.near_cache_flush, [&] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      flush();
+      lock.lock();
+    }
+  }
+
+  static redis::ClientOptions client_options(const RedisRemoteOptions& o) {
+    if (o.connections < 1 || o.connections > 64) {
+      throw std::invalid_argument("connections per Redis node is " + std::to_string(o.connections) +
+                                  "; it must be from 1 to 64");
+    }
+    redis::ClientOptions c = redis::ClientOptions::parse_url(o.url);
+    c.command_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
+    c.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.connect_timeout);
+    c.connections_per_node = o.connections;
+    return c;
+  }
+
+  RedisRemoteOptions options_;
+  redis::Client client_;
+  std::array<std::unique_ptr<redis::Script>, std::size(kAllAlgorithms)> scripts_;
+  std::mutex near_mu_;
+  std::condition_variable near_cv_;
+  bool stopping_ = false;                               // under near_mu_
+  std::unordered_map<std::string, NearEntry> near_;     // under near_mu_
+  std::thread flusher_;                                 // last: started once the rest is built
+};
+
+}  // namespace
+
+std::string redis_key(std::string_view store_key) {
+  // After "rk:", so that "rk:*" (a SCAN, an ACL's key pattern) still covers every key. The digest is of the whole
+  // key, prefix included, so that two keys differing only there cannot share it.
+  constexpr std::string_view kPrefix = "rk:";
+  const std::string_view rest = store_key.starts_with(kPrefix) ? store_key.substr(kPrefix.size()) : store_key;
+  std::string out;
+  out.reserve(kPrefix.size() + 20 + rest.size());
+  out += kPrefix;
+  out += '{';
+  out += store::content_hash(store_key);
+  out += "}:";
+  out += rest;
+  return out;
+}
+
+std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
+  return std::make_shared<RedisRemote>(options);
+}
+
+}  // namespace rk::redis

@@ -1,0 +1,42 @@
+// store/redis/remote.h: the remote store of `ratekeeper serve --redis URL`: each decision one Lua script in
+// Redis (src/store/redis/lua/), sent through our pipelining RESP client (src/store/redis/client.h).
+//
+//   auto store = rk::redis::make_redis_remote({.url = "redis://127.0.0.1:6379"});  // throws on a bad URL
+//   rk::service::Service service(reloader, clock, {.remote = store});
+//
+// Thread safety: as store::RemoteStore. Destroying the store fails what is still in flight (as unavailable) and joins
+// its threads; destroy it after the servers that wait on its answers have stopped.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "store/remote/remote_store.h"
+
+namespace rk::redis {
+
+struct RedisRemoteOptions {
+  std::string url;                                       // redis://, redis+cluster://, redis+sentinel://
+  bool caller_clock = false;                             // true: the caller's time; false: Redis's own TIME
+  Nanos timeout = std::chrono::milliseconds(100);        // per command, after which the decision falls back
+  Nanos connect_timeout = std::chrono::milliseconds(500);
+  int connections = 2;                                   // per Redis node
+  // Near cache: once Redis refuses a key until a known time, attempts (of at least the same cost) before then are
+  // refused here without a round trip; where refused attempts count (earrrl; fixed_window with count_refused),
+  // their hits go to Redis in one batch per key every `near_cache_flush`. Off by default: docs/redis.md says what
+  // it can change.
+  bool near_cache = false;
+  Nanos near_cache_flush = std::chrono::milliseconds(50);
+  std::size_t near_cache_keys = 100'000;                 // at most; a full cache takes no new keys
+};
+
+// Throws std::invalid_argument naming what is wrong with the URL or options.
+std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
+
+// The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{<digest of the whole key>}:<rule hash>:<values>".
+// Redis Cluster hashes only a key's first {...}: ours comes first, so that a value a client sends ("{x}...")
+// cannot choose the slot, and every key has its own. docs/redis.md gives the format.
+std::string redis_key(std::string_view store_key);
+
+}  // namespace rk::redis

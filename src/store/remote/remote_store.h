@@ -1,0 +1,62 @@
+// store/remote/remote_store.h: a store of limiter state outside the process (Redis), asked asynchronously. The
+// service keeps a circuit breaker in front of it (service/breaker.h).
+//
+//   store.decide({{&spec, "rk:...:key", 1, false}}, now, [](std::vector<RemoteResult> r) { ... });
+//
+// Thread safety: decide() may be called from any thread; `done` runs once, on any thread (the store's own, or the
+// caller's when it fails at once).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ratekeeper/clock.h"
+#include "ratekeeper/decision.h"
+#include "ratekeeper/params.h"
+
+namespace rk::store {
+
+struct RemoteOp {
+  const LimitSpec* spec = nullptr;  // valid until done runs (the caller holds the rule set)
+  std::string key;                  // the whole key in the store
+  std::uint64_t hits = 1;
+  bool peek = false;                // decide without recording
+};
+
+struct RemoteResult {
+  enum class Status : std::uint8_t {
+    kOk,           // `decision` is the store's
+    kUnavailable,  // not reached, or no answer in time: counts against the breaker
+    kError,        // reached, and it refused this op (a foreign value in the key, say): only this op fails
+  };
+  Status status = Status::kUnavailable;
+  Decision decision;
+  std::string error;
+};
+
+class RemoteStore {
+ public:
+  virtual ~RemoteStore() = default;
+  // One result per op, in order. `now` is the caller's time, used when the store is told to take the caller's
+  // clock (`--redis-clock local`); otherwise the store uses its own. Never blocks; `done` is called exactly once.
+  virtual void decide(std::vector<RemoteOp> ops, Nanos now, std::function<void(std::vector<RemoteResult>)> done) = 0;
+  // Forgets keys; `done` gets, per key, whether it existed (nullopt: unavailable).
+  virtual void reset(std::vector<std::string> keys, std::function<void(std::vector<std::optional<bool>>)> done) = 0;
+  virtual std::string describe() const = 0;  // "redis://127.0.0.1:6379", for logs
+  // Answers what is in flight as unavailable and stops the store's threads; later calls fail at once. Called
+  // once the servers that wait on the store have stopped, before the Service goes.
+  virtual void close() = 0;
+  // Sends at once whatever the store batches for later (the near cache's counted refusals).
+  virtual void flush() {}
+  // False when the store keeps a breaker per server of its own (a Redis Cluster: one dead shard must not stop the
+  // others being asked); then the Service keeps none.
+  virtual bool wants_breaker() const { return true; }
+};
+
+}  // namespace rk::store
