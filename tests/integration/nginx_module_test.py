@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 from serve_test import NGINX, free_port, wait_until  # this directory's shared helpers
@@ -126,6 +127,7 @@ ZONES = """
     ratekeeper_zone zone=bucket:1m algorithm=token_bucket rate=1r/h capacity=100;
     ratekeeper_zone zone=abuse:1m algorithm=earrrl rate=1r/s half_life=10s;
     ratekeeper_zone zone=keys:1m algorithm=gcra rate=1r/h burst=2 key_size=16;
+    ratekeeper_zone zone=queue:1m algorithm=leaky_queue rate=1r/s burst=2;
 """
 LOCATIONS = """
         location /a/ { ratekeeper zone=bucket key=$binary_remote_addr; }
@@ -133,6 +135,7 @@ LOCATIONS = """
         location /c/ { ratekeeper zone=abuse key=c$binary_remote_addr; ratekeeper_headers off; }
         location /dry/ { ratekeeper zone=keys key=dry$binary_remote_addr; ratekeeper_dry_run on; }
         location /key/ { ratekeeper zone=keys key=$http_x_api_key; }
+        location /queue/ { ratekeeper zone=queue key=$binary_remote_addr; empty_gif; }
 """
 
 
@@ -218,6 +221,28 @@ class ModuleTest(unittest.TestCase):
         self.assertEqual(got[3], {"RateLimit-Policy": '"keys";q=1;w=3600', "RateLimit": '"keys";r=0;t=3600',
                                   "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0",
                                   "X-RateLimit-Reset": "3600", "Retry-After": "3600"})
+
+    def test_leaky_queue_holds_each_admitted_request_for_its_delay(self):
+        # Regression: the module let leaky_queue's admitted requests through at once, dropping their delay, so the
+        # queue was gcra. Rate 1/s, burst 2: of four requests at once, three leave 0, 1 and 2 s after the first
+        # decision (limit_req's queue without nodelay) and one is refused: two wait behind the first. Lower bounds
+        # only, with half a second to spare: nginx's timers count from its cached clock, which may lag a little.
+        # (That a dry run delays nothing, differential.nginx finds: its dry runs would wait hours.)
+        start, done, lock = time.monotonic(), [], threading.Lock()
+
+        def run():
+            status = self.nginx.get("/queue/")[0]
+            with lock:
+                done.append((status, time.monotonic() - start))
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(sorted(s for s, _ in done), [200, 200, 200, 429])
+        took = sorted(t for s, t in done if s == 200)
+        self.assertTrue(all(t >= w for t, w in zip(took, [0, 0.5, 1.5])), took)
 
     def test_state_survives_a_reload_and_a_killed_worker(self):
         hammer(self.nginx, "/a/", 200)
