@@ -42,6 +42,7 @@ http {
         # reuseport: a socket per worker, connections spread by the kernel's hash, so both workers answer even on a
         # busy machine (one shared socket let one worker accept every connection of a burst now and then).
         listen 127.0.0.1:%(port)d reuseport;
+        location = /rk-probe { add_header X-Rk-Probe %(token)s; return 204; }
 %(server)s
     }
 }
@@ -51,18 +52,36 @@ http {
 class Nginx:
     def __init__(self, http_block, server_block):
         self.dir = tempfile.mkdtemp(prefix="rk-ngx-module-")
-        self.port = free_port()
         for d in ("html/a", "html/b", "html/c", "html/dry", "html/key"):
             os.makedirs(os.path.join(self.dir, d))
             with open(os.path.join(self.dir, d, "index.html"), "w") as f:
                 f.write("ok\n")
         self.conf = os.path.join(self.dir, "nginx.conf")
-        with open(self.conf, "w") as f:
-            f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
-                            "server": server_block, "user": "user root;" if os.geteuid() == 0 else ""})
-        self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        # A free port may be taken by another process before nginx binds it; then whatever listens there answers
+        # (seen: a 200 to every path, from another test's server). So nginx is known by a token of its own, and
+        # started again on another port when its port was taken.
+        token = os.urandom(8).hex()
+        for _ in range(5):
+            self.port = free_port()
+            with open(self.conf, "w") as f:
+                f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
+                                "server": server_block, "user": "user root;" if os.geteuid() == 0 else "",
+                                "token": token})
+            self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
+            try:
+                wait_until(lambda: self.proc.poll() is not None or
+                           self.get("/rk-probe")[1].get("X-Rk-Probe") == token, "nginx to answer", 15)
+            except AssertionError:
+                self.proc.kill()
+            if self.proc.poll() is None:
+                break
+            self.proc.wait()
+            if not os.path.exists(os.path.join(self.dir, "error.log")) or \
+                    "Address already in use" not in self.log("error.log"):
+                break
         try:
+            assert self.proc.poll() is None
             wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
         except AssertionError:
             self.stop()
@@ -267,7 +286,7 @@ class BrokenConfigTest(unittest.TestCase):
             conf = os.path.join(d, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(CONF % {"module": MODULE, "dir": d, "port": free_port(), "http": http_block,
-                                "server": server_block, "user": ""})
+                                "server": server_block, "user": "", "token": "t"})
             out = subprocess.run([NGINX, "-t", "-c", conf, "-p", d], capture_output=True, text=True, timeout=30)
             self.assertNotEqual(out.returncode, 0, out.stderr)
             self.assertIn(expected, out.stderr)
