@@ -11,6 +11,10 @@ install(TARGETS ratekeeper ratekeeper_shared EXPORT ratekeeperTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/ratekeeper DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS ratekeeper_app RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The documentation, where examples/systemd/ratekeeper.service's Documentation= points (share/doc/ratekeeper/README.md),
+# with docs/ beside it so that the README's links resolve.
+install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY docs DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(EXPORT ratekeeperTargets NAMESPACE ratekeeper:: DESTINATION ${RK_CMAKE_DIR})
 
 configure_package_config_file(cmake/ratekeeperConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/ratekeeperConfig.cmake

@@ -51,7 +51,7 @@ typedef struct rk_spec {
   double burst;            /* gcra, leaky_queue */
   double capacity;         /* token_bucket, leaky_bucket */
   int count_refused;       /* earrrl, fixed_window: 0 or 1 */
-  uint64_t max_keys;       /* the store's bound (LRU past it); default 1,000,000 */
+  uint64_t max_keys;       /* the store's bound (CLOCK eviction past it); default 1,000,000 */
   uint64_t max_key_bytes;  /* longer keys are refused; default 4096 */
 } rk_spec;
 
@@ -85,15 +85,16 @@ RK_EXPORT rk_status rk_limiter_new(const rk_spec* spec, rk_limiter** out);
 RK_EXPORT void rk_limiter_free(rk_limiter* limiter); /* NULL is fine */
 
 /* Decides one attempt of `cost` on the key (key_len bytes; any bytes) and records it. */
-RK_EXPORT rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
+RK_EXPORT rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
+                                     rk_decision* out);
 /* The same at an explicit time, in nanoseconds on the caller's own clock (simulations, tests). */
-RK_EXPORT rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
-                              rk_decision* out);
+RK_EXPORT rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+                                        uint64_t cost, rk_decision* out);
 /* What check would answer, recording nothing. */
 RK_EXPORT rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
-                          rk_decision* out);
+                                    rk_decision* out);
 RK_EXPORT rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
-                             uint64_t cost, rk_decision* out);
+                                       uint64_t cost, rk_decision* out);
 /* Forgets the key; *was_tracked (may be NULL) says whether it was. */
 RK_EXPORT rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked);
 /* Forgets every key whose state is back to fresh at now_ns; *forgotten (may be NULL) counts them. */
@@ -114,13 +115,14 @@ typedef struct rk_shared rk_shared;
 RK_EXPORT size_t rk_shared_region_bytes(uint64_t max_keys, uint64_t max_key_bytes, uint64_t shards);
 RK_EXPORT uint64_t rk_shared_keys_that_fit(size_t bytes, uint64_t max_key_bytes, uint64_t shards);
 RK_EXPORT rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spec* spec, uint64_t shards,
-                              rk_shared** out);
+                                        rk_shared** out);
 RK_EXPORT void rk_shared_free(rk_shared* shared); /* the handle only: the region stays as it is */
-RK_EXPORT rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out);
-RK_EXPORT rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
-                             rk_decision* out);
-RK_EXPORT rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
-                            rk_decision* out);
+RK_EXPORT rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost,
+                                    rk_decision* out);
+RK_EXPORT rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns,
+                                       uint64_t cost, rk_decision* out);
+RK_EXPORT rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns,
+                                      uint64_t cost, rk_decision* out);
 RK_EXPORT rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* memory_bytes: the region's size */
 
 /* The rate-limit HTTP header fields for an answer, formatted as ratekeeper's service formats them (one formatter;
@@ -156,7 +158,7 @@ RK_EXPORT size_t rk_headers_bytes(const rk_header_limit* limits, size_t n_limits
 /* Fills fields[0 .. *n_fields) (room for RK_HEADER_FIELDS_MAX), their values written into buf. No limits: no
  * fields. RK_INVALID_ARGUMENT for a NULL pointer or a buf shorter than the values need. */
 RK_EXPORT rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char* buf, size_t buf_len,
-                            rk_header_field* fields, size_t* n_fields);
+                                      rk_header_field* fields, size_t* n_fields);
 
 /* A key longer than a store's slot, said in RK_KEY_DIGEST_BYTES bytes: SipHash-2-4-128 keyed with a secret seed of
  * RK_KEY_DIGEST_BYTES, so two keys with one digest cannot be found without the seed. Keep the seed as long as the
@@ -165,7 +167,7 @@ RK_EXPORT rk_status rk_format_headers(const rk_header_limit* limits, size_t n_li
 /* A fresh seed from the operating system's random source. */
 RK_EXPORT rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]);
 RK_EXPORT rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
-                        uint8_t out[RK_KEY_DIGEST_BYTES]);
+                                  uint8_t out[RK_KEY_DIGEST_BYTES]);
 
 #ifdef __cplusplus
 }

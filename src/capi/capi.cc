@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iterator>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -103,6 +104,23 @@ rk_status decide(Handle* l, const char* key, size_t len, rk_decision* out, F&& d
   });
 }
 
+// The four ways to ask, the same for a limiter and a shared region (both handles hold a `limiter` with this API).
+template <class Handle>
+rk_status check_at(Handle* h, const char* key, size_t len, std::optional<rk::Nanos> now, uint64_t cost,
+                   rk_decision* out) noexcept {
+  return decide(h, key, len, out, [&](auto& l, std::string_view k) {
+    return now ? l.check_at(k, *now, cost) : l.check(k, cost);
+  });
+}
+
+template <class Handle>
+rk_status peek_at(const Handle* h, const char* key, size_t len, std::optional<rk::Nanos> now, uint64_t cost,
+                  rk_decision* out) noexcept {
+  return decide(h, key, len, out, [&](const auto& l, std::string_view k) {
+    return now ? l.peek_at(k, *now, cost) : l.peek(k, cost);
+  });
+}
+
 // The C spec as a checked rk::LimitSpec, with max_keys and max_key_bytes checked too.
 rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
   if (spec == nullptr) return fail(RK_INVALID_ARGUMENT, "spec is NULL");
@@ -177,24 +195,22 @@ rk_status rk_spec_check(const rk_spec* spec) {
 void rk_limiter_free(rk_limiter* limiter) { delete limiter; }
 
 rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out) {
-  return decide(limiter, key, key_len, out, [&](rk::Limiter& l, std::string_view k) { return l.check(k, cost); });
+  return check_at(limiter, key, key_len, std::nullopt, cost, out);
 }
 
 rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                               rk_decision* out) {
-  return decide(limiter, key, key_len, out,
-                [&](rk::Limiter& l, std::string_view k) { return l.check_at(k, rk::Nanos{now_ns}, cost); });
+  return check_at(limiter, key, key_len, rk::Nanos{now_ns}, cost, out);
 }
 
 rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
                           rk_decision* out) {
-  return decide(limiter, key, key_len, out, [&](const rk::Limiter& l, std::string_view k) { return l.peek(k, cost); });
+  return peek_at(limiter, key, key_len, std::nullopt, cost, out);
 }
 
 rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
                              uint64_t cost, rk_decision* out) {
-  return decide(limiter, key, key_len, out,
-                [&](const rk::Limiter& l, std::string_view k) { return l.peek_at(k, rk::Nanos{now_ns}, cost); });
+  return peek_at(limiter, key, key_len, rk::Nanos{now_ns}, cost, out);
 }
 
 rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked) {
@@ -260,20 +276,17 @@ rk_status rk_shared_in_region(void* base, size_t bytes, int format, const rk_spe
 void rk_shared_free(rk_shared* shared) { delete shared; }
 
 rk_status rk_shared_check(rk_shared* shared, const char* key, size_t key_len, uint64_t cost, rk_decision* out) {
-  return decide(shared, key, key_len, out, [&](rk::SharedLimiter& l, std::string_view k) { return l.check(k, cost); });
+  return check_at(shared, key, key_len, std::nullopt, cost, out);
 }
 
 rk_status rk_shared_check_at(rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                              rk_decision* out) {
-  return decide(shared, key, key_len, out,
-                [&](rk::SharedLimiter& l, std::string_view k) { return l.check_at(k, rk::Nanos{now_ns}, cost); });
+  return check_at(shared, key, key_len, rk::Nanos{now_ns}, cost, out);
 }
 
 rk_status rk_shared_peek_at(const rk_shared* shared, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                             rk_decision* out) {
-  return decide(shared, key, key_len, out, [&](const rk::SharedLimiter& l, std::string_view k) {
-    return l.peek_at(k, rk::Nanos{now_ns}, cost);
-  });
+  return peek_at(shared, key, key_len, rk::Nanos{now_ns}, cost, out);
 }
 
 rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out) {

@@ -24,7 +24,7 @@ const char* limit_flags_help() {
          "  --burst N            gcra: requests beyond one at once; leaky_queue: how many may wait\n"
          "  --capacity N         token_bucket, leaky_bucket: bucket size (default: the limit)\n"
          "  --count-refused B    earrrl (default true), fixed_window (default false)\n"
-         "  --max-keys N         keys tracked before the least recently used is evicted (default 1000000)\n";
+         "  --max-keys N         keys tracked before CLOCK eviction (default 1000000)\n";
   return help.c_str();
 }
 

@@ -1,4 +1,4 @@
-// core/earrrl.h: the Estimated Average Recent Request Rate limiter (see docs/algorithms.md, ../shared/EARRRL.md).
+// core/earrrl.h: the Estimated Average Recent Request Rate limiter (the maths and its sources: docs/algorithms.md).
 //
 // A key's whole history folds into one impulse of size N at time T; its estimated rate at time t is
 // N * lambda * exp(-lambda * (t - T)), lambda = ln 2 / half_life. An attempt is refused when the estimate before

@@ -1,5 +1,5 @@
 // dashboard/what_if.h: POST /v1/admin/simulate, the dashboard's what-if panel: a `ratekeeper simulate` scenario
-// (docs/simulate.md), written as JSON, run on a simulated clock by rk_simulate's code, and answered as series a
+// (docs/simulate.md), written as JSON, run on a simulated clock by the simulation engine (sim/simulate.h), and answered as series a
 // page can plot (per client: allowed and refused attempts per time bucket, and the state sampled between them).
 //
 //   {"duration": "60s",

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/algorithms.h"
-#include "store/memory/sharded_lru.h"
+#include "store/memory/sharded_store.h"
 
 namespace rk {
 
@@ -41,7 +41,7 @@ std::size_t per_key_heap(const LimitSpec& spec) {
 template <class State>
 StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
   if (o.max_memory_bytes == 0) return o;
-  using Store = store::ShardedLru<State>;
+  using Store = store::ShardedStore<State>;
   const std::size_t heap = per_key_heap(spec);
   std::size_t lo = 1, hi = o.max_keys;  // the largest count that fits (or 1) lies in [lo, hi]
   while (lo < hi) {
@@ -114,7 +114,7 @@ class Keyed final : public Limiter::Impl {
 
  private:
   typename Algo::Params params_;
-  store::ShardedLru<typename Algo::State> store_;
+  store::ShardedStore<typename Algo::State> store_;
 };
 
 std::unique_ptr<Limiter::Impl> make_impl(const LimitSpec& spec, const StoreOptions& o, std::shared_ptr<const Clock> c) {

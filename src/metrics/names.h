@@ -3,8 +3,9 @@
 //   namespace n = rk::metrics::names;
 //   auto& c = registry.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "success"}});
 //
-// A counter's name ends in _total, a unit's name is in the metric's (seconds, not ms). Each entry names its
-// labels in its comment; the registry insists that every series of a metric has the same ones.
+// A counter's name ends in _total (except envoyproxy/ratelimit's own names, kept as its users know them), a unit's
+// name is in the metric's (seconds, not ms). Each entry names its labels in its comment; the registry insists that
+// every series of a metric has the same ones.
 #pragma once
 
 #include <array>
@@ -34,7 +35,7 @@ inline const std::vector<double> kDecisionDurationBuckets = {
 inline constexpr Name kStoreKeys{"ratekeeper_store_keys", "Keys tracked in the in-process store, by domain and rule."};
 // counter {domain, rule}, computed at scrape time (Registry::counter_fn).
 inline constexpr Name kStoreEvictions{"ratekeeper_store_evictions_total",
-                                      "Keys evicted because a rule's store was full (least recently used)."};
+                                      "Keys evicted because a rule's store was full (CLOCK: not used since the hand last passed)."};
 // counter {result}: success or failure.
 inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules reloads, by result."};
 // gauge, no labels.
@@ -65,10 +66,29 @@ inline constexpr Name kBreakerOpened{"ratekeeper_redis_breaker_opened_total", "T
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 
+// envoyproxy/ratelimit's per-descriptor counters, named as its Prometheus mapping names them
+// (src/stats/prom/default_mapper.yaml), so its dashboards keep working: upstream's names, without _total. Each is a
+// counter {domain, key1, key2}: the first three parts of upstream's stats key "<domain>.<key>_<value>...", key2
+// empty for a one-entry descriptor (Prometheus reads an empty label as an absent one). metrics/envoy/ fills them.
+inline constexpr Name kEnvoyTotalHits{"ratelimit_service_rate_limit_total_hits",
+                                      "envoyproxy/ratelimit's total_hits: hits counted against the descriptor's limit."};
+inline constexpr Name kEnvoyOverLimit{"ratelimit_service_rate_limit_over_limit",
+                                      "envoyproxy/ratelimit's over_limit: hits over the descriptor's limit."};
+inline constexpr Name kEnvoyNearLimit{"ratelimit_service_rate_limit_near_limit",
+                                      "envoyproxy/ratelimit's near_limit: hits within the limit, past its near-limit "
+                                      "ratio (--near-limit-ratio, default 0.8)."};
+inline constexpr Name kEnvoyWithinLimit{"ratelimit_service_rate_limit_within_limit",
+                                        "envoyproxy/ratelimit's within_limit: hits within the descriptor's limit."};
+inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode",
+                                       "envoyproxy/ratelimit's shadow_mode: hits over the limit of a shadow_mode rule, "
+                                       "let through."};
+
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
                                     kHttpConnections, kGrpcRequests,    kRemoteCalls,     kRemoteFailures,
-                                    kRemoteFallbacks, kBreakerState,    kBreakerOpened,   kBuildInfo};
+                                    kRemoteFallbacks, kBreakerState,    kBreakerOpened,   kBuildInfo,
+                                    kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
+                                    kEnvoyShadowMode};
 
 }  // namespace rk::metrics::names

@@ -3,6 +3,7 @@
 #include "store/memory/key_digest.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 namespace rk::rules {
@@ -104,6 +105,22 @@ void append_key_part(std::string& key, std::string_view v) {
   key += std::to_string(v.size());
   key += ':';
   key += v;
+}
+
+std::optional<std::vector<std::string_view>> split_key_parts(std::string_view key) {
+  std::vector<std::string_view> parts;
+  while (!key.empty()) {
+    std::size_t len = 0;
+    const auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), len);
+    const auto digits = static_cast<std::size_t>(p - key.data());
+    if (ec != std::errc{} || digits == 0 || digits >= key.size() || key[digits] != ':' ||
+        len > key.size() - digits - 1) {
+      return std::nullopt;
+    }
+    parts.push_back(key.substr(digits + 1, len));
+    key.remove_prefix(digits + 1 + len);
+  }
+  return parts;
 }
 
 std::shared_ptr<const RuleSet> RuleSet::build(std::vector<DomainConfig> domains, const RuleSet* previous,

@@ -89,6 +89,8 @@ class RuleSet {
 // Appends a value to a counter key as "<length>:<value>", so that no value can imitate a separator and two
 // different sequences of values never make the same key.
 void append_key_part(std::string& key, std::string_view value);
+// The inverse: a counter key's values in order; nullopt if `key` is not in that form.
+std::optional<std::vector<std::string_view>> split_key_parts(std::string_view key);
 
 // '*' matches any run of characters (also none); everything else matches itself.
 bool wildcard_match(std::string_view pattern, std::string_view value);

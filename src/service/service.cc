@@ -85,6 +85,21 @@ Decision judged(const Pending& p, const Decision& d) {
 
 }  // namespace
 
+std::shared_ptr<DecisionObserver> observe_all(std::vector<std::shared_ptr<DecisionObserver>> observers) {
+  struct All final : DecisionObserver {
+    std::vector<std::shared_ptr<DecisionObserver>> each;
+    void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
+                 const DescriptorStatus& status, Nanos now) override {
+      for (const auto& o : each) o->observe(set, rule, key, status, now);
+    }
+  };
+  auto all = std::make_shared<All>();
+  for (auto& o : observers) {
+    if (o) all->each.push_back(std::move(o));
+  }
+  return all;
+}
+
 std::string_view code_name(Code c) {
   switch (c) {
     case Code::kOk: return "OK";
@@ -329,6 +344,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
     const CheckDescriptor& d = req.descriptors[i];
     DescriptorStatus& st = resp.statuses[i];
     const std::uint64_t hits = d.hits_addend ? *d.hits_addend : std::max<std::uint64_t>(1, req.hits_addend);
+    st.hits = hits;
     if (!domain) continue;  // envoyproxy/ratelimit: an unknown domain has no limits, a request's own neither
     if (d.limit) {
       st.has_limit = true;
@@ -395,40 +411,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
 
   // 3. Decide. all_or_nothing: look first, and charge nothing but the refusing limits if any limit refuses.
   const bool look = job->look = charge && domain && domain->all_or_nothing && pending.size() > 1;
-  if (!uses_remote(domain)) {
-    decide_local(*job, look);
-    return finish(*job);
-  }
-  decide_remote(std::move(job), look);
-}
-
-void Service::decide_local(Job& job, bool look) {
-  const Nanos now{job.now};
-  if (look) {
-    bool refused = false;
-    for (std::size_t k = 0; k < job.pending.size(); ++k) {
-      const Pending& p = job.pending[k];
-      if (!p.limiter) {
-        refused |= !p.shadow;
-        continue;
-      }
-      job.looked[k] = judged(p, p.limiter->peek_at(p.key, now, p.hits));
-      refused |= !job.looked[k].allowed && !p.shadow;
-    }
-    job.charge_all = !refused;
-  }
-  for (std::size_t k = 0; k < job.pending.size(); ++k) {
-    const Pending& p = job.pending[k];
-    DescriptorStatus& st = job.resp.statuses[p.index];
-    if (!p.limiter) {
-      apply_blocked(st, job.now);
-    } else if (job.charged_in_final(k)) {
-      apply(st, judged(p, p.limiter->check_at(p.key, now, p.hits)));
-      st.charged = true;
-    } else {
-      apply(st, look ? job.looked[k] : judged(p, p.limiter->peek_at(p.key, now, p.hits)));
-    }
-  }
+  decide(std::move(job), look);
 }
 
 // The domain's policy decides for a descriptor the store did not answer.
@@ -480,38 +463,23 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
   }
 }
 
-void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
-  std::vector<store::RemoteOp> ops;
-  std::vector<std::size_t> of_op;  // the pending index of each op
+// One pass over the job's limits: the look of all_or_nothing (`looking`), or the final one. Which limits it asks,
+// what it makes of the answers and what follows are the same whichever store answers; only ask() differs.
+void Service::decide(std::shared_ptr<Job> job, bool looking) {
+  std::vector<std::size_t> asked;  // the pending index of each op
   for (std::size_t k = 0; k < job->pending.size(); ++k) {
-    const Pending& p = job->pending[k];
-    if (!p.limiter) continue;
+    if (!job->pending[k].limiter) continue;
     if (!looking && job->look && !job->charged_in_final(k)) continue;  // the look's decision stands
-    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, looking || !job->charged_in_final(k)});
-    of_op.push_back(k);
+    asked.push_back(k);
   }
-  auto on_results = [this, job, looking, of_op](std::vector<store::RemoteResult> results) mutable {
-    results.resize(of_op.size());  // a store answering short: the missing ones are unavailable
-    std::uint64_t unavailable = 0, errors = 0, answered = 0;
-    const store::RemoteResult* first_unavailable = nullptr;
-    const store::RemoteResult* first_error = nullptr;
-    for (std::size_t j = 0; j < of_op.size(); ++j) {
-      const std::size_t k = of_op[j];
-      const store::RemoteResult& r = results[j];
-      Decision d;
-      if (r.status == store::RemoteResult::Status::kOk) {
-        d = judged(job->pending[k], r.decision);
-        ++answered;
-      } else {
-        if (r.status == store::RemoteResult::Status::kError) {
-          ++errors;
-          if (!first_error) first_error = &r;
-        } else {
-          ++unavailable;
-          if (!first_unavailable) first_unavailable = &r;
-        }
-        d = fallback(*job, k, r, looking);
-      }
+  Job& j = *job;
+  ask(j, asked, looking, [this, job = std::move(job), looking, asked](std::vector<store::RemoteResult> results) mutable {
+    results.resize(asked.size());  // a store answering short: the missing ones are unavailable
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      const std::size_t k = asked[i];
+      const store::RemoteResult& r = results[i];
+      const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
+                                                                        : fallback(*job, k, r, looking);
       if (looking) {
         job->looked[k] = d;
         continue;
@@ -519,11 +487,9 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
       DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
       apply(st, d);
       const auto fb = job->fell_back[k];
-      st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen && fb != rules::FailurePolicy::kFailClosed;
+      st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen &&
+                   fb != rules::FailurePolicy::kFailClosed;
     }
-    remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
-    remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
-    log_store_health(first_unavailable, first_error, answered > 0);
     if (looking) {
       bool refused = false;
       for (std::size_t k = 0; k < job->pending.size(); ++k) {
@@ -531,7 +497,7 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
         refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
       }
       job->charge_all = !refused;
-      return decide_remote(std::move(job), false);
+      return decide(std::move(job), false);
     }
     for (std::size_t k = 0; k < job->pending.size(); ++k) {
       const Pending& p = job->pending[k];
@@ -543,22 +509,70 @@ void Service::decide_remote(std::shared_ptr<Job> job, bool looking) {
       }
     }
     finish(*job);
+  });
+}
+
+// The store's answers for the asked limits, in order: each charged (check) when the final pass charges it, else
+// looked at (peek). The in-process store answers at once, on this thread; the remote one later, on its own, behind
+// the circuit breaker.
+void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
+  const auto peeks = [&](std::size_t k) { return looking || !job.charged_in_final(k); };
+  if (!uses_remote(job.domain)) {
+    std::vector<store::RemoteResult> results(asked.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      const Pending& p = job.pending[asked[i]];
+      results[i].status = store::RemoteResult::Status::kOk;
+      results[i].decision = peeks(asked[i]) ? p.limiter->peek_at(p.key, Nanos{job.now}, p.hits)
+                                            : p.limiter->check_at(p.key, Nanos{job.now}, p.hits);
+    }
+    return done(std::move(results));
+  }
+  std::vector<store::RemoteOp> ops;
+  ops.reserve(asked.size());
+  for (std::size_t k : asked) {
+    const Pending& p = job.pending[k];
+    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, peeks(k)});
+  }
+  auto counted = [this, done = std::move(done)](std::vector<store::RemoteResult> results) mutable {
+    count_remote(results);
+    done(std::move(results));
   };
-  if (ops.empty()) return on_results({});
+  if (ops.empty()) return counted({});
   if (breaker_ && !breaker_->allow()) {
     std::vector<store::RemoteResult> open(ops.size());
     for (auto& r : open) r.error = "the circuit breaker is open: the store failed recently";
-    return on_results(std::move(open));
+    return counted(std::move(open));
   }
   remote_stats_.calls.fetch_add(1, std::memory_order_relaxed);
   CircuitBreaker* breaker = breaker_.get();
-  options_.remote->decide(std::move(ops), Nanos{job->now},
-                          [breaker, on_results = std::move(on_results)](std::vector<store::RemoteResult> results) mutable {
+  options_.remote->decide(std::move(ops), Nanos{job.now},
+                          [breaker, counted = std::move(counted)](std::vector<store::RemoteResult> results) mutable {
                             bool available = !results.empty();
                             for (const auto& r : results) available &= r.status != store::RemoteResult::Status::kUnavailable;
                             if (breaker) breaker->record(available);
-                            on_results(std::move(results));
+                            counted(std::move(results));
                           });
+}
+
+// The remote store's answers counted (unavailable, refused) and its health logged.
+void Service::count_remote(const std::vector<store::RemoteResult>& results) {
+  std::uint64_t unavailable = 0, errors = 0, answered = 0;
+  const store::RemoteResult* first_unavailable = nullptr;
+  const store::RemoteResult* first_error = nullptr;
+  for (const store::RemoteResult& r : results) {
+    if (r.status == store::RemoteResult::Status::kOk) {
+      ++answered;
+    } else if (r.status == store::RemoteResult::Status::kError) {
+      ++errors;
+      if (!first_error) first_error = &r;
+    } else {
+      ++unavailable;
+      if (!first_unavailable) first_unavailable = &r;
+    }
+  }
+  remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
+  remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
+  log_store_health(first_unavailable, first_error, answered > 0);
 }
 
 void Service::finish(Job& job) {

@@ -64,6 +64,7 @@ struct DescriptorStatus {
   bool shadowed = false;                    // over the limit, let through by shadow mode
   bool unlimited = false;
   bool charged = false;                     // counted in the rule's state
+  std::uint64_t hits = 0;                   // what the request asked this descriptor to count (0: a look)
   // The remote store did not answer for this descriptor (or the breaker is open): the domain's policy decided.
   rules::FailurePolicy fallback = rules::FailurePolicy::kDefault;  // kDefault: no fallback
   std::string store_error;                  // why, when fallback is set
@@ -89,6 +90,9 @@ class DecisionObserver {
   virtual void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
                        const DescriptorStatus& status, Nanos now) = 0;
 };
+
+// Tells each of `observers` (nulls skipped) of every decision, in order: the dashboard and the metrics both watch.
+std::shared_ptr<DecisionObserver> observe_all(std::vector<std::shared_ptr<DecisionObserver>> observers);
 
 // Documented in docs/service.md: bad requests beyond these get a RequestError and change nothing.
 struct RequestLimits {
@@ -176,8 +180,10 @@ class Service {
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
   struct Job;
-  void decide_local(Job& job, bool look);
-  void decide_remote(std::shared_ptr<Job> job, bool looking);
+  using Answers = std::function<void(std::vector<store::RemoteResult>)>;
+  void decide(std::shared_ptr<Job> job, bool looking);
+  void ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done);
+  void count_remote(const std::vector<store::RemoteResult>& results);
   void finish(Job& job);
   Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
   bool uses_remote(const rules::DomainConfig* domain) const;

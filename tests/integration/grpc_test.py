@@ -134,6 +134,11 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(status.current_limit.name, "per_user")
         self.assertEqual(status.limit_remaining, 0)
         self.assertGreater(status.duration_until_reset.seconds, 3500)
+        # envoyproxy/ratelimit's per-descriptor counters count gRPC decisions too (other tests share the rule).
+        metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.admin_port, timeout=10).read().decode()
+        line = 'ratelimit_service_rate_limit_over_limit{domain="edge",key1="user",key2=""} '
+        self.assertIn(line, metrics)
+        self.assertGreaterEqual(int(metrics.split(line)[1].split("\n")[0]), 1)
 
     def test_statuses_follow_the_descriptors(self):
         resp = self.should(self.request("edge", [("client", "c1")], [("none", "x")], [("user", "bea")]), timeout=10)

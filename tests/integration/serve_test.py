@@ -326,6 +326,73 @@ forward_auth:
 """
 
 
+# upstream's test/integration/runtime/current/ratelimit/config/another.yaml, the part its integration test uses.
+ANOTHER = """
+domain: another
+descriptors:
+  - key: key2
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: key3
+    rate_limit: {unit: hour, requests_per_unit: 10}
+"""
+
+
+class EnvoyRatelimitSurfaceTest(unittest.TestCase):
+    """envoyproxy/ratelimit's own HTTP surface (/json, /healthcheck) and per-descriptor counters, through the real
+    binary: its test/integration/integration_test.go (testBasicBaseConfig) with the requests sent to /json."""
+
+    def setUp(self):
+        self.server = Server(ANOTHER)
+
+    def tearDown(self):
+        self.server.stop()
+
+    def json(self, *descriptors):
+        body = json.dumps({"domain": "another", "descriptors": [
+            {"entries": [{"key": k, "value": v}]} for k, v in descriptors]})
+        status, headers, data = self.server.request("POST", "/json", body)
+        return status, headers, json.loads(data)
+
+    def counter(self, name, key1):
+        line = 'ratelimit_service_rate_limit_%s{domain="another",key1="%s",key2=""} ' % (name, key1)
+        metrics = self.server.get("/metrics", admin=True)[2].decode()
+        at = metrics.find("\n" + line)
+        return int(metrics[at + 1 + len(line):].split("\n")[0]) if at >= 0 else None
+
+    def test_integration_test_basic_base_config(self):
+        value = str(os.getpid())
+        for i in range(25):
+            status, headers, body = self.json(("key2", value))
+            over = i >= 20
+            self.assertEqual(status, 429 if over else 200)
+            self.assertEqual(headers["Content-Type"], "application/json")
+            self.assertEqual(body["overallCode"], "OVER_LIMIT" if over else "OK")
+            st = body["statuses"][0]
+            self.assertEqual(st["currentLimit"], {"requestsPerUnit": 20, "unit": "MINUTE"})
+            self.assertEqual(st.get("limitRemaining", 0), 0 if over else 20 - (i + 1))
+            self.assertRegex(st["durationUntilReset"], r"^\d+(\.\d+)?s$")
+            self.assertEqual(self.counter("total_hits", "key2"), i + 1)
+            self.assertEqual(self.counter("over_limit", "key2"), max(0, i - 19))
+        # Two keys in one request: key2 stays over (5 refused above), key3's own 10 an hour run out.
+        for i in range(15):
+            status, _, body = self.json(("key2", value + "x"), ("key3", value))
+            self.assertEqual(status, 429 if i >= 10 else 200)
+            self.assertEqual(self.counter("total_hits", "key2"), i + 26)
+            self.assertEqual(self.counter("over_limit", "key2"), 5)
+            self.assertEqual(self.counter("total_hits", "key3"), i + 1)
+            self.assertEqual(self.counter("over_limit", "key3"), max(0, i - 9))
+        self.assertEqual(self.counter("within_limit", "key3"), 10)
+        self.assertEqual(self.counter("near_limit", "key3"), 2)  # the 9th and 10th of 10, past 0.8
+
+    def test_json_bad_requests_and_healthcheck(self):
+        for body in (b"", b"}", b'{"domain": "another"}'):
+            status, headers, data = self.server.request("POST", "/json", body)
+            self.assertEqual((status, data), (400, b"Bad Request\n"))
+            self.assertEqual(headers["Content-Type"], "text/plain; charset=utf-8")
+        status, headers, data = self.server.get("/healthcheck")
+        self.assertEqual((status, data), (200, b"OK"))
+
+
 class ForwardAuthTest(unittest.TestCase):
     """Issue 19's ways around a forward-auth limit, against the real binary: the test plays a trusted nginx (its
     peer address is 127.0.0.1) that sets X-Real-IP, X-Original-URI and X-Original-Method and passes the client's

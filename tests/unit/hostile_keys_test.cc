@@ -1,5 +1,5 @@
 // Hostile keys against the in-process store (docs/reliability.md): keys chosen to collide under a known hash seed,
-// and floods of distinct keys. Costs are counted (index slots examined per lookup, via ShardedLru's probe hooks),
+// and floods of distinct keys. Costs are counted (index slots examined per lookup, via ShardedStore's probe hooks),
 // never timed.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "ratekeeper/clock.h"
 #include "ratekeeper/limiter.h"
-#include "store/memory/sharded_lru.h"
+#include "store/memory/sharded_store.h"
 
 namespace rk::store {
 namespace {
@@ -42,7 +42,7 @@ std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
 StoreOptions one_shard(std::uint64_t seed) { return {.max_keys = 4096, .shards = 1, .hash_seed = seed}; }
 
 template <class Keys>
-void insert_all(ShardedLru<Counter>& m, const Keys& keys) {
+void insert_all(ShardedStore<Counter>& m, const Keys& keys) {
   for (const auto& k : keys) m.update(k, [](Counter& c) { return ++c.value; });
 }
 
@@ -50,7 +50,7 @@ void insert_all(ShardedLru<Counter>& m, const Keys& keys) {
 // examines every one of them (quadratic work for the flood, linear per decision).
 TEST(HostileKeys, KeysCollidingUnderAKnownSeedPileUpUnderIt) {
   const auto keys = colliding_keys(kKnownSeed, kAttackKeys);
-  ShardedLru<Counter> m(one_shard(kKnownSeed));
+  ShardedStore<Counter> m(one_shard(kKnownSeed));
   ASSERT_EQ(m.shard_count(), 1u);
   insert_all(m, keys);
   const auto st = m.probe_stats();
@@ -71,7 +71,7 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
   for (std::size_t i = 0; i < kAttackKeys; ++i) benign.push_back("203.0." + std::to_string(i / 256) + "." + std::to_string(i % 256));
 
   for (int store = 0; store < 3; ++store) {  // three stores, three random seeds
-    ShardedLru<Counter> hostile(one_shard(0)), normal(one_shard(0));
+    ShardedStore<Counter> hostile(one_shard(0)), normal(one_shard(0));
     insert_all(hostile, attack);
     insert_all(normal, benign);
     const auto h = hostile.probe_stats(), b = normal.probe_stats();
@@ -95,7 +95,7 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
 // under the known seed it grows with every key.
 TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
   const auto attack = colliding_keys(kKnownSeed, kAttackKeys);
-  ShardedLru<Counter> fresh_seed(one_shard(0)), known(one_shard(kKnownSeed));
+  ShardedStore<Counter> fresh_seed(one_shard(0)), known(one_shard(kKnownSeed));
   std::vector<double> random_means, known_longest;
   for (std::size_t i = 0; i < attack.size(); ++i) {
     fresh_seed.update(attack[i], [](Counter& c) { return ++c.value; });

@@ -1,4 +1,4 @@
-#include "store/memory/sharded_lru.h"
+#include "store/memory/sharded_store.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@ struct Counter {
 
 std::string key(int i) { return "key:" + std::to_string(i); }
 
-TEST(ShardedLru, CreatesFindsAndErases) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 100, .hash_seed = 1});
+TEST(ShardedStore, CreatesFindsAndErases) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 100, .hash_seed = 1});
   EXPECT_EQ(m.update("a", [](Counter& c) { return ++c.value; }), 1);
   EXPECT_EQ(m.update("a", [](Counter& c) { return ++c.value; }), 2);
   EXPECT_EQ(m.read("a", [](const Counter* c) { return c ? c->value : -1; }), 2);
@@ -28,8 +28,8 @@ TEST(ShardedLru, CreatesFindsAndErases) {
   EXPECT_EQ(m.stats().keys, 1u);
 }
 
-TEST(ShardedLru, EvictsTheLeastRecentlyUsed) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 3, .hash_seed = 1});  // one shard below 64 keys per shard
+TEST(ShardedStore, EvictsTheLeastRecentlyUsed) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 3, .hash_seed = 1});  // one shard below 64 keys per shard
   ASSERT_EQ(m.shard_count(), 1u);
   for (const char* k : {"a", "b", "c"}) m.update(k, [](Counter& c) { return ++c.value; });
   m.update("a", [](Counter& c) { return ++c.value; });  // a is now the most recent; b the least
@@ -45,8 +45,8 @@ TEST(ShardedLru, EvictsTheLeastRecentlyUsed) {
 
 // Recency is exact to within capacity/8 operations: a key used once every 7/8 of the capacity survives any
 // stream of new keys, and one used less often than the capacity does not.
-TEST(ShardedLru, RecencyWithinAnEighthOfTheCapacity) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 64, .shards = 1, .hash_seed = 1});
+TEST(ShardedStore, RecencyWithinAnEighthOfTheCapacity) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 64, .shards = 1, .hash_seed = 1});
   auto bump = [&](const std::string& k) { return m.update(k, [](Counter& c) { return ++c.value; }); };
   bump("active");
   bump("idle");
@@ -59,8 +59,8 @@ TEST(ShardedLru, RecencyWithinAnEighthOfTheCapacity) {
   EXPECT_EQ(m.stats().keys, 64u);
 }
 
-TEST(ShardedLru, ReadDoesNotRefreshRecency) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 2, .hash_seed = 1});
+TEST(ShardedStore, ReadDoesNotRefreshRecency) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 2, .hash_seed = 1});
   m.update("a", [](Counter& c) { return ++c.value; });
   m.update("b", [](Counter& c) { return ++c.value; });
   m.read("a", [](const Counter*) { return 0; });
@@ -69,8 +69,8 @@ TEST(ShardedLru, ReadDoesNotRefreshRecency) {
 }
 
 // The bound holds across shards: never more than max_keys, whatever the key distribution.
-TEST(ShardedLru, BoundHoldsAcrossShards) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 10'000});
+TEST(ShardedStore, BoundHoldsAcrossShards) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 10'000});
   EXPECT_GT(m.shard_count(), 1u);
   for (int i = 0; i < 100'000; ++i) m.update(key(i), [](Counter& c) { return ++c.value; });
   EXPECT_EQ(m.stats().keys, 10'000u);
@@ -78,8 +78,8 @@ TEST(ShardedLru, BoundHoldsAcrossShards) {
 }
 
 // A hot key that is used all the time is never the one evicted, however many other keys pass through.
-TEST(ShardedLru, ActiveKeyIsNeverEvicted) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000});
+TEST(ShardedStore, ActiveKeyIsNeverEvicted) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1'000});
   for (int i = 0; i < 200'000; ++i) {
     m.update("abuser", [](Counter& c) { return ++c.value; });
     m.update(key(i), [](Counter& c) { return ++c.value; });
@@ -89,8 +89,8 @@ TEST(ShardedLru, ActiveKeyIsNeverEvicted) {
 
 // Random inserts, updates and erases against std::unordered_map: exercises probing, backward-shift deletion,
 // growth, free-list reuse and long (heap) keys.
-TEST(ShardedLru, MatchesAModelUnderRandomOperations) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 4, .hash_seed = 99});
+TEST(ShardedStore, MatchesAModelUnderRandomOperations) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 4, .hash_seed = 99});
   std::unordered_map<std::string, int> model;
   std::mt19937 rng(42);
   for (int i = 0; i < 200'000; ++i) {
@@ -110,8 +110,8 @@ TEST(ShardedLru, MatchesAModelUnderRandomOperations) {
   for (const auto& [k, v] : model) ASSERT_EQ(m.read(k, [](const Counter* c) { return c ? c->value : -1; }), v);
 }
 
-TEST(ShardedLru, EraseIfRemovesMatchingOnly) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 1000});
+TEST(ShardedStore, EraseIfRemovesMatchingOnly) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1000});
   for (int i = 0; i < 500; ++i) m.update(key(i), [i](Counter& c) { return c.value = i; });
   EXPECT_EQ(m.erase_if([](const Counter& c) { return c.value % 2 == 0; }), 250u);
   EXPECT_EQ(m.stats().keys, 250u);
@@ -120,8 +120,8 @@ TEST(ShardedLru, EraseIfRemovesMatchingOnly) {
   EXPECT_EQ(m.read(key(4), [](const Counter* c) { return c != nullptr; }), false);
 }
 
-TEST(ShardedLru, LongKeysAreStoredWhole) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 10});
+TEST(ShardedStore, LongKeysAreStoredWhole) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 10});
   const std::string a(5000, 'a');
   std::string b = a;
   b.back() = 'b';  // same 4999-byte prefix
@@ -156,15 +156,15 @@ TEST(SipHash128, MatchesTheReferenceOutputs) {
   }
 }
 
-TEST(ShardedLru, SeedChangesTheHash) {
+TEST(ShardedStore, SeedChangesTheHash) {
   EXPECT_NE(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 2));
   EXPECT_EQ(hash_key("203.0.113.7", 1), hash_key("203.0.113.7", 1));
   EXPECT_NE(hash_key("", 1), hash_key(std::string_view("\0", 1), 1));
   EXPECT_NE(random_seed(), 0u);
 }
 
-TEST(ShardedLru, ConcurrentUpdatesAreAtomic) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 1000});
+TEST(ShardedStore, ConcurrentUpdatesAreAtomic) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1000});
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&m] {
@@ -182,8 +182,8 @@ TEST(ShardedLru, ConcurrentUpdatesAreAtomic) {
 // Decisions on tracked keys find them without the shard's lock. Here the one shard's index grows from 16 slots to
 // 256k and its chunk table with it while other threads keep deciding on hot keys: every hot-key update must land
 // exactly once (and, under the sanitizers, no lookup may read a replaced table after it is freed).
-TEST(ShardedLru, LockFreeLookupsStayExactWhileTheShardGrows) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 1, .hash_seed = 5});
+TEST(ShardedStore, LockFreeLookupsStayExactWhileTheShardGrows) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 1, .hash_seed = 5});
   constexpr int kHot = 8, kRounds = 20'000, kFresh = 60'000;
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
@@ -207,8 +207,8 @@ TEST(ShardedLru, LockFreeLookupsStayExactWhileTheShardGrows) {
 
 // Lookups without the lock race evictions, erasures and sweeps that free and reuse entries: the bound holds, no
 // update is applied to a key it was not for, and every tracked key's count is one its updates could have made.
-TEST(ShardedLru, LockFreeLookupsRaceEvictionAndErasure) {
-  ShardedLru<Counter> m(StoreOptions{.max_keys = 512, .shards = 1, .hash_seed = 6});
+TEST(ShardedStore, LockFreeLookupsRaceEvictionAndErasure) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 512, .shards = 1, .hash_seed = 6});
   constexpr int kKeys = 2'000, kRounds = 100'000;
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t) {

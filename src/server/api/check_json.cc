@@ -115,12 +115,6 @@ service::CheckRequest from_json(const json& j) {
   return r;
 }
 
-std::string upper(std::string_view s) {
-  std::string u(s);
-  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return std::toupper(c); });
-  return u;
-}
-
 double seconds(Nanos d) { return static_cast<double>(d.count()) / 1e9; }
 
 }  // namespace
@@ -136,6 +130,12 @@ std::string proto_duration(Nanos d) {
     s += f;
   }
   return s + "s";
+}
+
+std::string proto_unit_name(rules::Unit unit) {
+  std::string u(rules::unit_name(unit));
+  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return std::toupper(c); });
+  return u;
 }
 
 std::variant<service::CheckRequest, service::RequestError> parse_check_request(std::string_view body) {
@@ -156,7 +156,7 @@ std::string check_response_json(const service::CheckResponse& r) {
     json s = {{"code", service::code_name(st.code)}, {"limit_remaining", st.limit_remaining}};
     if (st.has_limit) {
       json limit = {{"requests_per_unit", st.requests_per_unit},
-                    {"unit", st.unit ? upper(rules::unit_name(*st.unit)) : "UNKNOWN"}};
+                    {"unit", st.unit ? proto_unit_name(*st.unit) : "UNKNOWN"}};
       if (!st.name.empty()) limit["name"] = st.name;
       s["current_limit"] = std::move(limit);
       s["duration_until_reset"] = proto_duration(st.duration_until_reset);

@@ -27,4 +27,7 @@ std::string error_json(int status, std::string_view field, std::string_view mess
 // A duration as proto3 JSON writes it: "40s", "1.500s", "0s".
 std::string proto_duration(Nanos d);
 
+// A unit as Envoy's proto enum names it: "SECOND" .. "YEAR".
+std::string proto_unit_name(rules::Unit u);
+
 }  // namespace rk::api

@@ -9,6 +9,7 @@
 
 #include "server/api/check_json.h"
 #include "server/api/client_address.h"
+#include "server/api/envoy_json.h"
 #include "server/api/forward_auth.h"
 #include "service/response_headers.h"
 #include "dashboard/dashboard.h"
@@ -114,6 +115,29 @@ void check(service::Service& service, const Hooks& hooks, const http::Request& r
            out.status = response.overall == service::Code::kOverLimit ? 429 : 200;
            out.body = check_response_json(response);
            out.headers = service::rate_limit_headers(response);
+         });
+}
+
+// envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
+// body decides. Bad requests are counted as /v1/check's are.
+void envoy_json(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  auto parsed = parse_check_request(req.body);
+  if (std::holds_alternative<service::RequestError>(parsed)) {
+    if (hooks.bad_request) hooks.bad_request("http", "invalid_json");
+    return envoy_bad_request(res);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto request = std::get<service::CheckRequest>(std::move(parsed));
+  std::string domain = request.domain;
+  decide(service, req, res, std::move(request), true,
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+           if (std::holds_alternative<service::RequestError>(result)) {
+             if (hooks.bad_request) hooks.bad_request("http", "invalid_request");
+             return envoy_bad_request(out);
+           }
+           const auto& response = std::get<service::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
+           envoy_json_answer(response, out);
          });
 }
 
@@ -259,6 +283,8 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
   return [&service, hooks, forward](const http::Request& req, http::Response& res) {
     if (req.path == "/v1/check") return check(service, hooks, req, res);
+    if (req.path == "/json") return envoy_json(service, hooks, req, res);
+    if (req.path == "/healthcheck") return envoy_healthcheck(!hooks.ready || hooks.ready(), res);
     constexpr std::string_view kAuth = "/v1/auth/";
     if (req.path.starts_with(kAuth) && req.path.size() > kAuth.size()) {
       std::string_view domain = req.path.substr(kAuth.size()), uri = req.target;

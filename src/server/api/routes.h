@@ -1,7 +1,8 @@
 // server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server.
 //
 // Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
-//                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz
+//                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz; envoyproxy/ratelimit's
+//                   POST /json and GET /healthcheck (server/api/envoy_json.h)
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
 //                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (dashboard/dashboard.h):
 //                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate

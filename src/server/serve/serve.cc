@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "ratekeeper/ratekeeper.h"
+#include "metrics/envoy/descriptor_stats.h"
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "rules/reloader.h"
@@ -48,6 +49,7 @@ struct ServeFlags {
   int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
   bool merge_domains = false;
+  double near_limit_ratio = 0.8;  // envoyproxy/ratelimit's NEAR_LIMIT_RATIO, for its per-descriptor counters
   std::size_t max_keys = 1'000'000;
   std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
   Nanos reload_interval = std::chrono::milliseconds(250);
@@ -85,6 +87,8 @@ const char* kServeUsage =
     "                           gRPC bounds (defaults 65536, 256, 1024)\n"
     "  --shadow-mode            count everything, refuse nothing\n"
     "  --merge-domains          the files of one domain make one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)\n"
+    "  --near-limit-ratio R     the share of a limit past which hits count as near_limit in envoyproxy/ratelimit's\n"
+    "                           per-descriptor counters (NEAR_LIMIT_RATIO; default 0.8)\n"
     "  --max-keys N             keys tracked per rule before LRU eviction (default 1000000)\n"
     "  --max-memory BYTES       the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules, 1/8 by\n"
     "                           request overrides; each store holds fewer keys if its share needs it (default: none)\n"
@@ -290,6 +294,14 @@ bool apply_flags(const std::vector<std::string>& args, ServeFlags& f, std::strin
       f.grpc = value;
     } else if (name == "--redis") {
       f.redis = value;
+    } else if (name == "--near-limit-ratio") {
+      double r = -1;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), r);
+      if (ec != std::errc{} || end != value.data() + value.size() || !(r >= 0 && r <= 1)) {
+        error = "--near-limit-ratio: '" + value + "' is not a number from 0 to 1";
+        return false;
+      }
+      f.near_limit_ratio = r;
     } else if (name == "--redis-clock") {
       if (value != "redis" && value != "local") {
         error = "--redis-clock: '" + value + "' is not redis or local";
@@ -584,12 +596,15 @@ int run_serve(const std::vector<std::string>& args) {
   }
   // The dashboard's counters and hot keys, fed by every decision (docs/dashboard.md).
   auto tracker = std::make_shared<dashboard::Tracker>();
+  // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), fed by every decision too.
+  auto descriptor_stats = std::make_shared<metrics::envoy::DescriptorStats>(
+      registry, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = flags.near_limit_ratio});
   service::Service service(reloader, clock,
                   service::ServiceOptions{.shadow_mode = flags.shadow_mode,
                                  .store = override_store,
                                  .remote = remote,
                                  .redis_failure = flags.redis_failure,
-                                 .observer = tracker});
+                                 .observer = service::observe_all({tracker, descriptor_stats})});
   if (remote) {
     const service::RemoteStats& rs = service.remote_stats();
     registry.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });

@@ -1,4 +1,4 @@
--- The seeds' naive EARRRL, for the benchmark only: two keys (N and T), the client's time, GET and SET of each.
+-- The naive EARRRL of the practical post (docs/algorithms.md [1]), for the benchmark only: two keys (N and T), the client's time, GET and SET of each.
 -- bench: 2 rk:nN:__rand_int__ rk:nT:__rand_int__ 1000000000 10
 -- KEYS[1] = N, KEYS[2] = T; ARGV[1] = the limit per second, ARGV[2] = the half-life in seconds.
 local t = redis.call('TIME')

@@ -1,4 +1,4 @@
-// store/memory/sharded_lru.h: the in-process store, a bounded map from key to an algorithm's state.
+// store/memory/sharded_store.h: the in-process store, a bounded map from key to an algorithm's state.
 //
 // Keys hash (seeded) to one of a power-of-two number of shards; each shard is an open-addressing table (linear
 // probing, backward-shift deletion, no tombstones) of 32-bit entry ids over entries allocated in chunks. A key
@@ -44,10 +44,10 @@
 namespace rk::store {
 
 template <class State>
-class ShardedLru {
+class ShardedStore {
  public:
   // `options` are validated by the caller (max_keys >= 1).
-  explicit ShardedLru(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
+  explicit ShardedStore(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
@@ -172,7 +172,7 @@ class ShardedLru {
   // retired (a replaced table waits for readers; the tables double, so the retired ones sum to less than the last).
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
-    std::size_t bytes = sizeof(ShardedLru) + n * sizeof(Shard);
+    std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;

@@ -1,0 +1,142 @@
+#include "metrics/envoy/descriptor_stats.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "metrics/names.h"
+
+namespace rk::metrics::envoy {
+
+struct DescriptorStats::Series {
+  Counter* total;
+  Counter* over;
+  Counter* near;
+  Counter* within;
+  Counter* shadow;
+};
+
+// One rule's series, by its stats key: kept across reloads (and after the rule goes), so that a rule's value
+// series never exceed max_value_series however often the rules change.
+struct DescriptorStats::RuleStats {
+  Series own;
+  std::mutex mu;
+  std::unordered_map<std::string, Series> values;  // under mu: by "domain\nkey1\nkey2", at most max_value_series
+};
+
+// A rule of the bound rule set.
+struct DescriptorStats::PerRule {
+  std::string domain;
+  RulePath path;
+  bool has_values = false;  // the request's values can change the labels
+  std::shared_ptr<RuleStats> stats;
+};
+
+namespace {
+
+bool same_owner(const std::weak_ptr<const rules::RuleSet>& a, const std::shared_ptr<const rules::RuleSet>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+// upstream computes the threshold in float32 (float32(limit) * nearLimitRatio, floored as a float64); so does this,
+// so that both agree on every limit.
+std::uint64_t near_threshold(std::uint32_t limit, double ratio) {
+  return static_cast<std::uint64_t>(std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(ratio))));
+}
+
+}  // namespace
+
+Hits count_hits(const service::DescriptorStatus& st, double near_limit_ratio) {
+  Hits h{.total = st.hits};
+  if (st.fallback == rules::FailurePolicy::kFailOpen || st.fallback == rules::FailurePolicy::kFailClosed) return h;
+  if (st.code == service::Code::kOverLimit || st.shadowed) {
+    h.over = st.hits;
+    if (st.shadowed && st.rule && st.rule->shadow_mode) h.shadow = st.hits;
+    return h;
+  }
+  h.within = st.hits;
+  const std::uint64_t limit = st.requests_per_unit;
+  const std::uint64_t after = limit > st.limit_remaining ? limit - st.limit_remaining : 0;
+  const std::uint64_t before = after > st.hits ? after - st.hits : 0;
+  const std::uint64_t threshold = near_threshold(st.requests_per_unit, near_limit_ratio);
+  if (after > threshold) h.near = before >= threshold ? st.hits : after - threshold;
+  return h;
+}
+
+DescriptorStats::DescriptorStats(Registry& registry, DescriptorStatsOptions options)
+    : registry_(registry), options_(options) {}
+
+DescriptorStats::~DescriptorStats() = default;
+
+DescriptorStats::Series DescriptorStats::register_series(const Labels& l) {
+  namespace n = names;
+  const metrics::Labels labels = {{"domain", l.domain}, {"key1", l.key1}, {"key2", l.key2}};
+  return {&registry_.counter(n::kEnvoyTotalHits.name, n::kEnvoyTotalHits.help, labels),
+          &registry_.counter(n::kEnvoyOverLimit.name, n::kEnvoyOverLimit.help, labels),
+          &registry_.counter(n::kEnvoyNearLimit.name, n::kEnvoyNearLimit.help, labels),
+          &registry_.counter(n::kEnvoyWithinLimit.name, n::kEnvoyWithinLimit.help, labels),
+          &registry_.counter(n::kEnvoyShadowMode.name, n::kEnvoyShadowMode.help, labels)};
+}
+
+// Indexes a new rule set's rules, keeping the series of the rules it still has.
+void DescriptorStats::bind(const std::shared_ptr<const rules::RuleSet>& set) {
+  std::unique_lock write(mu_);
+  if (same_owner(bound_, set)) return;
+  by_rule_.clear();
+  for (const auto& rule : set->rules()) {
+    const rules::DomainConfig* domain = set->domain(rule->domain);
+    if (!domain || rule->limit->unlimited) continue;  // unlimited rules count nothing, upstream's neither
+    auto r = std::make_unique<PerRule>();
+    r->domain = rule->domain;
+    r->path = path_of(*domain, rule->limit);
+    if (r->path.levels.empty()) continue;
+    r->has_values = key_has_values(r->path.levels, r->path.detailed_metric);
+    const std::string key = rule_stats_key(rule->domain, r->path.levels);
+    auto& stats = by_key_[key];
+    if (!stats) {
+      stats = std::make_shared<RuleStats>();
+      stats->own = register_series(prometheus_labels(sanitize_stat_name(key)));
+    }
+    r->stats = stats;
+    by_rule_[rule.get()] = std::move(r);
+  }
+  bound_ = set;
+}
+
+// The series of one request's labels, or the rule's own once it has max_value_series of them.
+DescriptorStats::Series& DescriptorStats::series_for(const PerRule& r, std::string_view counter_key) {
+  const auto values = rules::split_key_parts(counter_key);
+  if (!values || values->size() != r.path.levels.size()) return r.stats->own;
+  const Labels l = prometheus_labels(sanitize_stat_name(
+      request_stats_key(r.domain, r.path.levels, r.path.detailed_metric, *values)));
+  std::string id = l.domain + '\n' + l.key1 + '\n' + l.key2;
+  RuleStats& stats = *r.stats;
+  std::lock_guard lock(stats.mu);
+  if (auto it = stats.values.find(id); it != stats.values.end()) return it->second;
+  if (stats.values.size() >= options_.max_value_series) return stats.own;
+  return stats.values.emplace(std::move(id), register_series(l)).first->second;
+}
+
+void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule,
+                              std::string_view key, const service::DescriptorStatus& status, Nanos) {
+  if (!set) return;
+  std::shared_lock lock(mu_);
+  if (!same_owner(bound_, set)) {
+    lock.unlock();
+    bind(set);
+    lock.lock();
+  }
+  // Another thread may have bound a newer set meanwhile: this decision's rule is then not indexed, and is dropped
+  // rather than waited for (a decision less in the counts, during a reload).
+  const auto it = by_rule_.find(&rule);
+  if (it == by_rule_.end()) return;
+  const PerRule& r = *it->second;
+  const Hits h = count_hits(status, options_.near_limit_ratio);
+  const Series& s = r.has_values ? series_for(r, key) : r.stats->own;
+  // Only the counters that move: each is a cache line other threads are bumping too.
+  for (auto [c, n] : {std::pair{s.total, h.total}, {s.over, h.over}, {s.near, h.near}, {s.within, h.within},
+                      {s.shadow, h.shadow}}) {
+    if (n) c->inc(n);
+  }
+}
+
+}  // namespace rk::metrics::envoy

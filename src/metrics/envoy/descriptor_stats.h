@@ -1,0 +1,77 @@
+// metrics/envoy/descriptor_stats.h: envoyproxy/ratelimit's per-descriptor counters (total_hits, over_limit,
+// near_limit, within_limit, shadow_mode) as Prometheus metrics with upstream's names and labels (metrics/names.h,
+// stats_key.h), fed by the Service as one of its decision observers.
+//
+//   auto stats = std::make_shared<rk::metrics::envoy::DescriptorStats>(registry);
+//   rk::service::Service service(reloader, clock, {.observer = rk::service::observe_all({tracker, stats})});
+//
+// What is counted, per charged decision under a rule (not unlimited or replaced ones, not a request's own `limit`,
+// not dry runs), with hits the descriptor's hits: see count_hits().
+//
+// Cardinality: a rule's own series (labels from the rules file) exist from the first rule set that has it. Where
+// detailed_metric or value_to_metric put a request's values in the labels, each rule gets at most
+// max_value_series label sets of its own (the first ones seen; never removed, as counters must not vanish); the
+// values of every later set are counted in the rule's own series, as if the options were off. So clients can add
+// at most rules x max_value_series x 5 series, whatever they send.
+//
+// Thread safety: observe() may run on any number of threads. Like the dashboard's Tracker, a shared lock guards
+// the index of the current rule set's rules, taken exclusively when a new set is first seen; each rule's value
+// series have their own mutex; counters are atomics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "metrics/envoy/stats_key.h"
+#include "metrics/registry.h"
+#include "service/service.h"
+
+namespace rk::metrics::envoy {
+
+struct DescriptorStatsOptions {
+  double near_limit_ratio = 0.8;       // upstream's NEAR_LIMIT_RATIO
+  std::size_t max_value_series = 100;  // per rule: label sets made of request values (detailed_metric, value_to_metric)
+};
+
+// How one decision moves the five counters.
+struct Hits {
+  std::uint64_t total = 0, over = 0, near = 0, within = 0, shadow = 0;
+};
+
+// upstream's accounting (src/limiter/base_limiter.go) over a decision. total: the hits. Let through: within, and
+// near for the part of the hits past floor(requests_per_unit x ratio) (the count after them being
+// requests_per_unit - limit_remaining). Over the limit (or let through by shadow mode): over, and shadow for a
+// shadow_mode rule; all of the hits, since a refused request is refused whole (upstream, whose counter takes the
+// hits either way, splits one that straddles the limit between near and over). A store that did not answer
+// (fail_open, fail_closed): total only, as upstream counts a request its Redis failed.
+Hits count_hits(const service::DescriptorStatus& status, double near_limit_ratio);
+
+class DescriptorStats final : public service::DecisionObserver {
+ public:
+  explicit DescriptorStats(Registry& registry, DescriptorStatsOptions options = {});
+  ~DescriptorStats() override;
+
+  void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
+               const service::DescriptorStatus& status, Nanos now) override;
+
+ private:
+  struct Series;
+  struct RuleStats;
+  struct PerRule;
+  void bind(const std::shared_ptr<const rules::RuleSet>& set);
+  Series& series_for(const PerRule& r, std::string_view counter_key);
+  Series register_series(const Labels& labels);
+
+  Registry& registry_;
+  DescriptorStatsOptions options_;
+  mutable std::shared_mutex mu_;
+  std::weak_ptr<const rules::RuleSet> bound_;                            // under mu_: the set by_rule_ indexes
+  std::unordered_map<const rules::Rule*, std::unique_ptr<PerRule>> by_rule_;  // under mu_
+  std::unordered_map<std::string, std::shared_ptr<RuleStats>> by_key_;       // under mu_: by the rule's stats key
+};
+
+}  // namespace rk::metrics::envoy
