@@ -14,7 +14,8 @@
  *   }
  *   log_format rl '$remote_addr $status $ratekeeper_decision';
  *
- * Every algorithm of ratekeeper but sliding_log is available; see docs/nginx.md. The header fields are the
+ * Every algorithm of ratekeeper but sliding_log is available; see docs/nginx.md. leaky_queue's admitted requests
+ * wait their delay before going on, as limit_req's queue without nodelay (not in a dry run). The header fields are the
  * library's (rk_format_headers), the same as ratekeeper serve's. A key longer than key_size is limited under its
  * keyed digest (rk_key_digest, with a seed per zone), so long API keys are limited as short ones are.
  */
@@ -177,6 +178,49 @@ ngx_http_rk_stored_key(ngx_http_request_t *r, ngx_http_rk_zone_t *zone, ngx_str_
     return NGX_OK;
 }
 
+/* After its delay, the request goes on through the phases; this module's handler declines it then (decided). */
+static void
+ngx_http_rk_delayed(ngx_http_request_t *r)
+{
+    ngx_event_t  *wev = r->connection->write;
+
+    if (wev->delayed) {  /* a write event before the timer: keep waiting */
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+        return;
+    }
+    if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+/* leaky_queue admits a request with a delay: the time the queue lets it out at its rate. The request waits that long
+ * (the longest of its zones'), as limit_req's queue does without nodelay, instead of passing at once as gcra would;
+ * a client that goes away meanwhile is noticed (ngx_http_test_reading). A dry run waits for nothing. */
+static ngx_int_t
+ngx_http_rk_wait(ngx_http_request_t *r, ngx_http_rk_ctx_t *ctx)
+{
+    int64_t     delay_ns = 0;
+    ngx_uint_t  i;
+
+    for (i = 0; i < ctx->nlimits; i++) {
+        delay_ns = ngx_max(delay_ns, ctx->limits[i].decision.delay_ns);
+    }
+    if (delay_ns <= 0) {
+        return NGX_DECLINED;
+    }
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_rk_delayed;
+    r->connection->write->delayed = 1;
+    ngx_add_timer(r->connection->write, (ngx_msec_t) ((delay_ns + 999999) / 1000000));
+    return NGX_AGAIN;
+}
+
 static ngx_int_t
 ngx_http_rk_handler(ngx_http_request_t *r)
 {
@@ -240,7 +284,7 @@ ngx_http_rk_handler(ngx_http_request_t *r)
     }
     if (ctx->refusing == NULL) {
         ctx->outcome = RK_ALLOWED;
-        return NGX_DECLINED;
+        return lcf->dry_run ? NGX_DECLINED : ngx_http_rk_wait(r, ctx);
     }
     if (lcf->dry_run) {
         ctx->outcome = RK_DRY_RUN;

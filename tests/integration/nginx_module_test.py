@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 from serve_test import NGINX, free_port, wait_until  # this directory's shared helpers
@@ -41,6 +42,7 @@ http {
         # reuseport: a socket per worker, connections spread by the kernel's hash, so both workers answer even on a
         # busy machine (one shared socket let one worker accept every connection of a burst now and then).
         listen 127.0.0.1:%(port)d reuseport;
+        location = /rk-probe { add_header X-Rk-Probe %(token)s; return 204; }
 %(server)s
     }
 }
@@ -50,18 +52,40 @@ http {
 class Nginx:
     def __init__(self, http_block, server_block):
         self.dir = tempfile.mkdtemp(prefix="rk-ngx-module-")
-        self.port = free_port()
         for d in ("html/a", "html/b", "html/c", "html/dry", "html/key"):
             os.makedirs(os.path.join(self.dir, d))
             with open(os.path.join(self.dir, d, "index.html"), "w") as f:
                 f.write("ok\n")
         self.conf = os.path.join(self.dir, "nginx.conf")
-        with open(self.conf, "w") as f:
-            f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
-                            "server": server_block, "user": "user root;" if os.geteuid() == 0 else ""})
-        self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
+        # A free port may be taken by another process before nginx binds it; then whatever listens there answers
+        # (seen: a 200 to every path, from another test's server). So nginx is known by a token of its own, and
+        # started again on another port when its port was taken.
+        token = os.urandom(8).hex()
+        for _ in range(5):
+            self.port = free_port()
+            with open(self.conf, "w") as f:
+                f.write(CONF % {"module": MODULE, "dir": self.dir, "port": self.port, "http": http_block,
+                                "server": server_block, "user": "user root;" if os.geteuid() == 0 else "",
+                                "token": token})
+            self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.dir], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
+            try:
+                wait_until(lambda: self.proc.poll() is not None or
+                           self.get("/rk-probe")[1].get("X-Rk-Probe") == token, "nginx to answer", 15)
+            except AssertionError:
+                self.proc.kill()
+            if self.proc.poll() is None:
+                break
+            self.proc.wait()
+            if not os.path.exists(os.path.join(self.dir, "error.log")) or \
+                    "Address already in use" not in self.log("error.log"):
+                break
+        try:
+            assert self.proc.poll() is None
+            wait_until(lambda: self.get("/a/")[0] in (200, 429, 503), "nginx to answer", 15)
+        except AssertionError:
+            self.stop()
+            raise AssertionError("nginx did not answer: " + self.stderr) from None
 
     def get(self, path, headers=None, conn=None):
         own = conn is None
@@ -92,6 +116,9 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # What nginx said before its error_log took over its stderr: why it would not start, if it did not.
+        self.stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -119,6 +146,7 @@ ZONES = """
     ratekeeper_zone zone=bucket:1m algorithm=token_bucket rate=1r/h capacity=100;
     ratekeeper_zone zone=abuse:1m algorithm=earrrl rate=1r/s half_life=10s;
     ratekeeper_zone zone=keys:1m algorithm=gcra rate=1r/h burst=2 key_size=16;
+    ratekeeper_zone zone=queue:1m algorithm=leaky_queue rate=1r/s burst=2;
 """
 LOCATIONS = """
         location /a/ { ratekeeper zone=bucket key=$binary_remote_addr; }
@@ -126,6 +154,7 @@ LOCATIONS = """
         location /c/ { ratekeeper zone=abuse key=c$binary_remote_addr; ratekeeper_headers off; }
         location /dry/ { ratekeeper zone=keys key=dry$binary_remote_addr; ratekeeper_dry_run on; }
         location /key/ { ratekeeper zone=keys key=$http_x_api_key; }
+        location /queue/ { ratekeeper zone=queue key=$binary_remote_addr; empty_gif; }
 """
 
 
@@ -212,6 +241,28 @@ class ModuleTest(unittest.TestCase):
                                   "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0",
                                   "X-RateLimit-Reset": "3600", "Retry-After": "3600"})
 
+    def test_leaky_queue_holds_each_admitted_request_for_its_delay(self):
+        # Regression: the module let leaky_queue's admitted requests through at once, dropping their delay, so the
+        # queue was gcra. Rate 1/s, burst 2: of four requests at once, three leave 0, 1 and 2 s after the first
+        # decision (limit_req's queue without nodelay) and one is refused: two wait behind the first. Lower bounds
+        # only, with half a second to spare: nginx's timers count from its cached clock, which may lag a little.
+        # (That a dry run delays nothing, differential.nginx finds: its dry runs would wait hours.)
+        start, done, lock = time.monotonic(), [], threading.Lock()
+
+        def run():
+            status = self.nginx.get("/queue/")[0]
+            with lock:
+                done.append((status, time.monotonic() - start))
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(sorted(s for s, _ in done), [200, 200, 200, 429])
+        took = sorted(t for s, t in done if s == 200)
+        self.assertTrue(all(t >= w for t, w in zip(took, [0, 0.5, 1.5])), took)
+
     def test_state_survives_a_reload_and_a_killed_worker(self):
         hammer(self.nginx, "/a/", 200)
         self.assertEqual(self.nginx.get("/a/")[0], 429)
@@ -235,7 +286,7 @@ class BrokenConfigTest(unittest.TestCase):
             conf = os.path.join(d, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(CONF % {"module": MODULE, "dir": d, "port": free_port(), "http": http_block,
-                                "server": server_block, "user": ""})
+                                "server": server_block, "user": "", "token": "t"})
             out = subprocess.run([NGINX, "-t", "-c", conf, "-p", d], capture_output=True, text=True, timeout=30)
             self.assertNotEqual(out.returncode, 0, out.stderr)
             self.assertIn(expected, out.stderr)
