@@ -1,6 +1,6 @@
 #include "cli/simulate.h"
 
-#include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <exception>
 #include <ostream>
@@ -44,43 +44,29 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
   std::string file;
   bool comparing = false;
   std::optional<std::uint64_t> seed;
-  std::vector<std::string> limit_args;
+  LimitOverrides given;
+  FlagSet flag_set(usage());
+  flag_set.positional("SCENARIO.yaml", "the scenario (docs/simulate.md)", file);
+  flag_set.toggle("--compare", "every algorithm against the exact sliding window", comparing);
+  flag_set.value("--seed", "N", "the clients' random streams, instead of the scenario's seed",
+                 [&seed](const std::string& v) {
+                   seed = read_whole(v, 0, UINT64_MAX);
+                   return seed ? std::string() : is_not(v, "a whole number from 0 to 18446744073709551615");
+                 });
+  add_limit_flags(flag_set, given);
+  const Parsed parsed = flag_set.parse(args);
+  if (parsed.help) {
+    out << flag_set.help();
+    return 0;
+  }
   std::vector<std::string> errors;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << usage() << limit_flags_help();
-      return 0;
-    }
-    if (a == "--compare") {
-      comparing = true;
-    } else if (a == "--seed" || a.rfind("--seed=", 0) == 0) {
-      std::string v;
-      if (a != "--seed") {
-        v = a.substr(7);
-      } else if (i + 1 < args.size()) {
-        v = args[++i];
-      }
-      std::uint64_t n = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (v.empty() || ec != std::errc{} || p != v.data() + v.size()) {
-        errors.push_back("--seed: '" + v + "' is not a whole number from 0 to 18446744073709551615");
-      } else {
-        seed = n;
-      }
-    } else if (a.rfind("--", 0) == 0) {
-      limit_args.push_back(a);
-      if (a.find('=') == std::string::npos && i + 1 < args.size()) limit_args.push_back(args[++i]);
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      errors.push_back("unexpected argument '" + a + "' (one scenario file at a time)");
-    }
+  for (const FlagProblem& p : parsed.problems) {
+    errors.push_back(p.to_string() + (p.kind == FlagProblem::Kind::kUnexpected ? " (one scenario file at a time)" : ""));
   }
   if (file.empty() && errors.empty()) errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
   if (!errors.empty()) {
     for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
-    err << usage();
+    err << flag_set.help();
     return 2;
   }
 
@@ -95,9 +81,9 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
     for (std::size_t i = 0; i < scenario->clients.size(); ++i) scenario->clients[i].pattern.seed = sim::client_seed(*seed, i);
   }
   LimitFlags flags;
-  if (!parse_limit_overrides(limit_args, scenario->spec, flags, errors)) {
+  if (!limit_over(given, scenario->spec, flags, errors)) {
     for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
-    err << usage() << limit_flags_help();
+    err << flag_set.help();
     return 2;
   }
 
