@@ -70,16 +70,27 @@ FlagSet::FlagSet(std::string usage, std::string notes) : app_(std::make_unique<C
   app_->allow_extras();  // reported in our words by parse()
 }
 
-void FlagSet::value(const std::string& name, const std::string& text, const std::string& help, Reader read) {
+CLI::Validator FlagSet::recorder(const std::string& name, Reader read) {
   // A Validator sees every occurrence, in order (a callback would see the last alone): each is checked and stored.
   auto check = [this, name, read = std::move(read)](std::string& v) {
     if (std::string e = read(v); !e.empty()) problems_.push_back({FlagProblem::Kind::kBadValue, name, std::move(e)});
     return std::string();
   };
-  app_->add_option(name, help)->option_text(text)->check(CLI::Validator(check, "", ""));
+  return CLI::Validator(check, "", "");
 }
 
-void FlagSet::toggle(const std::string& name, const std::string& help, bool& on) { app_->add_flag(name, on, help); }
+void FlagSet::value(const std::string& name, const std::string& text, const std::string& help, Reader read) {
+  app_->add_option(name, help)->option_text(text)->check(recorder(name, std::move(read)));
+}
+
+void FlagSet::toggle(const std::string& name, const std::string& help, bool& on) {
+  // CLI11 hands a flag's value on as given ("--shadow-mode=false"), "true" when there is none.
+  app_->add_flag(name, help)->check(recorder(name, [&on](const std::string& v) {
+    if (v != "true" && v != "false") return is_not(v, "true or false");
+    on = v == "true";
+    return std::string();
+  }));
+}
 
 void FlagSet::positional(const std::string& name, const std::string& help, std::string& out) {
   app_->add_option(name, out, help)->type_name("");
@@ -108,7 +119,7 @@ Parsed FlagSet::parse(const std::vector<std::string>& args) {
       out.problems.push_back({FlagProblem::Kind::kBadValue, "", e.what()});
     }
     return out;
-  } catch (const CLI::ParseError& e) {  // a toggle given a value it cannot be (--shadow-mode=maybe)
+  } catch (const CLI::ParseError& e) {  // none expected: every value is a Reader's to refuse
     out.problems.push_back({FlagProblem::Kind::kBadValue, "", e.what()});
     return out;
   }

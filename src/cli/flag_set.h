@@ -52,7 +52,7 @@ class FlagSet {
 
   // A flag that takes a value, shown as "--name TEXT  help"; `help` may span lines ("\n").
   void value(const std::string& name, const std::string& text, const std::string& help, Reader read);
-  // A flag that takes none: given, it sets `on`.
+  // A flag that takes none: given, it sets `on` (also as --name=true, --name=false).
   void toggle(const std::string& name, const std::string& help, bool& on);
   // The one argument without dashes (simulate's scenario, check-config's PATH); a second one is unexpected.
   void positional(const std::string& name, const std::string& help, std::string& out);
@@ -66,6 +66,8 @@ class FlagSet {
   std::string flags_help() const;
 
  private:
+  CLI::Validator recorder(const std::string& name, Reader read);  // `read`'s problems go to problems_
+
   std::unique_ptr<CLI::App> app_;
   std::vector<FlagProblem> problems_;  // filled by the Readers during parse()
 };

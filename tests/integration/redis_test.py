@@ -706,7 +706,7 @@ class SettingsFileTest(unittest.TestCase):
                 ("redis-timeout: forever\n", "settings.yaml:1:16: redis-timeout: 'forever'"),
                 ("redis-clock: sundial\n", "settings.yaml:1:14: redis-clock: 'sundial'"),
                 ("redis: http://127.0.0.1:6379\n", "--redis"),
-                ("shadow-mode: maybe\n", "settings.yaml:1:14: setting 'shadow-mode' is true or false"),
+                ("shadow-mode: maybe\n", "settings.yaml:1:14: shadow-mode: 'maybe' is not true or false"),
                 ("redis: [a, b]\n", "settings.yaml:1:8: setting 'redis' takes a single value"),
                 ("- redis\n", "a settings file is a mapping"),
                 ("redis: [unclosed\n", "settings.yaml:"),

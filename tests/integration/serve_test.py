@@ -492,7 +492,7 @@ class SettingsFileTest(unittest.TestCase):
             self.assertEqual(code, 2, err)
             for line in ("settings.yaml:2:1: unknown setting 'bogus'",
                          "settings.yaml:3:10: threads: '0' is not a whole number from 1 to 64",
-                         "settings.yaml:4:14: setting 'shadow-mode' is true or false, not 'maybe'",
+                         "settings.yaml:4:14: shadow-mode: 'maybe' is not true or false",
                          "settings.yaml:5:13: max-memory: 'lots' is not a size of at least 1MiB",
                          "settings.yaml:6:1: unknown setting 'colour'"):
                 self.assertIn(line, err, command)

@@ -53,14 +53,10 @@ void apply_setting(const std::string& path, const Setting& s, ServeFlags& f, std
   cli::FlagSet flags(kServeUsage);
   add_serve_flags(flags, f, /*with_settings=*/false);
   const std::string flag = "--" + s.name;
-  std::vector<std::string> args = {flag, s.value};
-  if (flags.is_toggle(flag)) {
-    if (s.value != "true" && s.value != "false") {
-      errors.push_back(where(path, s.value_at) + "setting '" + s.name + "' is true or false, not '" + s.value + "'");
-      return;
-    }
-    args = s.value == "true" ? std::vector<std::string>{flag} : std::vector<std::string>{};
-  }
+  // A toggle takes its value only after '=' (shadow-mode: false); any other flag takes the next argument, even an
+  // empty one (redis: "").
+  const std::vector<std::string> args =
+      flags.is_toggle(flag) ? std::vector<std::string>{flag + "=" + s.value} : std::vector<std::string>{flag, s.value};
   for (const cli::FlagProblem& p : flags.parse(args).problems) {
     using Kind = cli::FlagProblem::Kind;
     if (p.kind == Kind::kUnknownFlag) {
