@@ -23,11 +23,12 @@ void usage(std::ostream& out) {
          "  serve          run the service: rules from --config, HTTP decision API and forward-auth\n"
          "  check-config   validate a rules file or directory (exit 0 or 1)\n"
 #endif
-         "  replay    read '<time-seconds> <key> [cost]' lines from stdin, print one CSV decision per line\n"
+         "  replay         read '<time-seconds> <key> [cost]' lines from stdin, print one CSV decision per line\n"
 #ifdef RK_HAVE_SIMULATE
-         "  simulate  run a scenario file's traffic on a simulated clock, print CSV (docs/simulate.md)\n"
+         "  simulate       run a scenario file's traffic on a simulated clock, print CSV (docs/simulate.md)\n"
 #endif
-         "  version   print the version\n\n"
+         "  version        print the version\n\n"
+         "'ratekeeper <command> --help' lists a command's flags.\n\n"
          "limit flags (replay; simulate, where they override the scenario):\n"
       << rk::cli::limit_flags_help();
 }

@@ -1,3 +1,4 @@
+// cli/flags.cc: the limit flags' names, help and checks, and a LimitSpec from them (with or without a base).
 #include "cli/flags.h"
 
 #include <charconv>
@@ -9,130 +10,103 @@ namespace rk::cli {
 
 namespace {
 
-bool parse_number(const std::string& s, double& out) {
+std::optional<double> read_number(const std::string& s) {
+  double out = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && ptr == s.data() + s.size();
+  if (ec != std::errc{} || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
+  return out;
+}
+
+Reader number(std::optional<double>& out) {
+  return [&out](const std::string& v) {
+    out = read_number(v);
+    return out ? std::string() : is_not(v, "a number");
+  };
+}
+
+Reader duration(std::optional<Nanos>& out) {
+  return [&out](const std::string& v) {
+    out = parse_duration(v);
+    return out ? std::string() : is_not(v, "a duration (like 10s, 250ms, 1.5m, 2h)");
+  };
+}
+
+Reader algorithm(std::optional<Algorithm>& out) {
+  return [&out](const std::string& v) {
+    out = parse_algorithm(v);
+    return out ? std::string() : "unknown algorithm '" + v + "' (" + core::algorithm_names() + ")";
+  };
+}
+
+Reader count_refused(std::optional<bool>& out) {
+  return [&out](const std::string& v) {
+    if (v == "true" || v == "1") out = true;
+    else if (v == "false" || v == "0") out = false;
+    else return is_not(v, "true or false");
+    return std::string();
+  };
+}
+
+// A number, as the other limit flags are (so 1e6 is a million), and whole.
+Reader max_keys(std::optional<std::size_t>& out) {
+  return [&out](const std::string& v) {
+    const auto n = read_number(v);
+    if (!n || !(*n >= 1 && *n <= 1e12 && std::floor(*n) == *n)) return is_not(v, "a whole number from 1 to 1000000000000");
+    out = static_cast<std::size_t>(*n);
+    return std::string();
+  };
+}
+
+// The flags given, over `spec` and `store`.
+void apply(const LimitOverrides& given, LimitSpec& spec, StoreOptions& store) {
+  if (given.algorithm) spec.algorithm = *given.algorithm;
+  if (given.limit) spec.limit = *given.limit;
+  if (given.window) spec.window = *given.window;
+  if (given.half_life) spec.half_life = given.half_life;
+  if (given.burst) spec.burst = given.burst;
+  if (given.capacity) spec.capacity = given.capacity;
+  if (given.count_refused) spec.count_refused = given.count_refused;
+  if (given.max_keys) store.max_keys = *given.max_keys;
+}
+
+bool validated(const LimitSpec& spec, std::vector<std::string>& errors) {
+  for (const auto& e : validate(spec)) errors.push_back(e.param + ": " + e.message);
+  return errors.empty();
 }
 
 }  // namespace
 
-const char* limit_flags_help() {
-  static const std::string help = "  --algorithm NAME     " + core::algorithm_names() + " (default earrrl)\n" +
-         "  --limit N            requests per window (earrrl: the average rate not to exceed)\n"
-         "  --window DURATION    default 1s; units ns us ms s m h d w\n"
-         "  --half-life DURATION earrrl: how fast the estimate forgets (required for earrrl)\n"
-         "  --burst N            gcra: requests beyond one at once; leaky_queue: how many may wait\n"
-         "  --capacity N         token_bucket, leaky_bucket: bucket size (default: the limit)\n"
-         "  --count-refused B    earrrl (default true), fixed_window (default false)\n"
-         "  --max-keys N         keys tracked before CLOCK eviction (default 1000000)\n";
-  return help.c_str();
+void add_limit_flags(FlagSet& flags, LimitOverrides& given) {
+  flags.value("--algorithm", "NAME", core::algorithm_names() + " (default earrrl)", algorithm(given.algorithm));
+  flags.value("--limit", "N", "requests per window (earrrl: the average rate not to exceed)", number(given.limit));
+  flags.value("--window", "DURATION", "default 1s; units ns us ms s m h d w", duration(given.window));
+  flags.value("--half-life", "DURATION", "earrrl: how fast the estimate forgets (required for earrrl)",
+              duration(given.half_life));
+  flags.value("--burst", "N", "gcra: requests beyond one at once; leaky_queue: how many may wait", number(given.burst));
+  flags.value("--capacity", "N", "token_bucket, leaky_bucket: bucket size (default: the limit)",
+              number(given.capacity));
+  flags.value("--count-refused", "B", "earrrl (default true), fixed_window (default false)",
+              count_refused(given.count_refused));
+  flags.value("--max-keys", "N", "keys tracked before CLOCK eviction (default 1000000)",
+              max_keys(given.max_keys));
 }
 
-namespace {
-
-// Which flags were given, for parse_limit_overrides.
-struct Given {
-  bool algorithm = false, limit = false, half_life = false, burst = false, capacity = false, count_refused = false;
-};
-
-using core::Param;
-using core::takes;
-
-// Reads every flag into `out`; problems go to `errors`. Validation is the caller's.
-void read_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors, Given& given) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i];
-    std::string value;
-    bool have_value = false;
-    if (const auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-      have_value = true;
-    }
-    if (name.rfind("--", 0) != 0) {
-      errors.push_back("unexpected argument '" + args[i] + "'");
-      continue;
-    }
-    if (!have_value) {
-      if (i + 1 >= args.size()) {
-        errors.push_back(name + " needs a value");
-        continue;
-      }
-      value = args[++i];
-    }
-    double number = 0;
-    if (name == "--algorithm") {
-      if (auto a = parse_algorithm(value)) {
-        out.spec.algorithm = *a;
-        given.algorithm = true;
-      } else {
-        errors.push_back("--algorithm: unknown algorithm '" + value + "' (" + core::algorithm_names() + ")");
-      }
-    } else if (name == "--limit" || name == "--burst" || name == "--capacity" || name == "--max-keys") {
-      if (!parse_number(value, number)) {
-        errors.push_back(name + ": '" + value + "' is not a number");
-      } else if (name == "--limit") {
-        out.spec.limit = number;
-        given.limit = true;
-      } else if (name == "--burst") {
-        out.spec.burst = number;
-        given.burst = true;
-      } else if (name == "--capacity") {
-        out.spec.capacity = number;
-        given.capacity = true;
-      } else if (!(number >= 1 && number <= 1e12 && std::floor(number) == number)) {
-        errors.push_back("--max-keys: '" + value + "' is not a whole number from 1 to 1000000000000");
-      } else {
-        out.store.max_keys = static_cast<std::size_t>(number);
-      }
-    } else if (name == "--window" || name == "--half-life") {
-      const auto d = parse_duration(value);
-      if (!d) {
-        errors.push_back(name + ": '" + value + "' is not a duration (like 10s, 250ms, 1.5m, 2h)");
-      } else if (name == "--window") {
-        out.spec.window = *d;
-      } else {
-        out.spec.half_life = *d;
-        given.half_life = true;
-      }
-    } else if (name == "--count-refused") {
-      if (value == "true" || value == "1") {
-        out.spec.count_refused = true;
-        given.count_refused = true;
-      } else if (value == "false" || value == "0") {
-        out.spec.count_refused = false;
-        given.count_refused = true;
-      } else {
-        errors.push_back("--count-refused: '" + value + "' is not true or false");
-      }
-    } else {
-      errors.push_back("unknown flag " + name);
-    }
-  }
-}
-
-}  // namespace
-
-bool parse_limit_flags(const std::vector<std::string>& args, LimitFlags& out, std::vector<std::string>& errors) {
-  Given given;
-  read_flags(args, out, errors, given);
-  if (!errors.empty()) return false;
+bool limit_from_flags(const LimitOverrides& given, LimitFlags& out, std::vector<std::string>& errors) {
   if (!given.limit) {
     errors.push_back("--limit is required");
     return false;
   }
-  for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
-  return errors.empty();
+  apply(given, out.spec, out.store);
+  return validated(out.spec, errors);
 }
 
-bool parse_limit_overrides(const std::vector<std::string>& args, const LimitSpec& base, LimitFlags& out,
-                           std::vector<std::string>& errors) {
+bool limit_over(const LimitOverrides& given, const LimitSpec& base, LimitFlags& out, std::vector<std::string>& errors) {
   out.spec = base;
-  Given given;
-  read_flags(args, out, errors, given);
-  if (!errors.empty()) return false;
+  apply(given, out.spec, out.store);
   if (given.algorithm && out.spec.algorithm != base.algorithm) {
     // The file's parameters were chosen for its own algorithm: keep only those the new one uses.
+    using core::Param;
+    using core::takes;
     const Algorithm a = out.spec.algorithm;
     if (!given.half_life && !takes(a, Param::kHalfLife)) out.spec.half_life.reset();
     if (!given.burst && !takes(a, Param::kBurst)) out.spec.burst.reset();
@@ -140,8 +114,14 @@ bool parse_limit_overrides(const std::vector<std::string>& args, const LimitSpec
     if (!given.count_refused && !takes(a, Param::kCountRefused)) out.spec.count_refused.reset();
     if (!takes(a, Param::kAlign)) out.spec.align = Align::kEpoch;
   }
-  for (const auto& e : validate(out.spec)) errors.push_back(e.param + ": " + e.message);
-  return errors.empty();
+  return validated(out.spec, errors);
+}
+
+std::string limit_flags_help() {
+  LimitOverrides ignored;
+  FlagSet flags("");
+  add_limit_flags(flags, ignored);
+  return flags.flags_help();
 }
 
 }  // namespace rk::cli

@@ -12,16 +12,20 @@
 namespace rk::cli {
 
 int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
-  constexpr const char* kUsage = "usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n";
-  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-    out << kUsage << limit_flags_help();
+  LimitOverrides given;
+  FlagSet flag_set("usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n");
+  add_limit_flags(flag_set, given);
+  const Parsed parsed = flag_set.parse(args);
+  if (parsed.help) {
+    out << flag_set.help();
     return 0;
   }
   LimitFlags flags;
   std::vector<std::string> errors;
-  if (!parse_limit_flags(args, flags, errors)) {
+  for (const FlagProblem& p : parsed.problems) errors.push_back(p.to_string());
+  if (!errors.empty() || !limit_from_flags(given, flags, errors)) {
     for (const auto& e : errors) err << "ratekeeper replay: " << e << "\n";
-    err << kUsage << limit_flags_help();
+    err << flag_set.help();
     return 2;
   }
   Limiter limiter(flags.spec, flags.store);

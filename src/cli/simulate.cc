@@ -1,6 +1,6 @@
 #include "cli/simulate.h"
 
-#include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <exception>
 #include <ostream>
@@ -38,108 +38,108 @@ const char* usage() {
          "  sliding window on the scenario's attempts. Scenario format: docs/simulate.md\n";
 }
 
-}  // namespace
-
-int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// What the command line asks for.
+struct Request {
   std::string file;
   bool comparing = false;
   std::optional<std::uint64_t> seed;
-  std::vector<std::string> limit_args;
+  LimitOverrides given;
+};
+
+void add_flags(FlagSet& flag_set, Request& r) {
+  flag_set.positional("SCENARIO.yaml", "the scenario (docs/simulate.md)", r.file);
+  flag_set.toggle("--compare", "every algorithm against the exact sliding window", r.comparing);
+  flag_set.value("--seed", "N", "the clients' random streams, instead of the scenario's seed",
+                 [&r](const std::string& v) {
+                   r.seed = read_whole(v, 0, UINT64_MAX);
+                   return r.seed ? std::string() : is_not(v, "a whole number from 0 to 18446744073709551615");
+                 });
+  add_limit_flags(flag_set, r.given);
+}
+
+// The scenario's attempts through every algorithm and the exact sliding window, one CSV row per algorithm.
+bool write_compare(sim::Scenario& scenario, const LimitSpec& spec, std::ostream& out, std::string& error) {
+  scenario.spec = spec;
+  for (LimitSpec& s : scenario.compare) {
+    s.limit = spec.limit;
+    s.window = spec.window;
+  }
+  std::vector<sim::CompareRow> rows;
+  if (!sim::compare(scenario, rows, error)) return false;
+  out << "algorithm,attempts,allowed,exact_allowed,wrongly_allowed,wrongly_limited,wrongly_allowed_pct,"
+         "wrongly_limited_pct\n";
+  for (const sim::CompareRow& r : rows) {
+    const double n = r.attempts > 0 ? static_cast<double>(r.attempts) : 1.0;
+    out << algorithm_name(r.spec.algorithm) << ',' << r.attempts << ',' << r.allowed << ',' << r.exact_allowed << ','
+        << r.wrongly_allowed << ',' << r.wrongly_limited << ','
+        << csv_number(100.0 * static_cast<double>(r.wrongly_allowed) / n) << ','
+        << csv_number(100.0 * static_cast<double>(r.wrongly_limited) / n) << '\n';
+  }
+  return true;
+}
+
+// The scenario through one limiter, one CSV row per attempt and sample.
+bool write_events(const sim::Scenario& scenario, const LimitSpec& spec, std::ostream& out, std::string& error) {
+  std::vector<std::string> names;
+  names.reserve(scenario.clients.size());
+  for (const auto& c : scenario.clients) names.push_back(csv_field(c.name));
+  out << "time,client,attempted,allowed,remaining,retry_after,delay,estimate\n";
+  std::string row;
+  return sim::simulate(scenario, spec,
+                       [&](const sim::SimEvent& e) {
+                         row.clear();
+                         append_row(row, e, names[e.client]);
+                         out << row;
+                       },
+                       error);
+}
+
+int refuse(const std::vector<std::string>& errors, const FlagSet& flag_set, std::ostream& err) {
+  for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
+  err << flag_set.help();
+  return 2;
+}
+
+}  // namespace
+
+int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Request request;
+  FlagSet flag_set(usage());
+  add_flags(flag_set, request);
+  const Parsed parsed = flag_set.parse(args);
+  if (parsed.help) {
+    out << flag_set.help();
+    return 0;
+  }
   std::vector<std::string> errors;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      out << usage() << limit_flags_help();
-      return 0;
-    }
-    if (a == "--compare") {
-      comparing = true;
-    } else if (a == "--seed" || a.rfind("--seed=", 0) == 0) {
-      std::string v;
-      if (a != "--seed") {
-        v = a.substr(7);
-      } else if (i + 1 < args.size()) {
-        v = args[++i];
-      }
-      std::uint64_t n = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (v.empty() || ec != std::errc{} || p != v.data() + v.size()) {
-        errors.push_back("--seed: '" + v + "' is not a whole number from 0 to 18446744073709551615");
-      } else {
-        seed = n;
-      }
-    } else if (a.rfind("--", 0) == 0) {
-      limit_args.push_back(a);
-      if (a.find('=') == std::string::npos && i + 1 < args.size()) limit_args.push_back(args[++i]);
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      errors.push_back("unexpected argument '" + a + "' (one scenario file at a time)");
-    }
+  for (const FlagProblem& p : parsed.problems) {
+    errors.push_back(p.to_string() + (p.kind == FlagProblem::Kind::kUnexpected ? " (one scenario file at a time)" : ""));
   }
-  if (file.empty() && errors.empty()) errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
-  if (!errors.empty()) {
-    for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
-    err << usage();
-    return 2;
-  }
+  if (request.file.empty() && errors.empty()) errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
+  if (!errors.empty()) return refuse(errors, flag_set, err);
 
   std::vector<sim::ScenarioError> problems;
-  std::optional<sim::Scenario> scenario = sim::load_scenario(file, problems);
+  std::optional<sim::Scenario> scenario = sim::load_scenario(request.file, problems);
   if (!scenario) {
     for (const auto& p : problems) err << "ratekeeper simulate: " << p.where() << ": " << p.message << "\n";
     return 2;
   }
-  if (seed) {
+  if (request.seed) {
     // The same derivation as in the file, from the new seed.
-    for (std::size_t i = 0; i < scenario->clients.size(); ++i) scenario->clients[i].pattern.seed = sim::client_seed(*seed, i);
+    for (std::size_t i = 0; i < scenario->clients.size(); ++i) {
+      scenario->clients[i].pattern.seed = sim::client_seed(*request.seed, i);
+    }
   }
   LimitFlags flags;
-  if (!parse_limit_overrides(limit_args, scenario->spec, flags, errors)) {
-    for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
-    err << usage() << limit_flags_help();
-    return 2;
-  }
+  if (!limit_over(request.given, scenario->spec, flags, errors)) return refuse(errors, flag_set, err);
 
   std::string error;
   try {
-    if (comparing) {
-      scenario->spec = flags.spec;
-      for (LimitSpec& s : scenario->compare) {
-        s.limit = flags.spec.limit;
-        s.window = flags.spec.window;
-      }
-      std::vector<sim::CompareRow> rows;
-      if (!sim::compare(*scenario, rows, error)) {
-        err << "ratekeeper simulate: " << file << ": " << error << "\n";
-        return 2;
-      }
-      out << "algorithm,attempts,allowed,exact_allowed,wrongly_allowed,wrongly_limited,wrongly_allowed_pct,"
-             "wrongly_limited_pct\n";
-      for (const sim::CompareRow& r : rows) {
-        const double n = r.attempts > 0 ? static_cast<double>(r.attempts) : 1.0;
-        out << algorithm_name(r.spec.algorithm) << ',' << r.attempts << ',' << r.allowed << ',' << r.exact_allowed
-            << ',' << r.wrongly_allowed << ',' << r.wrongly_limited << ','
-            << csv_number(100.0 * static_cast<double>(r.wrongly_allowed) / n) << ','
-            << csv_number(100.0 * static_cast<double>(r.wrongly_limited) / n) << '\n';
-      }
-      return 0;
-    }
-    std::vector<std::string> names;
-    names.reserve(scenario->clients.size());
-    for (const auto& c : scenario->clients) names.push_back(csv_field(c.name));
-    out << "time,client,attempted,allowed,remaining,retry_after,delay,estimate\n";
-    std::string row;
-    const bool ok = sim::simulate(*scenario, flags.spec,
-                             [&](const sim::SimEvent& e) {
-                               row.clear();
-                               append_row(row, e, names[e.client]);
-                               out << row;
-                             },
-                             error);
+    const bool ok = request.comparing ? write_compare(*scenario, flags.spec, out, error)
+                                      : write_events(*scenario, flags.spec, out, error);
     if (!ok) {
       out.flush();
-      err << "ratekeeper simulate: " << file << ": " << error << "\n";
+      err << "ratekeeper simulate: " << request.file << ": " << error << "\n";
       return 2;
     }
   } catch (const std::exception& e) {

@@ -702,11 +702,11 @@ class SettingsFileTest(unittest.TestCase):
             with open(rules, "w") as f:
                 f.write(WINDOW_RULES)
             for text, expected in [
-                ("redis: redis://127.0.0.1:1\ncolour: blue\n", "settings.yaml:2:1: unknown flag --colour"),
-                ("redis-timeout: forever\n", "settings.yaml:1:1: --redis-timeout: 'forever'"),
-                ("redis-clock: sundial\n", "settings.yaml:1:1: --redis-clock: 'sundial'"),
+                ("redis: redis://127.0.0.1:1\ncolour: blue\n", "settings.yaml:2:1: unknown setting 'colour'"),
+                ("redis-timeout: forever\n", "settings.yaml:1:16: redis-timeout: 'forever'"),
+                ("redis-clock: sundial\n", "settings.yaml:1:14: redis-clock: 'sundial'"),
                 ("redis: http://127.0.0.1:6379\n", "--redis"),
-                ("shadow-mode: maybe\n", "settings.yaml:1:14: setting 'shadow-mode' is true or false"),
+                ("shadow-mode: maybe\n", "settings.yaml:1:14: shadow-mode: 'maybe' is not true or false"),
                 ("redis: [a, b]\n", "settings.yaml:1:8: setting 'redis' takes a single value"),
                 ("- redis\n", "a settings file is a mapping"),
                 ("redis: [unclosed\n", "settings.yaml:"),

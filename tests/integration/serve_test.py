@@ -524,6 +524,53 @@ class CheckConfigTest(unittest.TestCase):
                                 "--admin", "127.0.0.1:%d" % free_port()], capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 1)
             self.assertIn("bad.yaml:2:14: descriptors: expected a list of descriptors", r.stderr)
+            # There were no good rules to keep: the log says the rules were rejected, and nothing about keeping any.
+            self.assertIn('"rules rejected"', r.stderr)
+            self.assertNotIn("keeping the last good rules", r.stderr)
+
+
+class SettingsFileTest(unittest.TestCase):
+    """`serve --settings FILE` and `check-config --settings FILE`: every problem in the file, each with its line and
+    column and the setting as the file names it (the Redis settings are in redis_test.py)."""
+
+    def run_with(self, command, text, *extra):
+        with tempfile.TemporaryDirectory() as d:
+            rules = os.path.join(d, "rules.yaml")
+            with open(rules, "w") as f:
+                f.write(RULES)
+            settings = os.path.join(d, "settings.yaml")
+            with open(settings, "w") as f:
+                f.write(text.replace("RULES", rules))
+            args = [BINARY, command, "--settings", settings, *extra]
+            if command == "serve":
+                args += ["--http", "127.0.0.1:%d" % free_port(), "--admin", "127.0.0.1:%d" % free_port()]
+            r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+            return r.returncode, r.stderr.replace(settings, "settings.yaml"), r.stdout
+
+    def test_every_bad_setting_is_reported_with_its_line_and_name(self):
+        text = ("config: RULES\n"
+                "bogus: 1\n"
+                "threads: 0\n"
+                "shadow-mode: maybe\n"
+                "max-memory: lots\n"
+                "colour: blue\n")
+        for command in ("serve", "check-config"):
+            code, err, _ = self.run_with(command, text)
+            self.assertEqual(code, 2, err)
+            for line in ("settings.yaml:2:1: unknown setting 'bogus'",
+                         "settings.yaml:3:10: threads: '0' is not a whole number from 1 to 64",
+                         "settings.yaml:4:14: shadow-mode: 'maybe' is not true or false",
+                         "settings.yaml:5:13: max-memory: 'lots' is not a size of at least 1MiB",
+                         "settings.yaml:6:1: unknown setting 'colour'"):
+                self.assertIn(line, err, command)
+            self.assertNotIn("--bogus", err)
+
+    def test_the_command_line_wins_over_the_file(self):
+        # check-config's PATH replaces the file's config, as serve's --config would.
+        code, err, out = self.run_with("check-config", "config: /nonexistent\nmerge-domains: false\n",
+                                       os.path.join(ROOT, "examples", "rules.yaml"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("valid", out)
 
 
 class Upstream(http.server.BaseHTTPRequestHandler):

@@ -1,5 +1,6 @@
 // server/serve/serve.h: `ratekeeper serve` and `ratekeeper check-config`, the one place that wires the clock, the
-// rules and their reloader, the service, metrics and the HTTP listeners together.
+// rules and their reloader, the service, metrics and the listeners together. Beside it: flags.h (every flag, and
+// the command line over settings.h's files), serve_metrics.h, listeners.h, sweeper.h, and check_config.cc.
 #pragma once
 
 #include <string>

@@ -1,0 +1,249 @@
+// server/serve/flags.cc: serve's flags (name, default, help, check), and the command line read over the settings.
+#include "server/serve/flags.h"
+
+#include <charconv>
+
+#include "server/http/server.h"
+#include "server/serve/settings.h"
+
+namespace rk::serve {
+
+const char* const kServeUsage = "usage: ratekeeper serve --config PATH [flags]\n";
+
+namespace {
+
+using cli::is_not;
+using cli::Reader;
+using cli::text;
+using cli::whole_number;
+
+// "536870912", "512MiB", "2GiB", "64KiB": bytes, at most 2^50.
+std::optional<std::size_t> parse_bytes(std::string_view s) {
+  std::size_t n = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc{} || p == s.data()) return std::nullopt;
+  const std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
+  unsigned shift = 0;
+  if (unit == "KiB") shift = 10;
+  else if (unit == "MiB") shift = 20;
+  else if (unit == "GiB") shift = 30;
+  else if (!unit.empty()) return std::nullopt;
+  if (n > (std::size_t{1} << (50 - shift))) return std::nullopt;
+  return n << shift;
+}
+
+// A duration from lo to hi, or says `what` it must be ("a duration from 1ms to 60s").
+Reader duration(Nanos& out, Nanos lo, Nanos hi, std::string what) {
+  return [&out, lo, hi, what](const std::string& v) {
+    const auto d = parse_duration(v);
+    if (!d || *d < lo || *d > hi) return is_not(v, what);
+    out = *d;
+    return std::string();
+  };
+}
+
+// "a,b,c" as a list; the last flag given wins, as for every flag.
+std::vector<std::string> split_commas(const std::string& value) {
+  std::vector<std::string> list;
+  for (std::size_t at = 0; at <= value.size();) {
+    const std::size_t comma = std::min(value.find(',', at), value.size());
+    list.push_back(value.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return list;
+}
+
+Reader per_ip_exempt(std::vector<std::string>& out) {
+  return [&out](const std::string& v) {
+    std::vector<std::string> list = split_commas(v);
+    try {
+      http::check_per_ip_exempt(list);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).substr(std::string_view(e.what()).find('\''));
+    }
+    out = std::move(list);
+    return std::string();
+  };
+}
+
+Reader admin_hosts(std::vector<std::string>& out) {
+  return [&out](const std::string& v) {
+    std::vector<std::string> list = split_commas(v);
+    for (const std::string& host : list) {
+      if (host.empty() || host.find_first_of(" \t:/[]") != std::string::npos) {
+        return is_not(host, "a host name (names without port, comma-separated)");
+      }
+    }
+    out = std::move(list);
+    return std::string();
+  };
+}
+
+void add_listener_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--config", "PATH", "a rules file, or a directory of them (reloaded live)", text(f.config));
+  flags.value("--http", "ADDR:PORT", "decision API and forward-auth (default 127.0.0.1:8080)", text(f.http));
+  flags.value("--admin", "ADDR:PORT", "metrics, rules, admin API (default 127.0.0.1:9090)", text(f.admin));
+  flags.value("--grpc", "ADDR:PORT", "Envoy's rate-limit gRPC API and gRPC health (off unless given)", text(f.grpc));
+  flags.toggle("--grpc-response-headers", "add the RateLimit header fields to gRPC answers", f.grpc_headers);
+  flags.value("--threads", "N", "HTTP threads per listener (default 2)", whole_number(f.threads, 1, 64));
+  flags.value("--header-timeout", "DUR", "a request's head must arrive within this (default 10s)",
+              duration(f.header_timeout, std::chrono::milliseconds(10), Nanos::max(), "a duration of at least 10ms"));
+  flags.value("--admin-hosts", "NAMES",
+              "host names (comma-separated) the admin listener answers to, besides IP\n"
+              "addresses and localhost names",
+              admin_hosts(f.admin_hosts));
+}
+
+void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--max-connections", "N", "HTTP connections at once (default 10000)",
+              whole_number(f.max_connections, 1, 1'000'000));
+  flags.value("--max-connections-per-ip", "N",
+              "of those, from one IPv4 address or IPv6 /64 (default 256; 0: no limit)",
+              whole_number(f.max_connections_per_ip, 0, 1'000'000));
+  flags.value("--per-ip-exempt", "LIST",
+              "addresses or CIDR ranges of proxies in front, which only --max-connections\n"
+              "bounds (default 127.0.0.0/8,::1)",
+              per_ip_exempt(f.per_ip_exempt));
+  flags.value("--busy-idle-timeout", "DUR",
+              "idle connections are closed after this from 3/4 of --max-connections on\n(default 5s)",
+              duration(f.busy_idle_timeout, std::chrono::milliseconds(100), std::chrono::hours(1),
+                       "a duration from 100ms to 1h"));
+  flags.value("--grpc-max-message-bytes", "N", "gRPC: a larger request is refused (default 65536)",
+              whole_number(f.grpc_max_message_bytes, 1024, 64 << 20));
+  flags.value("--grpc-max-streams-per-connection", "N", "gRPC: streams at once on one connection (default 256)",
+              whole_number(f.grpc_max_streams_per_connection, 1, 65536));
+  flags.value("--grpc-max-watch-streams", "N", "gRPC: health Watch streams at once (default 1024)",
+              whole_number(f.grpc_max_watch_streams, 1, 1'000'000));
+}
+
+void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.toggle("--shadow-mode", "count everything, refuse nothing", f.shadow_mode);
+  flags.toggle("--merge-domains", "the files of one domain make one domain (envoyproxy/ratelimit's\nMERGE_DOMAIN_CONFIG)",
+               f.merge_domains);
+  flags.value("--near-limit-ratio", "R",
+              "the share of a limit past which hits count as near_limit in envoyproxy/ratelimit's\n"
+              "per-descriptor counters (NEAR_LIMIT_RATIO; default 0.8)",
+              [&f](const std::string& v) {
+                double r = -1;
+                const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+                if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+                  return is_not(v, "a number from 0 to 1");
+                }
+                f.near_limit_ratio = r;
+                return std::string();
+              });
+  flags.value("--max-keys", "N", "keys tracked per rule before CLOCK eviction (default 1000000)",
+              whole_number(f.max_keys, 1, 1ull << 40));
+  flags.value("--max-memory", "BYTES",
+              "the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules, 1/8 by\n"
+              "request overrides; each store holds fewer keys if its share needs it (default: none)",
+              [&f](const std::string& v) {
+                const auto bytes = parse_bytes(v);
+                if (!bytes || *bytes < (1u << 20)) {
+                  return is_not(v, "a size of at least 1MiB (a number of bytes, or with KiB, MiB, GiB)");
+                }
+                f.max_memory = *bytes;
+                return std::string();
+              });
+  flags.value("--reload-interval", "DUR", "how often the rules are checked for changes (default 250ms)",
+              duration(f.reload_interval, std::chrono::milliseconds(10), Nanos::max(), "a duration of at least 10ms"));
+}
+
+void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--redis", "URL",
+              "share limits through Redis: redis://[user:pass@]host:port[/db],\n"
+              "redis+cluster://h1:p1,h2:p2, redis+sentinel://h:p/primary (default: in memory)",
+              text(f.redis));
+  flags.value("--redis-clock", "SOURCE", "redis (default: Redis's own TIME) or local (this server's clock)",
+              [&f](const std::string& v) {
+                if (v != "redis" && v != "local") return is_not(v, "redis or local");
+                f.redis_local_clock = v == "local";
+                return std::string();
+              });
+  flags.value("--redis-timeout", "DUR", "per command; past it the domain's failure policy decides (default 100ms)",
+              duration(f.redis_timeout, std::chrono::milliseconds(1), std::chrono::seconds(60),
+                       "a duration from 1ms to 60s"));
+  flags.value("--redis-connections", "N", "connections per Redis node (default 2)",
+              whole_number(f.redis_connections, 1, 64));
+  flags.value("--redis-failure", "POLICY", "fail_open (default), fail_closed or local, for domains that name none",
+              [&f](const std::string& v) {
+                const auto p = rules::parse_failure_policy(v);
+                if (!p) return is_not(v, "fail_open, fail_closed or local");
+                f.redis_failure = *p;
+                return std::string();
+              });
+  flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
+               f.redis_near_cache);
+}
+
+void add_forward_auth_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--proxy", "KIND",
+              "who calls /v1/auth: none (default: no header believed), nginx, traefik,\n"
+              "caddy or envoy; only that proxy's headers, from a trusted proxy, are read",
+              [&f](const std::string& v) {
+                const auto kind = api::parse_proxy_kind(v);
+                if (!kind) return is_not(v, "none, nginx, traefik, caddy or envoy");
+                f.forward.proxy = *kind;
+                return std::string();
+              });
+  flags.value("--ipv4-prefix", "N", "forward-auth keys IPv4 clients by their /N (default 32)",
+              whole_number(f.forward.prefixes.ipv4, 1, 32, "a prefix length"));
+  flags.value("--ipv6-prefix", "N", "forward-auth keys IPv6 clients by their /N (default 64)",
+              whole_number(f.forward.prefixes.ipv6, 1, 128, "a prefix length"));
+  flags.toggle("--keep-path-params", "keep ';' parameters in forward-auth paths (default: /a;x=1 is /a)",
+               f.keep_path_params);
+  flags.toggle("--path-case-insensitive", "fold forward-auth paths to lower case (for case-insensitive backends)",
+               f.path_case_insensitive);
+}
+
+}  // namespace
+
+void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
+  if (with_settings) {
+    flags.value("--settings", "FILE",
+                "a YAML mapping of these flags without their dashes (redis: URL, ...);\n"
+                "flags given on the command line win over the file",
+                cli::text_list(f.settings));
+  }
+  add_listener_flags(flags, f);
+  add_connection_flags(flags, f);
+  add_rule_flags(flags, f);
+  add_redis_flags(flags, f);
+  add_forward_auth_flags(flags, f);
+  flags.value("--log-level", "LEVEL", "debug, info (default) or error", [&f](const std::string& v) {
+    logging::Level l;
+    if (!logging::parse_log_level(v, l)) return is_not(v, "debug, info or error");
+    f.log_level = l;
+    return std::string();
+  });
+}
+
+std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, ServeFlags& f, bool& help) {
+  // First the command line alone: its problems, and which settings files it names.
+  ServeFlags given;
+  cli::FlagSet command_line(kServeUsage);
+  add_serve_flags(command_line, given);
+  const cli::Parsed parsed = command_line.parse(args);
+  help = parsed.help;
+  std::vector<std::string> errors;
+  for (const cli::FlagProblem& p : parsed.problems) errors.push_back(p.to_string());
+  if (help || !errors.empty()) return errors;
+  // Then the files, in order, and the command line again on top of them: a flag given wins over a setting.
+  for (const std::string& file : given.settings) {
+    for (std::string& e : apply_settings(file, f)) errors.push_back(std::move(e));
+  }
+  if (!errors.empty()) return errors;
+  cli::FlagSet on_top(kServeUsage);
+  add_serve_flags(on_top, f);
+  on_top.parse(args);
+  return errors;
+}
+
+std::string serve_help() {
+  ServeFlags ignored;
+  cli::FlagSet flags(kServeUsage);
+  add_serve_flags(flags, ignored);
+  return flags.help();
+}
+
+}  // namespace rk::serve

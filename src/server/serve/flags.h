@@ -1,0 +1,74 @@
+// server/serve/flags.h: what `ratekeeper serve` is told, by its command line and the settings files it names, and
+// the one place each flag's name, default, help and check are written.
+//
+//   ServeFlags flags;
+//   bool help = false;
+//   for (const std::string& e : read_serve_flags(args, flags, help)) std::cerr << e << "\n";
+//
+// A settings file (--settings FILE, server/serve/settings.h) gives the same flags without their dashes; its values
+// are applied first, the command line's on top, so a flag given wins over the file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/flag_set.h"
+#include "logging/log.h"
+#include "ratekeeper/units.h"
+#include "rules/reloader.h"
+#include "server/api/forward_auth.h"
+
+namespace rk::serve {
+
+struct ServeFlags {
+  std::vector<std::string> settings;  // --settings files, in the order given
+  std::string config;
+  std::string http = "127.0.0.1:8080";
+  std::string admin = "127.0.0.1:9090";
+  std::string grpc;  // empty: no gRPC listener
+  bool grpc_headers = false;
+  int threads = 2;
+  std::size_t max_connections = 10000;
+  std::size_t max_connections_per_ip = 256;
+  std::vector<std::string> per_ip_exempt = {"127.0.0.0/8", "::1"};
+  Nanos busy_idle_timeout = std::chrono::seconds(5);
+  int grpc_max_message_bytes = 64 * 1024;
+  int grpc_max_streams_per_connection = 256;
+  int grpc_max_watch_streams = 1024;
+  bool shadow_mode = false;
+  bool merge_domains = false;
+  double near_limit_ratio = 0.8;  // envoyproxy/ratelimit's NEAR_LIMIT_RATIO, for its per-descriptor counters
+  std::size_t max_keys = 1'000'000;
+  std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
+  Nanos reload_interval = std::chrono::milliseconds(250);
+  Nanos sweep_interval = std::chrono::seconds(10);
+  Nanos header_timeout = std::chrono::seconds(10);
+  std::string redis;  // empty: every domain in memory
+  bool redis_local_clock = false;
+  bool redis_near_cache = false;
+  Nanos redis_timeout = std::chrono::milliseconds(100);
+  int redis_connections = 2;
+  rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
+  api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
+  bool keep_path_params = false;
+  bool path_case_insensitive = false;
+  std::vector<std::string> admin_hosts;
+  std::optional<logging::Level> log_level;  // set by the caller once every flag is read
+};
+
+// `serve --help`'s first lines.
+extern const char* const kServeUsage;
+
+// Adds `serve`'s flags, bound to `f`; --settings too when `with_settings` (a settings file names none).
+void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings = true);
+
+// The command line over the settings files it names, into `f`. Returns every problem, each a line for stderr
+// ("--threads: '0' is not a whole number from 1 to 64", "settings.yaml:2:1: unknown setting 'colour'"); `help` is
+// set, and nothing read, when --help is asked for. --config may still be empty: the caller decides.
+std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, ServeFlags& f, bool& help);
+
+// `serve --help`.
+std::string serve_help();
+
+}  // namespace rk::serve

@@ -1,0 +1,143 @@
+// server/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
+#include "server/serve/serve_metrics.h"
+
+#include <string>
+#include <unordered_map>
+
+#include "logging/log.h"
+#include "metrics/envoy/descriptor_stats.h"
+#include "metrics/names.h"
+#include "ratekeeper/ratekeeper.h"
+
+namespace rk::serve {
+
+namespace n = metrics::names;
+
+namespace {
+
+metrics::Histogram* latency_for(metrics::Registry& registry, const char* protocol) {
+  return &registry.histogram(n::kDecisionDuration.name, n::kDecisionDuration.help, n::kDecisionDurationBuckets,
+                             {{"protocol", protocol}});
+}
+
+}  // namespace
+
+std::string_view result_label(const service::DescriptorStatus& st) {
+  if (st.unlimited) return "unlimited";
+  if (!st.has_limit) return "no_rule";
+  if (st.shadowed) return "shadow_over_limit";
+  return st.code == service::Code::kOverLimit ? "over_limit" : "ok";
+}
+
+ServeMetrics::ServeMetrics(bool with_grpc)
+    : reload_ok_(registry_.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "success"}})),
+      reload_failed_(registry_.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "failure"}})),
+      reload_time_(registry_.gauge(n::kConfigLastReloadSuccess.name, n::kConfigLastReloadSuccess.help)),
+      connections_(registry_.gauge(n::kHttpConnections.name, n::kHttpConnections.help)),
+      http_latency_(latency_for(registry_, "http")),
+      auth_latency_(latency_for(registry_, "auth")),
+      grpc_latency_(with_grpc ? latency_for(registry_, "grpc") : nullptr) {
+  registry_.gauge(n::kBuildInfo.name, n::kBuildInfo.help, {{"version", rk_version()}}).set(1);
+}
+
+void ServeMetrics::rules_loaded(const rules::RuleSet& set) {
+  reload_ok_.inc();
+  reload_time_.set(std::chrono::duration<double>(set.loaded_at().time_since_epoch()).count());
+  std::lock_guard lock(rule_metrics_mu_);
+  for (auto id : rule_metric_ids_) registry_.unregister(id);
+  rule_metric_ids_.clear();
+  for (const auto& r : set.rules()) {
+    if (!r->limiter) continue;
+    std::weak_ptr<Limiter> weak = r->limiter;  // the series outlive neither the rule nor its limiter
+    const metrics::Labels labels = {{"domain", r->domain}, {"rule", r->path}};
+    rule_metric_ids_.push_back(registry_.gauge_fn(n::kStoreKeys.name, n::kStoreKeys.help, labels, [weak] {
+      auto l = weak.lock();
+      return l ? static_cast<double>(l->stats().keys) : 0.0;
+    }));
+    rule_metric_ids_.push_back(registry_.counter_fn(n::kStoreEvictions.name, n::kStoreEvictions.help, labels, [weak] {
+      auto l = weak.lock();
+      return l ? l->stats().evictions : std::uint64_t{0};
+    }));
+  }
+}
+
+void ServeMetrics::rules_rejected() { reload_failed_.inc(); }
+
+void ServeMetrics::watch_remote(const service::Service& service) {
+  const service::RemoteStats& rs = service.remote_stats();
+  registry_.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });
+  registry_.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "unavailable"}},
+                       [&rs] { return rs.unavailable.load(); });
+  registry_.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "error"}},
+                       [&rs] { return rs.errors.load(); });
+  for (auto p : {rules::FailurePolicy::kFailOpen, rules::FailurePolicy::kFailClosed, rules::FailurePolicy::kLocal}) {
+    registry_.counter_fn(n::kRemoteFallbacks.name, n::kRemoteFallbacks.help,
+                         {{"policy", std::string(rules::failure_policy_name(p))}},
+                         [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
+  }
+  registry_.gauge_fn(n::kBreakerState.name, n::kBreakerState.help, {},
+                     [&service] { return service.breaker() ? static_cast<double>(service.breaker()->state()) : 0.0; });
+  registry_.counter_fn(n::kBreakerOpened.name, n::kBreakerOpened.help, {},
+                       [&service] { return service.breaker() ? service.breaker()->opened() : std::uint64_t{0}; });
+}
+
+api::Hooks ServeMetrics::hooks() {
+  api::Hooks hooks;
+  hooks.decided = [this](std::string_view protocol, std::string_view domain, const service::CheckResponse& r,
+                         Nanos took) { decided(protocol, domain, r, took); };
+  hooks.bad_request = [this](std::string_view protocol, std::string_view reason) { bad_request(protocol, reason); };
+  hooks.metrics = [this] { return registry_.expose(); };
+  return hooks;
+}
+
+void ServeMetrics::decided(std::string_view protocol, std::string_view domain, const service::CheckResponse& r,
+                           Nanos took) {
+  metrics::Histogram* h = protocol == "auth" ? auth_latency_ : protocol == "grpc" ? grpc_latency_ : http_latency_;
+  if (h) h->observe(std::chrono::duration<double>(took).count());
+  thread_local std::unordered_map<std::string, metrics::Counter*> cache;
+  thread_local std::string id;
+  // A domain no rules file names is labelled "(unknown)": label values must not come from clients unchecked.
+  const bool known = r.rules && r.rules->domain(domain) != nullptr;
+  for (const service::DescriptorStatus& st : r.statuses) {
+    const std::string_view d = st.rule ? std::string_view(st.rule->domain) : known ? domain : "(unknown)";
+    const std::string_view rule = st.rule ? std::string_view(st.rule->path) : std::string_view();
+    const std::string_view result = result_label(st);
+    id.assign(d).append(1, '\n').append(rule).append(1, '\n').append(result);
+    metrics::Counter*& c = cache[id];
+    if (!c) {
+      c = &registry_.counter(n::kDecisions.name, n::kDecisions.help,
+                             {{"domain", std::string(d)}, {"rule", std::string(rule)}, {"result", std::string(result)}});
+    }
+    c->inc();
+  }
+  if (logging::log_enabled(logging::Level::kDebug)) {
+    logging::log(logging::Level::kDebug, "decision",
+                 {{"protocol", std::string(protocol)}, {"domain", std::string(domain)},
+                  {"code", std::string(service::code_name(r.overall))}});
+  }
+}
+
+void ServeMetrics::bad_request(std::string_view protocol, std::string_view reason) {
+  thread_local std::unordered_map<std::string, metrics::Counter*> cache;  // as decided()'s
+  thread_local std::string id;
+  id.assign(protocol).append(1, '\n').append(reason);
+  metrics::Counter*& c = cache[id];
+  if (!c) {
+    c = &registry_.counter(n::kBadRequests.name, n::kBadRequests.help,
+                           {{"protocol", std::string(protocol)}, {"reason", std::string(reason)}});
+  }
+  c->inc();
+}
+
+void ServeMetrics::grpc_answered(std::string_view code) {
+  registry_.counter(n::kGrpcRequests.name, n::kGrpcRequests.help, {{"method", "ShouldRateLimit"}, {"code", std::string(code)}})
+      .inc();
+  if (code != "OK") bad_request("grpc", "invalid_argument");
+}
+
+std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double near_limit_ratio) {
+  return std::make_shared<metrics::envoy::DescriptorStats>(
+      registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});
+}
+
+}  // namespace rk::serve

@@ -1,0 +1,33 @@
+// server/serve/sweeper.h: forgets keys whose state is back to fresh, every interval, so that idle keys cost
+// nothing; the stores' CLOCK eviction bounds the rest.
+//
+//   Sweeper sweeper(reloader, flags.sweep_interval);   // sweeps on a thread of its own
+//   ...
+//   sweeper.stop();                                     // or let it go out of scope
+//
+// Thread safety: stop() may be called from any thread; the sweeping thread reads only reloader.current().
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "ratekeeper/units.h"
+#include "rules/reloader.h"
+
+namespace rk::serve {
+
+class Sweeper {
+ public:
+  Sweeper(const rules::Reloader& reloader, Nanos interval);
+  ~Sweeper();
+  void stop();  // returns once the thread is gone; idempotent
+
+ private:
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace rk::serve
