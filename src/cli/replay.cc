@@ -13,7 +13,10 @@ namespace rk::cli {
 
 int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
   LimitOverrides given;
-  FlagSet flag_set("usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n");
+  FlagSet flag_set(
+      "usage: ratekeeper replay [flags] < trace   (one '<time-seconds> <key> [cost]' per line)\n"
+      "  writes CSV: time,key,allowed,remaining,retry_after,estimate (seconds; retry_after -1: never), and for\n"
+      "  leaky_queue a last column delay: how long the admitted request waits before it proceeds\n");
   add_limit_flags(flag_set, given);
   const Parsed parsed = flag_set.parse(args);
   if (parsed.help) {

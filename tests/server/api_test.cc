@@ -3,8 +3,14 @@
 #include <map>
 #include <variant>
 
+#include <nlohmann/json.hpp>
+
+#include "rules/parse.h"
+#include "rules/ruleset.h"
 #include "server/api/check_json.h"
 #include "server/api/forward_auth.h"
+#include "server/api/routes.h"
+#include "store/memory/key_digest.h"
 
 namespace rk::api {
 namespace {
@@ -71,6 +77,85 @@ TEST(CheckJson, ResponseShape) {
             R"("current_limit":{"name":"per_ip","requests_per_unit":10,"unit":"MINUTE"},)"
             R"("duration_until_reset":"1.500s","limit_remaining":0,"retry_after_seconds":1.5,"window_seconds":60.0},)"
             R"({"code":"OK","limit_remaining":0}]})");
+}
+
+// What the answers and /v1/rules say of a rule never contradicts itself (issue 21): a blocked rule runs no
+// algorithm and never admits; a `window:` rule has no unit; every parameter a rule runs with is shown, defaults
+// and a calendar month included.
+std::shared_ptr<const rules::RuleSet> rule_set(const std::string& text) {
+  rules::DomainConfig d;
+  const auto errors = rules::parse_domain("edge.yaml", text, d);
+  EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
+  std::vector<rules::DomainConfig> domains;
+  domains.push_back(std::move(d));
+  return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{}, store::content_hash(text));
+}
+
+constexpr const char* kSelfConsistentRules = R"(domain: edge
+descriptors:
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: windowed
+    rate_limit: {requests_per_unit: 7, window: 10s, algorithm: gcra}
+  - key: monthly
+    rate_limit: {unit: month, requests_per_unit: 1000, algorithm: fixed_window, align: calendar}
+  - key: abuser
+    rate_limit: {unit: second, requests_per_unit: 5, algorithm: earrrl, half_life: 2s}
+)";
+
+nlohmann::json rule_named(const nlohmann::json& rules, const std::string& path) {
+  for (const auto& r : rules["domains"][0]["rules"]) {
+    if (r["path"] == path) return r;
+  }
+  ADD_FAILURE() << "no rule " << path << " in " << rules.dump();
+  return {};
+}
+
+TEST(RulesJson, EveryParameterARuleRunsWithAndNothingItDoesNot) {
+  const auto set = rule_set(kSelfConsistentRules);
+  const auto j = nlohmann::json::parse(rules_json(set.get()));
+  const auto blocked = rule_named(j, "blocked");
+  EXPECT_EQ(blocked["blocked"], true);
+  EXPECT_FALSE(blocked.contains("algorithm")) << blocked.dump();
+  const auto windowed = rule_named(j, "windowed");
+  EXPECT_FALSE(windowed.contains("unit")) << windowed.dump();
+  EXPECT_EQ(windowed["window_seconds"], 10.0);
+  EXPECT_EQ(windowed["burst"], 0.0);  // gcra's default, shown though the file does not say it
+  EXPECT_FALSE(windowed.contains("count_refused")) << "gcra takes no count_refused";
+  const auto monthly = rule_named(j, "monthly");
+  EXPECT_EQ(monthly["align"], "calendar");
+  EXPECT_EQ(monthly["calendar_period"], "month");
+  EXPECT_FALSE(monthly.contains("window_seconds")) << "a calendar month has no fixed length: " << monthly.dump();
+  EXPECT_EQ(monthly["count_refused"], true);  // in rules files, as envoyproxy/ratelimit counts every hit
+  EXPECT_EQ(rule_named(j, "abuser")["count_refused"], true);  // earrrl's default
+}
+
+TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
+  const auto set = rule_set(kSelfConsistentRules);
+  const auto status_of = [&](const std::string& key) {
+    const rules::Match m = set->match("edge", std::vector<rules::Entry>{{key, "x"}});
+    EXPECT_TRUE(m.rule) << key;
+    service::DescriptorStatus st;
+    st.rule = m.rule;
+    st.has_limit = true;
+    st.requests_per_unit = m.rule->limit->requests_per_unit;
+    st.unit = m.rule->limit->unit;
+    st.window = m.rule->limit->spec.window;
+    st.algorithm = m.rule->limit->spec.algorithm;
+    st.code = service::Code::kOverLimit;
+    st.retry_after = kNever;
+    service::CheckResponse r;
+    r.statuses.push_back(st);
+    return nlohmann::json::parse(check_response_json(r))["statuses"][0];
+  };
+  const auto blocked = status_of("blocked");
+  EXPECT_EQ(blocked["blocked"], true);
+  EXPECT_FALSE(blocked.contains("algorithm")) << blocked.dump();
+  EXPECT_EQ(blocked["retry_after_seconds"], -1.0);
+  const auto windowed = status_of("windowed");
+  EXPECT_FALSE(windowed["current_limit"].contains("unit")) << windowed.dump();
+  EXPECT_EQ(windowed["window_seconds"], 10.0);
+  EXPECT_EQ(windowed["algorithm"], "gcra");
 }
 
 TEST(ProtoDuration, Format) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/registry.h"
 #include "server/api/check_json.h"
 #include "server/api/client_address.h"
 #include "server/api/envoy_json.h"
@@ -342,6 +343,24 @@ http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions 
   };
 }
 
+// A rule's algorithm and every parameter it runs with, the defaults it took included. A calendar-aligned window
+// has no fixed length: it says its period ("month") instead of window_seconds.
+static void limit_json(const rules::RateLimit& l, nlohmann::json& rule) {
+  const LimitSpec spec = core::with_defaults(l.spec);
+  rule["algorithm"] = algorithm_name(spec.algorithm);
+  if (spec.align == Align::kCalendar) {
+    rule["align"] = "calendar";
+    const auto days = std::chrono::duration_cast<std::chrono::hours>(spec.window).count() / 24;
+    rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (params.h)
+  } else {
+    rule["window_seconds"] = static_cast<double>(spec.window.count()) / 1e9;
+  }
+  if (spec.half_life) rule["half_life_seconds"] = static_cast<double>(spec.half_life->count()) / 1e9;
+  if (spec.burst) rule["burst"] = *spec.burst;
+  if (spec.capacity) rule["capacity"] = *spec.capacity;
+  if (core::takes(spec.algorithm, core::Param::kCountRefused)) rule["count_refused"] = core::counts_refused(spec);
+}
+
 std::string rules_json(const rules::RuleSet* set) {
   if (!set) return R"({"version":null,"domains":[]})";
   json domains = json::array();
@@ -356,12 +375,11 @@ std::string rules_json(const rules::RuleSet* set) {
       } else {
         rule["requests_per_unit"] = l.requests_per_unit;
         if (l.unit) rule["unit"] = rules::unit_name(*l.unit);
-        rule["window_seconds"] = static_cast<double>(l.spec.window.count()) / 1e9;
-        rule["algorithm"] = algorithm_name(l.spec.algorithm);
-        if (l.spec.half_life) rule["half_life_seconds"] = static_cast<double>(l.spec.half_life->count()) / 1e9;
-        if (l.spec.burst) rule["burst"] = *l.spec.burst;
-        if (l.spec.capacity) rule["capacity"] = *l.spec.capacity;
-        if (l.blocked) rule["blocked"] = true;
+        if (l.blocked) {
+          rule["blocked"] = true;  // refuses everything; no algorithm runs
+        } else {
+          limit_json(l, rule);
+        }
         if (r->limiter) rule["keys"] = r->limiter->stats().keys;
       }
       list.push_back(std::move(rule));

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "server/grpc/unary_call.h"
 
 namespace rk::grpcapi {
 
@@ -20,6 +21,22 @@ struct HealthService::Impl {
   class WatchCall;
 
   Impl(std::vector<std::string> services, int max) : names(std::move(services)), max_watchers(max) {}
+
+  // Check, as UnaryCall asks and answers it.
+  void request(grpc::ServerContext* context, hv::HealthCheckRequest* request,
+               grpc::ServerAsyncResponseWriter<hv::HealthCheckResponse>* responder, grpc::ServerCompletionQueue* cq,
+               void* tag) {
+    async.RequestCheck(context, request, responder, cq, cq, tag);
+  }
+  template <class Finish>
+  void answer(const hv::HealthCheckRequest& request, hv::HealthCheckResponse& response, Finish finish) {
+    if (!known(request.service())) return finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+    {
+      std::lock_guard lock(mu);
+      response.set_status(status_of(true));
+    }
+    finish(grpc::Status::OK);
+  }
 
   bool known(const std::string& name) const {
     return name.empty() || std::find(names.begin(), names.end(), name) != names.end();
@@ -39,45 +56,6 @@ struct HealthService::Impl {
   bool shutting_down = false;  // guarded by mu
   std::set<WatchCall*> watchers;  // guarded by mu: streams started and not yet done
 };
-
-namespace {
-
-// One Check: waiting for a request, then answered, then gone.
-class CheckCall final : public CqTag {
- public:
-  CheckCall(HealthService::Impl& owner, grpc::ServerCompletionQueue* queue)
-      : impl_(owner), cq_(queue), responder_(&context_) {
-    impl_.async.RequestCheck(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void proceed(bool ok) override {
-    if (answered_ || !ok) {
-      delete this;
-      return;
-    }
-    new CheckCall(impl_, cq_);
-    answered_ = true;
-    if (!impl_.known(request_.service())) {
-      responder_.FinishWithError(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"), this);
-      return;
-    }
-    {
-      std::lock_guard lock(impl_.mu);
-      response_.set_status(impl_.status_of(true));
-    }
-    responder_.Finish(response_, grpc::Status::OK, this);
-  }
-
- private:
-  HealthService::Impl& impl_;
-  grpc::ServerCompletionQueue* cq_;
-  grpc::ServerContext context_;
-  hv::HealthCheckRequest request_;
-  hv::HealthCheckResponse response_;
-  grpc::ServerAsyncResponseWriter<hv::HealthCheckResponse> responder_;
-  bool answered_ = false;
-};
-
-}  // namespace
 
 // One Watch stream. Events: the request (proceed, first time), each Write or Finish completing (proceed, later;
 // at most one in flight), the call being done (done_, once, only for a call that started), and notify() from
@@ -201,7 +179,7 @@ HealthService::~HealthService() = default;
 grpc::Service* HealthService::service() { return &impl_->async; }
 
 void HealthService::start(grpc::ServerCompletionQueue* cq) {
-  new CheckCall(*impl_, cq);
+  UnaryCall<hv::HealthCheckRequest, hv::HealthCheckResponse, Impl>::start(*impl_, cq);
   new Impl::WatchCall(*impl_, cq);
 }
 

@@ -12,6 +12,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "service/response_headers.h"
 #include "server/grpc/health_service.h"
+#include "server/grpc/unary_call.h"
 
 namespace rk::grpcapi {
 
@@ -106,33 +107,17 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
 struct GrpcServer::Impl {
   Impl(service::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
 
-  // One call's life: waiting for a request, then answered, then gone.
-  struct Call final : CqTag {
-    Call(Impl& owner, grpc::ServerCompletionQueue* queue) : impl(owner), cq(queue), responder(&context) {
-      impl.rls.RequestShouldRateLimit(&context, &request, &responder, cq, cq, this);
-    }
-    void proceed(bool ok) override {
-      if (answered || !ok) {
-        delete this;
-        return;
-      }
-      new Call(impl, cq);  // the next one waits while this one is answered
-      answered = true;
-      // Answered at once for in-process domains; from the remote store's thread otherwise (Finish may be called
-      // from any thread; its completion comes back to this queue).
-      impl.handle(request, response, [this](const grpc::Status& status) { responder.Finish(response, status, this); });
-    }
-    Impl& impl;
-    grpc::ServerCompletionQueue* cq;
-    grpc::ServerContext context;
-    pb::RateLimitRequest request;
-    pb::RateLimitResponse response;
-    grpc::ServerAsyncResponseWriter<pb::RateLimitResponse> responder;
-    bool answered = false;
-  };
+  // ShouldRateLimit, as UnaryCall asks and answers it: at once for in-process domains; from the remote store's
+  // thread otherwise.
+  using Call = UnaryCall<pb::RateLimitRequest, pb::RateLimitResponse, Impl>;
+  void request(grpc::ServerContext* context, pb::RateLimitRequest* request,
+               grpc::ServerAsyncResponseWriter<pb::RateLimitResponse>* responder, grpc::ServerCompletionQueue* cq,
+               void* tag) {
+    rls.RequestShouldRateLimit(context, request, responder, cq, cq, tag);
+  }
 
   template <class Finish>
-  void handle(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
+  void answer(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
     const auto start = std::chrono::steady_clock::now();
     service::CheckRequest check;
     if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
@@ -203,7 +188,7 @@ void GrpcServer::start() {
   for (auto& q : impl_->queues) {
     grpc::ServerCompletionQueue* cq = q.get();
     // A few calls waiting per queue, so a burst of new calls is not serialised behind one.
-    for (int i = 0; i < 8; ++i) new Impl::Call(*impl_, cq);
+    for (int i = 0; i < 8; ++i) Impl::Call::start(*impl_, cq);
     impl_->health.start(cq);
     impl_->threads.emplace_back([cq] {
       void* tag;
