@@ -398,7 +398,7 @@ TEST(RedisClient, ATricklingOrSilentRedisCostsEachCommandItsTimeoutHandshakeIncl
 
 // A script Redis has lost (SCRIPT FLUSH, a failover) costs two exchanges (EVALSHA, NOSCRIPT, then EVAL), under one
 // deadline: a Redis that answers NOSCRIPT late and then trickles must not give the caller a second timeout to wait.
-TEST(Script, TheEvalAfterNoscriptSharesTheCommandsDeadline) {
+TEST(Script, TheScriptLoadAfterNoscriptSharesTheCommandsDeadline) {
   constexpr auto kTimeout = 2000ms;  // NOSCRIPT at 0.6 of it: before it even on a busy machine, late enough that a
                                      // second timeout for the EVAL would end past 1.6 of it
   const std::string digest = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";  // sha1sum of "return 1"
