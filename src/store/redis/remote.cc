@@ -1,3 +1,4 @@
+// store/redis/remote.cc: the remote store over Redis: each decision one script, the near cache, resets (remote.h).
 #include "store/redis/remote.h"
 
 #include <array>
