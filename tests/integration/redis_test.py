@@ -46,6 +46,13 @@ def wait_until(condition, what, seconds=15.0):
     raise AssertionError("timed out waiting for " + what)
 
 
+def within(timeout):
+    """How long a decision bounded by the Redis `timeout` may take, seen from an HTTP client of the server while
+    Python threads, the server and Redis share a busy 2-core machine (under a sanitizer too): a factor of the timeout
+    plus a fixed slack for scheduling. Far below what a decision waiting on no deadline would take."""
+    return 3 * timeout + 2.0
+
+
 def cli(port, *args):
     out = subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True, text=True, timeout=10)
     return out.stdout.strip()
@@ -350,7 +357,8 @@ class FailureTest(unittest.TestCase):
         try:
             with open(os.path.join(d, "r.yaml"), "w") as f:
                 f.write(POLICY_RULES % ("api", "fail_open"))
-            server = ServerDir(d, self.url, ["--redis-timeout", "100ms"])
+            timeout = 0.1
+            server = ServerDir(d, self.url, ["--redis-timeout", "%dms" % (timeout * 1000)])
             stop = threading.Event()
             stats = {"answered": 0, "failed": 0, "slowest": 0.0}
             lock = threading.Lock()
@@ -391,7 +399,7 @@ class FailureTest(unittest.TestCase):
                     t.join()
                 server.stop()
             self.assertEqual(stats["failed"], 0, stats)
-            self.assertLess(stats["slowest"], 1.0, stats)
+            self.assertLess(stats["slowest"], within(timeout), stats)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 

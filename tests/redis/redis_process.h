@@ -95,13 +95,15 @@ class RedisProcess {
 
 // A loopback TCP server that accepts every connection and, once it has been sent anything, answers `head` after
 // `head_after`, then a reply that never ends (an array whose bulk string is a megabyte long) one byte every
-// `every`, or with `every` zero, nothing more. What it is sent is read and dropped.
+// `every`, or with `every` zero, nothing more. With a `greeting`, that is answered at once to the first bytes a peer
+// sends, and `head_after` counts from the next. What it is sent is read and dropped.
 class TricklingServer {
  public:
   struct Options {
     std::chrono::milliseconds every{20};
     std::string head;
     std::chrono::milliseconds head_after{0};
+    std::string greeting;
   };
   explicit TricklingServer(Options o) : o_(std::move(o)) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -128,6 +130,7 @@ class TricklingServer {
   struct Peer {
     int fd;
     std::chrono::steady_clock::time_point asked{};  // when it first sent something; zero: not yet
+    bool greeted = false;
     bool head_sent = false;
     std::size_t at = 0;                             // bytes of the trickle sent
   };
@@ -154,8 +157,11 @@ class TricklingServer {
         if (::recv(fds[i].fd, drop, sizeof drop, 0) <= 0) {
           ::close(fds[i].fd);
           peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(i - 1));
-        } else if (peers[i - 1].asked == std::chrono::steady_clock::time_point{}) {
-          peers[i - 1].asked = now;
+        } else if (Peer& p = peers[i - 1]; !o_.greeting.empty() && !p.greeted) {
+          ::send(p.fd, o_.greeting.data(), o_.greeting.size(), MSG_NOSIGNAL);
+          p.greeted = true;
+        } else if (p.asked == std::chrono::steady_clock::time_point{}) {
+          p.asked = now;
         }
       }
       const bool tick = now - last >= period;

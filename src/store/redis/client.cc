@@ -1,16 +1,16 @@
+// store/redis/client.cc: the client's connections, their pipelines and deadlines, and where each command goes
+// (client.h). What a URL says is in url.cc, the Sentinel exchange in sentinel.cc, the Cluster's slots in cluster.cc.
 #include "store/redis/client.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -18,6 +18,9 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+
+#include "store/redis/cluster.h"
+#include "store/redis/sentinel.h"
 
 namespace rk::redis {
 
@@ -37,7 +40,7 @@ struct Pending {
   std::function<void(Result)> done;
   Clock::time_point deadline{};
   int redirects = 0;
-  // Commands of our own (AUTH, SELECT, ROLE, ASKING): `check` says whether the connection may go on.
+  // Commands of our own (AUTH, SELECT, ROLE, SCRIPT LOAD, ASKING): `check` says whether the connection may go on.
   bool internal = false;
   std::function<bool(const Reply&)> check;
 };
@@ -48,128 +51,17 @@ void finish(Pending& p, Result r) {
   done(std::move(r));
 }
 
-std::string endpoint_text(const Endpoint& e) {
-  return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
-}
-
-Endpoint parse_endpoint(std::string_view text, std::string_view url) {
-  const auto bad = [&](const std::string& why) {
-    return std::invalid_argument("'" + std::string(url) + "': " + why);
-  };
-  Endpoint e;
-  std::string_view host = text, port;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) throw bad("unclosed '[' in '" + std::string(text) + "'");
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') throw bad("expected ':' after ']' in '" + std::string(text) + "'");
-      port = text.substr(close + 2);
-    }
-  } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-  }
-  if (host.empty()) throw bad("no host in '" + std::string(text) + "'");
-  e.host = host == "localhost" ? "127.0.0.1" : std::string(host);
-  if (!port.empty()) {
-    unsigned v = 0;
-    const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-    if (ec != std::errc{} || p != port.data() + port.size() || v == 0 || v > 65535) {
-      throw bad("port '" + std::string(port) + "' is not a number from 1 to 65535");
-    }
-    e.port = static_cast<std::uint16_t>(v);
-  }
-  error_code ec;
-  asio::ip::make_address(e.host, ec);
-  if (ec) throw bad("'" + e.host + "' is not an IP address (host names are not resolved)");
-  return e;
-}
-
-// A sentinel's answer is two short strings: a parser with room for little more keeps a hostile one from making us
-// buffer megabytes within the exchange's deadline.
-constexpr ParserLimits kSentinelLimits{.max_bulk = 1024, .max_elements = 16, .max_depth = 2};
-
-// SENTINEL get-master-addr-by-name's answer, or nullopt (nil: the sentinel does not know the name).
-std::optional<Endpoint> primary_from(const Reply& r) {
-  if (r.type != Reply::Type::kArray || r.elements.size() != 2) return std::nullopt;
-  try {
-    return parse_endpoint(r.elements[0].str + ":" + r.elements[1].str, "sentinel's answer");
-  } catch (const std::invalid_argument&) {
-    return std::nullopt;
-  }
-}
-
 }  // namespace
-
-// ---- options ----
-
-ClientOptions ClientOptions::parse_url(std::string_view url) {
-  ClientOptions o;
-  const auto bad = [&](const std::string& why) { return std::invalid_argument("'" + std::string(url) + "': " + why); };
-  std::string_view rest;
-  if (url.starts_with("redis://")) {
-    o.mode = Mode::kSingle;
-    rest = url.substr(8);
-  } else if (url.starts_with("redis+cluster://")) {
-    o.mode = Mode::kCluster;
-    rest = url.substr(16);
-  } else if (url.starts_with("redis+sentinel://")) {
-    o.mode = Mode::kSentinel;
-    rest = url.substr(17);
-  } else {
-    throw bad("the scheme must be redis://, redis+cluster:// or redis+sentinel://");
-  }
-  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view user = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    const auto colon = user.find(':');
-    if (colon == std::string_view::npos) {
-      o.password = std::string(user);  // redis://secret@host: a password alone, as redis-cli takes it
-    } else {
-      o.username = std::string(user.substr(0, colon));
-      o.password = std::string(user.substr(colon + 1));
-    }
-  }
-  std::string_view hosts = rest, path;
-  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
-    hosts = rest.substr(0, slash);
-    path = rest.substr(slash + 1);
-  }
-  while (!hosts.empty()) {
-    const auto comma = hosts.find(',');
-    o.endpoints.push_back(parse_endpoint(hosts.substr(0, comma), url));
-    if (o.mode == Mode::kSentinel && o.endpoints.back().port == 6379 && hosts.substr(0, comma).find(':') == std::string_view::npos) {
-      o.endpoints.back().port = 26379;
-    }
-    hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
-  }
-  if (o.endpoints.empty()) throw bad("no host");
-  if (o.mode == Mode::kSingle && o.endpoints.size() > 1) throw bad("redis:// takes one host (use redis+cluster://)");
-  if (o.mode == Mode::kSentinel) {
-    if (path.empty()) throw bad("redis+sentinel:// needs the primary's name: redis+sentinel://host:port/name");
-    o.primary_name = std::string(path);
-  } else if (!path.empty()) {
-    if (o.mode == Mode::kCluster) throw bad("a cluster has no database number");
-    unsigned v = 0;
-    const auto [p, ec] = std::from_chars(path.data(), path.data() + path.size(), v);
-    if (ec != std::errc{} || p != path.data() + path.size() || v > 15) throw bad("database '" + std::string(path) + "' is not a number from 0 to 15");
-    o.db = static_cast<int>(v);
-  }
-  return o;
-}
-
-// ---- the client ----
 
 struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   struct Node;
 
   // One TCP connection. `gen` changes at every (re)connection, so that handlers of a closed socket do nothing.
-  // kDiscovering (Sentinel only): the primary's address is being asked of the sentinels on `probe`; commands queue
+  // kDiscovering (Sentinel only): the primary's address is being asked of the sentinels by `asker`; commands queue
   // as while connecting.
   struct Conn {
     enum class State : std::uint8_t { kDown, kDiscovering, kConnecting, kReady };
-    Conn(asio::io_context& ioc, Node& n) : socket(ioc), node(n), probe(ioc), probe_timer(ioc) {}
+    Conn(asio::io_context& ioc, Node& n) : socket(ioc), node(n) {}
     tcp::socket socket;
     Node& node;
     State state = State::kDown;
@@ -179,13 +71,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     bool busy = false;    // a write in flight
     std::deque<Pending> sent;  // in the order they will be answered: what `writing` and `out` hold too
     Parser parser;
-    std::array<char, 16384> buf{};  // the probe's too: `socket` is not open while discovering
+    std::array<char, 16384> buf{};
     Clock::time_point connect_deadline{};
-    tcp::socket probe;               // to the sentinel being asked
-    asio::steady_timer probe_timer;  // its whole exchange's deadline
-    std::uint64_t probe_gen = 0;     // changes at every sentinel asked, so that handlers of an earlier one do nothing
-    Parser probe_parser{kSentinelLimits};
-    std::string probe_out;
+    std::unique_ptr<SentinelAsker> asker;  // the sentinel node's connections only
   };
 
   struct Node {
@@ -212,12 +100,18 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   bool closing = false;        // under post_mu
   bool closed = false;         // the client's thread only
   std::map<std::string, std::unique_ptr<Node>> nodes;  // by "host:port"
-  std::vector<Node*> slots = std::vector<Node*>(16384, nullptr);
+  std::vector<Node*> slots = std::vector<Node*>(kSlots, nullptr);
   Node* sentinel_node = nullptr;
   bool refreshing = false;
   Clock::time_point last_refresh{};
   std::size_t seed_turn = 0;
   std::mt19937 rng{std::random_device{}()};
+  // Loaded at every connection's handshake (load_script()).
+  struct ScriptLoad {
+    std::string source;
+    std::function<void(const std::string&)> learned;
+  };
+  std::vector<ScriptLoad> scripts;
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0};
 
   Node& node_for(const Endpoint& e) {
@@ -278,15 +172,45 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint)});
       }
     }
-    if (asking) {
-      Pending a{.args = {"ASKING"}, .deadline = p.deadline, .internal = true};
-      encode(conn->out, a.args);
-      conn->sent.push_back(std::move(a));
-    }
-    encode(conn->out, p.args);
-    conn->sent.push_back(std::move(p));
+    if (asking) push(*conn, Pending{.args = {"ASKING"}, .deadline = p.deadline, .internal = true});
+    push(*conn, std::move(p));
     commands.fetch_add(1, std::memory_order_relaxed);
-    if (conn->state == Conn::State::kReady && !conn->busy) flush(*conn);
+    kick(*conn);
+  }
+
+  // A command on the connection's pipeline, to go out with its next write (kick()).
+  static void push(Conn& c, Pending p) {
+    encode(c.out, p.args);
+    c.sent.push_back(std::move(p));
+  }
+
+  void kick(Conn& c) {
+    if (c.state == Conn::State::kReady && !c.busy && !c.out.empty()) flush(c);
+  }
+
+  // A script goes to every connection: at the handshake of those to come, and now on those already made (a
+  // connection still asking the sentinels loads it at its handshake).
+  void load_script(ScriptLoad s) {
+    const auto deadline = Clock::now() + options.command_timeout;
+    for (auto& [_, n] : nodes) {
+      for (auto& c : n->conns) {
+        if (c->state != Conn::State::kConnecting && c->state != Conn::State::kReady) continue;
+        Pending p = script_load(s);
+        p.deadline = deadline;
+        push(*c, std::move(p));
+        kick(*c);
+      }
+    }
+    scripts.push_back(std::move(s));
+  }
+
+  // Redis answers the digest; a script it refuses (it does not compile, an ACL forbids SCRIPT) is run by EVAL later,
+  // whose error the caller gets: the connection goes on either way.
+  static Pending script_load(const ScriptLoad& s) {
+    return Pending{.args = {"SCRIPT", "LOAD", s.source}, .internal = true, .check = [learned = s.learned](const Reply& r) {
+                     if (r.type == Reply::Type::kBulk) learned(r.str);
+                     return true;
+                   }};
   }
 
   void expire(Pending& p, const std::string& where) {
@@ -313,70 +237,18 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     reconnects.fetch_add(1, std::memory_order_relaxed);
     if (&c.node != sentinel_node) return open(c);
     c.state = Conn::State::kDiscovering;
-    discover(c, 0);
+    discover(c);
   }
 
-  // Sentinel: the primary's address is asked of each sentinel in turn, each exchange (connect, question, answer)
-  // bounded as a whole by connect_timeout, so that a sentinel answering a byte at a time, or never, costs that and
-  // no more. Nothing blocks: the commands waiting meanwhile are answered at their own deadlines by tick().
-  void discover(Conn& c, std::size_t turn) {
-    if (turn >= options.endpoints.size()) {
-      return fail_conn(c, Error::Kind::kConnection, "no sentinel named the primary '" + options.primary_name +
-                                                        "' within " + std::to_string(options.connect_timeout.count()) +
-                                                        " ms", true);
-    }
-    const Endpoint& sentinel = options.endpoints[turn];
-    const std::uint64_t gen = c.gen, probe = ++c.probe_gen;
-    auto stale = [&c, gen, probe] { return gen != c.gen || probe != c.probe_gen; };
-    auto next = [this, &c, stale, turn] {
-      if (stale()) return;
-      end_probe(c);
-      discover(c, turn + 1);
-    };
-    error_code bad;
-    const auto address = asio::ip::make_address(sentinel.host, bad);
-    if (bad) return next();
-    c.probe = tcp::socket(ioc);
-    c.probe_parser = Parser(kSentinelLimits);
-    c.probe_out.clear();
-    encode(c.probe_out, {"SENTINEL", "get-master-addr-by-name", options.primary_name});
-    c.probe_timer.expires_after(options.connect_timeout);
-    c.probe_timer.async_wait([next](error_code e) {
-      if (!e) next();
+  // Sentinel: the primary's address is asked of the sentinels (sentinel.h). Nothing blocks: the commands waiting
+  // meanwhile are answered at their own deadlines by tick().
+  void discover(Conn& c) {
+    if (!c.asker) c.asker = std::make_unique<SentinelAsker>(ioc, options);
+    c.asker->ask([this, &c](std::optional<Endpoint> primary) {
+      if (primary) return found_primary(c, *primary);
+      fail_conn(c, Error::Kind::kConnection, "no sentinel named the primary '" + options.primary_name + "' within " +
+                                                 std::to_string(options.connect_timeout.count()) + " ms", true);
     });
-    c.probe.async_connect(tcp::endpoint(address, sentinel.port), [this, &c, stale, next](error_code e) {
-      if (stale()) return;
-      if (e) return next();
-      asio::async_write(c.probe, asio::buffer(c.probe_out), [this, &c, stale, next](error_code written, std::size_t) {
-        if (stale()) return;
-        if (written) return next();
-        read_probe(c, stale, next);
-      });
-    });
-  }
-
-  template <class Stale, class Next>
-  void read_probe(Conn& c, Stale stale, Next next) {
-    c.probe.async_read_some(asio::buffer(c.buf), [this, &c, stale, next](error_code e, std::size_t n) {
-      if (stale()) return;
-      if (e) return next();
-      c.probe_parser.feed(std::string_view(c.buf.data(), n));
-      if (auto r = c.probe_parser.next()) {
-        const std::optional<Endpoint> primary = primary_from(*r);
-        if (!primary) return next();  // nil: this sentinel does not know the name
-        end_probe(c);
-        return found_primary(c, *primary);
-      }
-      if (c.probe_parser.failed()) return next();
-      read_probe(c, stale, next);
-    });
-  }
-
-  void end_probe(Conn& c) {
-    ++c.probe_gen;
-    error_code ignored;
-    c.probe.close(ignored);
-    c.probe_timer.cancel();
   }
 
   void found_primary(Conn& c, const Endpoint& primary) {
@@ -392,8 +264,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     open(c);
   }
 
-  // The TCP connection, with the handshake first: AUTH, SELECT, and with a sentinel's answer, ROLE to be sure it is
-  // the primary. Commands already queued (while discovering) go after it.
+  // The TCP connection, with the handshake first: AUTH, SELECT, with a sentinel's answer ROLE to be sure it is the
+  // primary, and the scripts. Commands already queued (while discovering) go after it, in the same write.
   void open(Conn& c) {
     Node& node = c.node;
     error_code ec;
@@ -402,6 +274,28 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     c.socket = tcp::socket(ioc);
     c.state = Conn::State::kConnecting;
     c.connect_deadline = Clock::now() + options.connect_timeout;
+    std::vector<Pending> hello = handshake(node);
+    std::string head;
+    for (const Pending& h : hello) encode(head, h.args);
+    c.out.insert(0, head);
+    for (auto it = hello.rbegin(); it != hello.rend(); ++it) {
+      it->deadline = c.connect_deadline + options.command_timeout;
+      c.sent.push_front(std::move(*it));
+    }
+    const std::uint64_t gen = c.gen;
+    c.socket.async_connect(tcp::endpoint(address, node.endpoint.port), [this, &c, gen](error_code e) {
+      if (gen != c.gen || c.state != Conn::State::kConnecting) return;
+      if (e) return fail_conn(c, Error::Kind::kConnection, "cannot connect to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
+      error_code ignored;
+      c.socket.set_option(tcp::no_delay(true), ignored);
+      c.state = Conn::State::kReady;
+      c.node.backoff = milliseconds(0);
+      read(c);
+      kick(c);
+    });
+  }
+
+  std::vector<Pending> handshake(const Node& node) const {
     std::vector<Pending> hello;
     if (!options.password.empty()) {
       Pending a{.internal = true};
@@ -419,24 +313,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                                 return r.type == Reply::Type::kArray && !r.elements.empty() && r.elements[0].str == "master";
                               }});
     }
-    std::string head;
-    for (const Pending& h : hello) encode(head, h.args);
-    c.out.insert(0, head);
-    for (auto it = hello.rbegin(); it != hello.rend(); ++it) {
-      it->deadline = c.connect_deadline + options.command_timeout;
-      c.sent.push_front(std::move(*it));
-    }
-    const std::uint64_t gen = c.gen;
-    c.socket.async_connect(tcp::endpoint(address, node.endpoint.port), [this, &c, gen](error_code e) {
-      if (gen != c.gen || c.state != Conn::State::kConnecting) return;
-      if (e) return fail_conn(c, Error::Kind::kConnection, "cannot connect to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
-      error_code ignored;
-      c.socket.set_option(tcp::no_delay(true), ignored);
-      c.state = Conn::State::kReady;
-      c.node.backoff = milliseconds(0);
-      read(c);
-      if (!c.out.empty() && !c.busy) flush(c);
-    });
+    for (const ScriptLoad& s : scripts) hello.push_back(script_load(s));
+    return hello;
   }
 
   void mark_down(Node& node) {
@@ -489,43 +367,41 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       }
       return true;
     }
-    if (r.type == Reply::Type::kError) {
-      const bool moved = r.str.starts_with("MOVED "), ask = r.str.starts_with("ASK ");
-      if ((moved || ask) && p.done && p.redirects < kMaxRedirects) {  // not one answered already (timed out)
-        // "MOVED 3999 127.0.0.1:6381"
-        const auto sp1 = r.str.find(' '), sp2 = r.str.find(' ', sp1 + 1);
-        try {
-          const Endpoint to = parse_endpoint(r.str.substr(sp2 + 1), "a redirect");
-          Node& target = node_for(to);
-          ++p.redirects;
-          redirects.fetch_add(1, std::memory_order_relaxed);
-          if (moved) {
-            const int slot = std::stoi(r.str.substr(sp1 + 1, sp2 - sp1 - 1));
-            if (slot >= 0 && slot < 16384) slots[static_cast<std::size_t>(slot)] = &target;
-            refresh_slots();
-          }
-          send_to(target, std::move(p), ask);
-          return true;
-        } catch (const std::exception&) {
-        }
-      }
-      if (r.str.starts_with("CLUSTERDOWN") || r.str.starts_with("TRYAGAIN")) refresh_slots();
-      // The primary we know has become a replica (a Sentinel failover): ask the sentinels again.
-      const bool demoted = &c.node == sentinel_node && r.str.starts_with("READONLY");
-      finish(p, Error{demoted ? Error::Kind::kConnection : Error::Kind::kServer, std::move(r.str)});
-      if (demoted) {
-        fail_conn(c, Error::Kind::kConnection, "the primary was demoted", false);
-        return false;
-      }
-      return true;
-    }
+    if (r.type == Reply::Type::kError) return on_error(c, std::move(p), std::move(r.str));
     finish(p, std::move(r));
+    return true;
+  }
+
+  // A redirect is followed (if the command is not answered already: timed out); any other error is the caller's.
+  // False if the connection was failed.
+  bool on_error(Conn& c, Pending p, std::string error) {
+    if (p.done && p.redirects < kMaxRedirects) {
+      if (const std::optional<Redirect> to = parse_redirect(error)) {
+        Node& target = node_for(to->to);
+        ++p.redirects;
+        redirects.fetch_add(1, std::memory_order_relaxed);
+        if (!to->ask) {
+          if (to->slot >= 0) slots[static_cast<std::size_t>(to->slot)] = &target;
+          refresh_slots();
+        }
+        send_to(target, std::move(p), to->ask);
+        return true;
+      }
+    }
+    if (error.starts_with("CLUSTERDOWN") || error.starts_with("TRYAGAIN")) refresh_slots();
+    // The primary we know has become a replica (a Sentinel failover): ask the sentinels again.
+    const bool demoted = &c.node == sentinel_node && error.starts_with("READONLY");
+    finish(p, Error{demoted ? Error::Kind::kConnection : Error::Kind::kServer, std::move(error)});
+    if (demoted) {
+      fail_conn(c, Error::Kind::kConnection, "the primary was demoted", false);
+      return false;
+    }
     return true;
   }
 
   void fail_conn(Conn& c, Error::Kind kind, const std::string& message, bool backoff) {
     c.gen++;
-    end_probe(c);
+    if (c.asker) c.asker->cancel();
     error_code ignored;
     c.socket.close(ignored);
     c.state = Conn::State::kDown;
@@ -564,18 +440,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         ++seed_turn;
         return;
       }
-      for (const Reply& range : reply->elements) {
-        if (range.type != Reply::Type::kArray || range.elements.size() < 3) continue;
-        const Reply& primary = range.elements[2];
-        if (primary.type != Reply::Type::kArray || primary.elements.size() < 2) continue;
-        const std::int64_t lo = range.elements[0].integer, hi = range.elements[1].integer;
-        std::string host = primary.elements[0].str;
-        if (host.empty() || host == "?") host = asked.host;
-        Endpoint e{host, static_cast<std::uint16_t>(primary.elements[1].integer)};
-        Node& n = node_for(e);
-        for (std::int64_t s = std::max<std::int64_t>(0, lo); s <= std::min<std::int64_t>(16383, hi); ++s) {
-          slots[static_cast<std::size_t>(s)] = &n;
-        }
+      for (const SlotRange& range : slot_ranges(*reply, asked)) {
+        Node& n = node_for(range.primary);
+        std::fill(slots.begin() + static_cast<std::ptrdiff_t>(range.lo), slots.begin() + static_cast<std::ptrdiff_t>(range.hi) + 1, &n);
       }
     };
     send_to(*from, std::move(p), false);
@@ -672,115 +539,17 @@ void Client::close() {
 
 std::chrono::milliseconds Client::command_timeout() const { return impl_->options.command_timeout; }
 
-std::string Client::describe() const {
-  const ClientOptions& o = impl_->options;
-  std::string s = o.mode == ClientOptions::Mode::kSingle    ? "redis://"
-                  : o.mode == ClientOptions::Mode::kCluster ? "redis+cluster://"
-                                                            : "redis+sentinel://";
-  for (std::size_t i = 0; i < o.endpoints.size(); ++i) s += (i ? "," : "") + endpoint_text(o.endpoints[i]);
-  if (o.mode == ClientOptions::Mode::kSentinel) s += "/" + o.primary_name;
-  return s;
+void Client::load_script(std::string source, std::function<void(const std::string& digest)> learned) {
+  Impl* impl = impl_.get();
+  auto s = std::make_shared<Impl::ScriptLoad>(Impl::ScriptLoad{std::move(source), std::move(learned)});
+  impl->post([impl, s] { impl->load_script(std::move(*s)); });
 }
+
+std::string Client::describe() const { return redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
   return {impl_->writes.load(), impl_->commands.load(), impl_->timeouts.load(), impl_->reconnects.load(),
           impl_->redirects.load()};
-}
-
-// ---- slots, SHA-1, scripts ----
-
-std::uint16_t crc16(std::string_view data) {
-  std::uint16_t crc = 0;
-  for (unsigned char byte : data) {
-    crc ^= static_cast<std::uint16_t>(byte << 8);
-    for (int i = 0; i < 8; ++i) crc = static_cast<std::uint16_t>(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-  }
-  return crc;
-}
-
-std::uint16_t key_slot(std::string_view key) {
-  if (const auto open = key.find('{'); open != std::string_view::npos) {
-    const auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
-  }
-  return crc16(key) & 16383;
-}
-
-std::string sha1_hex(std::string_view data) {
-  std::uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
-  std::string m(data);
-  const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
-  m += static_cast<char>(0x80);
-  while (m.size() % 64 != 56) m += '\0';
-  for (int i = 7; i >= 0; --i) m += static_cast<char>((bits >> (i * 8)) & 0xff);
-  auto rol = [](std::uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
-  for (std::size_t chunk = 0; chunk < m.size(); chunk += 64) {
-    std::uint32_t w[80];
-    for (int i = 0; i < 16; ++i) {
-      w[i] = 0;
-      for (int j = 0; j < 4; ++j) w[i] = (w[i] << 8) | static_cast<unsigned char>(m[chunk + static_cast<std::size_t>(i * 4 + j)]);
-    }
-    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-    for (int i = 0; i < 80; ++i) {
-      std::uint32_t f, k;
-      if (i < 20) {
-        f = (b & c) | (~b & d);
-        k = 0x5A827999;
-      } else if (i < 40) {
-        f = b ^ c ^ d;
-        k = 0x6ED9EBA1;
-      } else if (i < 60) {
-        f = (b & c) | (b & d) | (c & d);
-        k = 0x8F1BBCDC;
-      } else {
-        f = b ^ c ^ d;
-        k = 0xCA62C1D6;
-      }
-      const std::uint32_t t = rol(a, 5) + f + e + k + w[i];
-      e = d;
-      d = c;
-      c = rol(b, 30);
-      b = a;
-      a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::uint32_t v : h) {
-    for (int i = 28; i >= 0; i -= 4) out += kHex[(v >> i) & 0xf];
-  }
-  return out;
-}
-
-Script::Script(std::string source) : source_(std::move(source)), sha1_(sha1_hex(source_)) {}
-
-void Script::eval(Client& client, std::vector<std::string> keys, std::vector<std::string> args,
-                  std::function<void(Result)> done) const {
-  std::vector<std::string> cmd;
-  cmd.reserve(3 + keys.size() + args.size());
-  cmd.push_back("EVALSHA");
-  cmd.push_back(sha1_);
-  cmd.push_back(std::to_string(keys.size()));
-  const std::string routing = keys.empty() ? std::string() : keys[0];
-  for (auto& k : keys) cmd.push_back(std::move(k));
-  for (auto& a : args) cmd.push_back(std::move(a));
-  Client* c = &client;
-  const std::string* source = &source_;
-  // One deadline for both: loading the script is part of the command's exchange, not a second timeout.
-  const Client::Deadline deadline = std::chrono::steady_clock::now() + client.command_timeout();
-  client.exec(cmd, routing, [c, source, cmd, routing, deadline, done = std::move(done)](Result r) mutable {
-    const auto* e = std::get_if<Error>(&r);
-    if (!e || e->kind != Error::Kind::kServer || !e->message.starts_with("NOSCRIPT")) return done(std::move(r));
-    cmd[0] = "EVAL";  // also caches the script: the next EVALSHA finds it
-    cmd[1] = *source;
-    c->exec(std::move(cmd), routing, std::move(done), deadline);
-  }, deadline);
 }
 
 }  // namespace rk::redis

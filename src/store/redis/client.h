@@ -1,11 +1,10 @@
 // store/redis/client.h: a small non-blocking Redis client on Boost.Asio, for ratekeeper's decisions: pipelined,
 // with timeouts, reconnection with backoff, AUTH, Redis Cluster routing and Sentinel discovery.
 //
-//   auto options = rk::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // throws on a bad URL
+//   auto options = rk::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // url.h; throws on a bad URL
 //   rk::redis::Client client(options);
 //   client.exec({"INCR", "k"}, "k", [](rk::redis::Result r) { ... });   // on the client's thread, exactly once
-//   rk::redis::Script script("return redis.call('INCR', KEYS[1])");
-//   script.eval(client, {"k"}, {}, [](rk::redis::Result r) { ... });     // EVALSHA; EVAL after a NOSCRIPT
+//   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");  // script.h
 //
 // Pipelining: the commands given while a connection is writing go out together in its next write; replies are
 // matched in order. A command not answered within command_timeout of its exec() (connecting, asking the sentinels,
@@ -15,13 +14,17 @@
 // more: nothing waits for a peer on the client's thread. While a node cannot be reached, commands to it fail at
 // once (kConnection) until its backoff has passed; then one reconnection is tried.
 //
-// Cluster (redis+cluster://): slots from CLUSTER SLOTS, a key's slot by CRC16 with {hash tags}, MOVED (the map
-// is corrected and refreshed) and ASK (ASKING, then the command) followed up to 5 times. Sentinel
-// (redis+sentinel://): the primary's address asked of each sentinel in turn at every (re)connection, each
-// exchange bounded by connect_timeout, and checked with ROLE.
+// Every connection opens with a handshake pipelined ahead of the commands waiting for it (no round trip of its
+// own): AUTH, SELECT, ROLE (to a primary named by a sentinel), and SCRIPT LOAD of each script given to
+// load_script(), whose digest Redis answers.
 //
-// Thread safety: exec() and Script::eval() may be called from any thread, the client's own included; callbacks run
-// on the client's thread and must not block. close() must not be called from a callback.
+// Cluster (redis+cluster://): slots from CLUSTER SLOTS, a key's slot by CRC16 with {hash tags} (cluster.h), MOVED
+// (the map is corrected and refreshed) and ASK (ASKING, then the command) followed up to 5 times. Sentinel
+// (redis+sentinel://): the primary's address asked of each sentinel in turn at every (re)connection, each
+// exchange bounded by connect_timeout (sentinel.h), and checked with ROLE.
+//
+// Thread safety: exec(), load_script() and Script::eval() may be called from any thread, the client's own
+// included; callbacks run on the client's thread and must not block. close() must not be called from a callback.
 #pragma once
 
 #include <chrono>
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "store/redis/resp.h"
+#include "store/redis/url.h"
 
 namespace rk::redis {
 
@@ -43,29 +47,6 @@ struct Error {
   std::string message;  // kServer: Redis's own error text, e.g. "ERR ..."
 };
 using Result = std::variant<Reply, Error>;  // an error reply from Redis arrives as Error{kServer}, never as Reply
-
-struct Endpoint {
-  std::string host;
-  std::uint16_t port = 6379;
-};
-
-struct ClientOptions {
-  enum class Mode : std::uint8_t { kSingle, kCluster, kSentinel };
-  // redis://[user[:password]@]host[:port][/db], redis+cluster://[user[:password]@]h1:p1,h2:p2,...,
-  // redis+sentinel://[user[:password]@]h1:p1[,h2:p2]/primary-name. Throws std::invalid_argument naming the problem.
-  static ClientOptions parse_url(std::string_view url);
-
-  Mode mode = Mode::kSingle;
-  std::vector<Endpoint> endpoints;  // the server; the cluster's seeds; the sentinels
-  std::string primary_name;         // sentinel
-  std::string username, password;
-  int db = 0;
-  std::chrono::milliseconds connect_timeout{500};
-  std::chrono::milliseconds command_timeout{100};
-  int connections_per_node = 2;
-  std::chrono::milliseconds backoff_min{50};
-  std::chrono::milliseconds backoff_max{2000};
-};
 
 class Client {
  public:
@@ -80,6 +61,10 @@ class Client {
   void exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done,
             Deadline deadline = {});
   std::chrono::milliseconds command_timeout() const;
+  // SCRIPT LOAD `source` on every connection from now on (at its handshake), and on those already open; `learned`
+  // gets each digest Redis answers, on the client's thread. A script Redis refuses is not loaded, and the
+  // connection goes on.
+  void load_script(std::string source, std::function<void(const std::string& digest)> learned);
   void close();                  // fails what is in flight with kClosed, joins the thread; idempotent
   std::string describe() const;  // "redis://127.0.0.1:6379" (never the password)
 
@@ -92,25 +77,6 @@ class Client {
 
  private:
   std::shared_ptr<Impl> impl_;
-};
-
-// Redis Cluster's key slot: CRC16 (XMODEM) of the key, or of its first non-empty {hash tag}, mod 16384.
-std::uint16_t key_slot(std::string_view key);
-std::uint16_t crc16(std::string_view data);
-std::string sha1_hex(std::string_view data);
-
-class Script {
- public:
-  explicit Script(std::string source);
-  const std::string& sha1() const { return sha1_; }
-  const std::string& source() const { return source_; }
-  // EVALSHA sha numkeys keys... args...; on NOSCRIPT, EVAL (which also caches the script) once. Routed by keys[0].
-  void eval(Client& client, std::vector<std::string> keys, std::vector<std::string> args,
-            std::function<void(Result)> done) const;
-
- private:
-  std::string source_;
-  std::string sha1_;
 };
 
 }  // namespace rk::redis

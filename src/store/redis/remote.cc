@@ -1,3 +1,4 @@
+// store/redis/remote.cc: the remote store over Redis: each decision one script, the near cache, resets (remote.h).
 #include "store/redis/remote.h"
 
 #include <array>
@@ -10,6 +11,7 @@
 
 #include "core/registry.h"
 #include "store/redis/client.h"
+#include "store/redis/script.h"
 #include "store/redis/scripts.h"
 #include "store/memory/key_digest.h"
 
@@ -63,7 +65,7 @@ class RedisRemote final : public store::RemoteStore {
  public:
   explicit RedisRemote(const RedisRemoteOptions& o) : options_(o), client_(client_options(o)) {
     for (Algorithm a : kAllAlgorithms) {
-      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(std::string(redis::script_for(a).source));
+      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(client_, std::string(redis::script_for(a).source));
     }
     if (options_.near_cache) flusher_ = std::thread([this] { flush_loop(); });
   }
@@ -170,7 +172,7 @@ class RedisRemote final : public store::RemoteStore {
     const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
     const redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
     std::vector<std::string> keys{redis_key(key)};
-    script.eval(client_, std::move(keys), redis::script_args(spec, time, hits, peek), std::move(done));
+    script.eval(std::move(keys), redis::script_args(spec, time, hits, peek), std::move(done));
   }
 
   // Answers from the near cache if Redis has refused this key until later; false: ask Redis.

@@ -1,3 +1,4 @@
+// store/redis/resp.cc: RESP2 encoding and the incremental, bounded reply parser (resp.h).
 #include "store/redis/resp.h"
 
 #include <charconv>

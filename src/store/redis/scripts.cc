@@ -1,3 +1,4 @@
+// store/redis/scripts.cc: each algorithm's Lua text, its ARGV and the decoding of its reply (scripts.h).
 #include "store/redis/scripts.h"
 
 #include <bit>

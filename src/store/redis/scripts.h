@@ -1,9 +1,9 @@
 // store/redis/scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
 // its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
 //
-//   const auto& s = rk::redis::script_for(rk::Algorithm::kEarrrl);
-//   script.eval(client, {key}, rk::redis::script_args(spec, now, 1, false), ...);  // EVALSHA s.source
-//   auto d = rk::redis::decode_reply(elements);                              // Decision, or an error message
+//   rk::redis::Script script(client, std::string(rk::redis::script_for(rk::Algorithm::kEarrrl).source));  // script.h
+//   script.eval({key}, rk::redis::script_args(spec, now, 1, false), ...);
+//   auto d = rk::redis::decode_reply(elements);  // Decision, or an error message
 #pragma once
 
 #include <optional>
