@@ -7,13 +7,14 @@
 #include <variant>
 
 #include "server/api/check_json.h"
+#include "server/http/response_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const auto parsed = rk::api::parse_check_request(body);
   if (const auto* error = std::get_if<rk::service::RequestError>(&parsed)) {
     if (error->message.empty()) __builtin_trap();  // every refusal says why
-    const std::string answer = rk::api::error_json(400, error->field, error->message);
+    const std::string answer = rk::http::error_json(400, "invalid_request", error->message, error->field);
     if (answer.empty() || answer.front() != '{') __builtin_trap();
     return 0;
   }

@@ -10,6 +10,7 @@
 #include "server/api/check_json.h"
 #include "server/api/forward_auth.h"
 #include "server/api/routes.h"
+#include "server/http/response_writer.h"
 #include "store/memory/key_digest.h"
 
 namespace rk::api {
@@ -156,6 +157,15 @@ TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
   EXPECT_FALSE(windowed["current_limit"].contains("unit")) << windowed.dump();
   EXPECT_EQ(windowed["window_seconds"], 10.0);
   EXPECT_EQ(windowed["algorithm"], "gcra");
+}
+
+// One shape for every error answer, the HTTP server's own (a malformed request) and the API's (a bad field).
+TEST(ErrorJson, OneShapeWithTheFieldWhenOneIsAtFault) {
+  const auto api = nlohmann::json::parse(http::error_json(400, "invalid_request", "must not be empty", "domain"));
+  EXPECT_EQ(api, nlohmann::json::parse(
+                     R"({"error":{"code":400,"reason":"invalid_request","field":"domain","message":"must not be empty"}})"));
+  const auto server = nlohmann::json::parse(http::error_json(400, "malformed", "bad request line"));
+  EXPECT_EQ(server, nlohmann::json::parse(R"({"error":{"code":400,"reason":"malformed","message":"bad request line"}})"));
 }
 
 TEST(ProtoDuration, Format) {

@@ -185,10 +185,4 @@ std::string check_response_json(const service::CheckResponse& r) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string error_json(int status, std::string_view field, std::string_view message) {
-  json e = {{"code", status}, {"message", message}};
-  if (!field.empty()) e["field"] = field;
-  return json{{"error", std::move(e)}}.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 }  // namespace rk::api

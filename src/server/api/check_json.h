@@ -21,8 +21,6 @@ std::variant<service::CheckRequest, service::RequestError> parse_check_request(s
 
 std::string check_response_json(const service::CheckResponse& response);
 
-// {"error": {"code": <status>, "field": ..., "message": ...}}
-std::string error_json(int status, std::string_view field, std::string_view message);
 
 // A duration as proto3 JSON writes it: "40s", "1.500s", "0s".
 std::string proto_duration(Nanos d);

@@ -12,6 +12,7 @@
 #include "server/api/client_address.h"
 #include "server/api/envoy_json.h"
 #include "server/api/forward_auth.h"
+#include "server/http/response_writer.h"
 #include "service/response_headers.h"
 #include "dashboard/dashboard.h"
 
@@ -25,7 +26,7 @@ void error(http::Response& res, const Hooks& hooks, std::string_view protocol, i
            std::string_view field, std::string_view message) {
   res.status = status;
   res.content_type = "application/json";
-  res.body = error_json(status, field, message);
+  res.body = http::error_json(status, reason, message, field);
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
 }
 

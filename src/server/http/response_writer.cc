@@ -113,11 +113,15 @@ void append_response(std::string& out, const Response& res, const Framing& frami
   if (!framing.head_only && !bodiless) out.append(res.body);
 }
 
-std::string error_json(int status, std::string_view reason, std::string_view message) {
+std::string error_json(int status, std::string_view reason, std::string_view message, std::string_view field) {
   std::string out = "{\"error\":{\"code\":";
   append_number(out, static_cast<std::size_t>(status));
   out.append(",\"reason\":");
   append_json_string(out, reason);
+  if (!field.empty()) {
+    out.append(",\"field\":");
+    append_json_string(out, field);
+  }
   out.append(",\"message\":");
   append_json_string(out, message);
   out.append("}}");

@@ -27,10 +27,16 @@ bool asks_to_close(const Response& res);
 
 void append_response(std::string& out, const Response& res, const Framing& framing);
 
-// {"error":{"code":400,"reason":"malformed","message":"..."}}
-std::string error_json(int status, std::string_view reason, std::string_view message);
+// Every error answer's body, the server's own and the API's alike (docs/service.md, "Bad input"): a status, a
+// short reason (the label it is counted under), the field of the request at fault when one is, and what is wrong.
+// {"error":{"code":400,"reason":"invalid_request","field":"descriptors[0].entries","message":"must not be empty"}}
+std::string error_json(int status, std::string_view reason, std::string_view message, std::string_view field = {});
 
 // A JSON error answer with `Connection: close`.
 void append_error(std::string& out, int status, std::string_view reason, std::string_view message);
 
 }  // namespace rk::http::detail
+
+namespace rk::http {
+using detail::error_json;  // for the handlers: one shape for every error answer
+}  // namespace rk::http
