@@ -91,24 +91,9 @@ bool Reloader::poll_once() {
 }
 
 void Reloader::start(std::chrono::milliseconds interval) {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this, interval] {
-    std::unique_lock wait(wait_mu_);
-    while (!wake_.wait_for(wait, interval, [this] { return stopping_; })) {
-      wait.unlock();
-      poll_once();
-      wait.lock();
-    }
-  });
+  poll_.start(interval, [this] { poll_once(); });
 }
 
-void Reloader::stop() {
-  {
-    std::lock_guard lock(wait_mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void Reloader::stop() { poll_.stop(); }
 
 }  // namespace rk::rules

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/periodic.h"
 #include "rules/parse.h"
 #include "rules/ruleset.h"
 
@@ -58,10 +59,7 @@ class Reloader {
 
   std::mutex mu_;            // serialises loads
   std::string last_seen_;    // fingerprint of the last attempted load, good or bad
-  std::mutex wait_mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  base::Periodic poll_;  // the polling thread, once started
 };
 
 }  // namespace rk::rules

@@ -22,12 +22,7 @@ struct HealthService::Impl {
 
   Impl(std::vector<std::string> services, int max) : names(std::move(services)), max_watchers(max) {}
 
-  // Check, as UnaryCall asks and answers it.
-  void request(grpc::ServerContext* context, hv::HealthCheckRequest* request,
-               grpc::ServerAsyncResponseWriter<hv::HealthCheckResponse>* responder, grpc::ServerCompletionQueue* cq,
-               void* tag) {
-    async.RequestCheck(context, request, responder, cq, cq, tag);
-  }
+  // Check, as UnaryCall answers it.
   template <class Finish>
   void answer(const hv::HealthCheckRequest& request, hv::HealthCheckResponse& response, Finish finish) {
     if (!known(request.service())) return finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
@@ -179,7 +174,8 @@ HealthService::~HealthService() = default;
 grpc::Service* HealthService::service() { return &impl_->async; }
 
 void HealthService::start(grpc::ServerCompletionQueue* cq) {
-  UnaryCall<hv::HealthCheckRequest, hv::HealthCheckResponse, Impl>::start(*impl_, cq);
+  UnaryCall<hv::HealthCheckRequest, hv::HealthCheckResponse, Impl, &hv::Health::AsyncService::RequestCheck>::start(
+      *impl_, impl_->async, cq);
   new Impl::WatchCall(*impl_, cq);
 }
 

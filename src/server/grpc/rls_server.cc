@@ -107,14 +107,10 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
 struct GrpcServer::Impl {
   Impl(service::Service& s, GrpcOptions o, GrpcHooks h) : service(s), options(std::move(o)), hooks(std::move(h)) {}
 
-  // ShouldRateLimit, as UnaryCall asks and answers it: at once for in-process domains; from the remote store's
-  // thread otherwise.
-  using Call = UnaryCall<pb::RateLimitRequest, pb::RateLimitResponse, Impl>;
-  void request(grpc::ServerContext* context, pb::RateLimitRequest* request,
-               grpc::ServerAsyncResponseWriter<pb::RateLimitResponse>* responder, grpc::ServerCompletionQueue* cq,
-               void* tag) {
-    rls.RequestShouldRateLimit(context, request, responder, cq, cq, tag);
-  }
+  // ShouldRateLimit, as UnaryCall answers it: at once for in-process domains; from the remote store's thread
+  // otherwise.
+  using Call = UnaryCall<pb::RateLimitRequest, pb::RateLimitResponse, Impl,
+                         &pb::RateLimitService::AsyncService::RequestShouldRateLimit>;
 
   template <class Finish>
   void answer(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
@@ -188,7 +184,7 @@ void GrpcServer::start() {
   for (auto& q : impl_->queues) {
     grpc::ServerCompletionQueue* cq = q.get();
     // A few calls waiting per queue, so a burst of new calls is not serialised behind one.
-    for (int i = 0; i < 8; ++i) Impl::Call::start(*impl_, cq);
+    for (int i = 0; i < 8; ++i) Impl::Call::start(*impl_, impl_->rls, cq);
     impl_->health.start(cq);
     impl_->threads.emplace_back([cq] {
       void* tag;

@@ -8,10 +8,7 @@
 // Thread safety: stop() may be called from any thread; the sweeping thread reads only reloader.current().
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-
+#include "base/periodic.h"
 #include "ratekeeper/units.h"
 #include "rules/reloader.h"
 
@@ -24,10 +21,7 @@ class Sweeper {
   void stop();  // returns once the thread is gone; idempotent
 
  private:
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
-  std::thread thread_;
+  base::Periodic sweep_;
 };
 
 }  // namespace rk::serve
