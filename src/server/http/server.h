@@ -73,7 +73,7 @@ namespace rk::http {
 
 struct Response;
 namespace detail {
-class ReplyChannel;  // in server.cc
+class ReplyChannel;  // reply_channel.h
 }  // namespace detail
 
 // An answer given later, from any thread: what Request::defer() hands out.
