@@ -1,5 +1,8 @@
 #include "server/http/session.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
@@ -23,9 +26,11 @@ using std::chrono::milliseconds;
 constexpr std::size_t kReadSize = 4096;           // the least asked of each read; a longer head grows the buffer
 constexpr std::size_t kBatchBytes = 64 * 1024;    // pipelined answers go out in writes of about this much
 constexpr std::size_t kKeepCapacity = 64 * 1024;  // a buffer grown past this is released once its request is done
-constexpr std::size_t kLingerBytes = 1 << 20;     // after a final answer, discard at most this much...
-constexpr milliseconds kLingerTime{1000};         // ...for at most this long, before closing
-constexpr milliseconds kRejectLinger{100};        // for a 503, which a flood of connections may be getting
+// After a final answer, what the client still sends is discarded for at most kLingerTime (see linger()); past
+// kLingerBytes the connection closes as soon as the client has the answer.
+constexpr milliseconds kLingerTime{1000};
+constexpr milliseconds kRejectLinger{100};     // for a 503, which a flood of connections may be getting
+constexpr std::size_t kLingerBytes = 1 << 20;
 constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -94,7 +99,8 @@ void Session::on_read(error_code ec, std::size_t n) {
   if (phase_ == Phase::kClosed) return;
   if (phase_ == Phase::kLinger) {
     lingered_ += n;
-    if (ec || lingered_ > kLingerBytes) return close();
+    if (ec) return close();  // the client closed too (or reset): nothing is left to protect
+    if (lingered_ > kLingerBytes && answer_received()) return close();
     return read();
   }
   if (final_) return;      // the last answer is being written; its completion lingers
@@ -305,8 +311,14 @@ void Session::wait_for_request(Clock::duration timeout) {
   worker_.mark_idle(this);
 }
 
-// Shut our side and discard what still comes, so that closing does not reset the connection (which can destroy
-// the answer before the client reads it) while the client is still sending, a rejected body say.
+// Closing a socket with unread data sends a reset, and a reset can destroy the answer before the client has it:
+// a client still sending (a rejected body, say) would read "connection reset" rather than our 413. So after the
+// last answer we shut our side (the client reads the answer, then end of stream) and discard what still comes,
+// until the client closes too, or for at most linger_time_ (never past idle_timeout; on_tick closes then). A client
+// that goes on sending past kLingerBytes is cut off sooner, but only once its TCP has acknowledged all we sent:
+// before that, our answer may still be on its way (a segment lost and not yet resent, or held up on a busy machine
+// behind the reset), and the reset would discard it from our send queue. Once acknowledged, it is in the client's
+// receive buffer, which a reset on Linux leaves readable.
 void Session::linger() {
   phase_ = Phase::kLinger;
   buffer_.clear();
@@ -315,6 +327,12 @@ void Session::linger() {
   if (ec) return close();
   deadline_ = Clock::now() + std::min<Clock::duration>(linger_time_, server_.options.idle_timeout);
   if (!reading_) read();
+}
+
+// True once the client's TCP has acknowledged everything we sent, our FIN included (or if that cannot be told).
+bool Session::answer_received() noexcept {
+  int unacknowledged = 0;  // Linux: bytes we wrote that the peer has not acknowledged yet
+  return ::ioctl(socket_.native_handle(), SIOCOUTQ, &unacknowledged) != 0 || unacknowledged == 0;
 }
 
 void Session::close() noexcept {

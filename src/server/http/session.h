@@ -11,8 +11,8 @@
 //   answer, by itself). It has at most one read and one write in flight; both at once only while a final answer
 //   (an error, a 408) goes out.
 // - Its worker's sweep calls on_tick() for the timeouts; a session never arms a timer of its own.
-// - After its last answer it lingers: it shuts its side and discards what the client still sends, so that closing
-//   does not reset the connection before the client has read the answer (linger() in session.cc).
+// - After its last answer it lingers: it shuts its side and discards what the client still sends, for a bounded
+//   time, so that closing does not reset the connection before the client has the answer (linger() in session.cc).
 #pragma once
 
 #include <boost/beast/core/flat_buffer.hpp>
@@ -82,6 +82,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void write();
   void on_write(error_code ec);
   void linger();
+  bool answer_received() noexcept;
   void close() noexcept;
   bool quiet();
   void wait_for_request(Clock::duration timeout);
