@@ -47,9 +47,10 @@
 // address: list it in per_ip_exempt, so that only max_connections bounds it.
 // Timeouts are checked every tenth of the shortest of header_timeout, idle_timeout and busy_idle_timeout (10 ms to
 // 1 s), so one fires up to that much late. After a last answer (an error, `Connection: close`) the server shuts its
-// side and discards what the client still sends, for up to 1 s or 1 MiB (0.1 s after a 503), so that the client
-// reads the answer rather than a reset. Each connection keeps its buffers from one request to the next (a buffer
-// grown past 64 KiB is released): a kept-alive request costs the server no heap allocation.
+// side and discards what the client still sends, until the client closes too, for up to 1 s (0.1 s after a 503;
+// never past idle_timeout), so that the client reads the answer rather than a reset; past 1 MiB discarded it closes
+// as soon as the client's TCP has acknowledged the answer. Each connection keeps its buffers from one request to the
+// next (a buffer grown past 64 KiB is released): a kept-alive request costs the server no heap allocation.
 //
 // Thread safety: the handler runs on the server's threads, many calls at once; it must not block for long, since
 // the other connections of its thread wait. Events are called on the server's threads too (and on the thread of
@@ -73,7 +74,7 @@ namespace rk::http {
 
 struct Response;
 namespace detail {
-class ReplyChannel;  // in server.cc
+class ReplyChannel;  // reply_channel.h
 }  // namespace detail
 
 // An answer given later, from any thread: what Request::defer() hands out.

@@ -1,0 +1,188 @@
+#include "server/http/worker.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/http/server_impl.h"
+#include "server/http/session.h"
+
+namespace rk::http::detail {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kAcceptRetry{10};  // after accept fails (out of descriptors, say)
+
+// The peer's address, IPv4-mapped IPv6 as IPv4; unspecified if the peer is already gone.
+asio::ip::address peer_address(const tcp::socket& socket) {
+  error_code ec;
+  const auto address = socket.remote_endpoint(ec).address();
+  if (ec) return {};
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  return address;
+}
+
+// Ten sweeps per shortest timeout, 10 ms to 1 s apart.
+Clock::duration sweep_interval(const ServerOptions& o) {
+  const auto shortest = std::min({o.header_timeout, o.idle_timeout, o.busy_idle_timeout});
+  return std::clamp<Clock::duration>(shortest / 10, milliseconds(10), milliseconds(1000));
+}
+
+}  // namespace
+
+Worker::Worker(Server::Impl& s) : server(s), tick(sweep_interval(s.options)) {
+  ioc.emplace(1);
+  acceptor.emplace(*ioc);
+  sweep.emplace(*ioc);
+  retry.emplace(*ioc);
+}
+
+Worker::~Worker() {
+  // No deferred answer may reach a session from here on (a Reply sent now is discarded), and a session waiting
+  // for one, which holds itself, is let go while `sessions` is still walkable.
+  std::vector<std::shared_ptr<Session>> held;
+  for (Session* s = sessions; s; s = s->next) {
+    if (auto self = s->abandon()) held.push_back(std::move(self));
+  }
+  held.clear();
+  // Asio objects go before their io_context; destroying it destroys the pending handlers, and with them the
+  // sessions, which unlink themselves from `sessions` (still alive).
+  acceptor.reset();
+  sweep.reset();
+  retry.reset();
+  ioc.reset();
+}
+
+void Worker::link(Session* s) noexcept {
+  s->next = sessions;
+  if (sessions) sessions->prev = s;
+  sessions = s;
+}
+
+void Worker::unlink(Session* s) noexcept {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  if (stopping && !sessions && sweep) sweep->cancel();  // drained: let the event loop end
+}
+
+void Worker::mark_idle(Session* s) noexcept {
+  unmark_idle(s);
+  s->idle = true;
+  s->idle_prev = idle_back;
+  if (idle_back) idle_back->idle_next = s;
+  else idle_front = s;
+  idle_back = s;
+}
+
+void Worker::unmark_idle(Session* s) noexcept {
+  if (!s->idle) return;
+  s->idle = false;
+  if (s->idle_prev) s->idle_prev->idle_next = s->idle_next;
+  else idle_front = s->idle_next;
+  if (s->idle_next) s->idle_next->idle_prev = s->idle_prev;
+  else idle_back = s->idle_prev;
+  s->idle_prev = s->idle_next = nullptr;
+}
+
+// Only this thread's sessions: another thread's would have to be closed on that thread, after this connection
+// has been answered or refused. While the server is this full, busy_idle_timeout sheds theirs.
+bool Worker::shed_idle() noexcept {
+  for (Session* s = idle_front; s;) {
+    Session* following = s->idle_next;  // shed() unlinks s, and a session that is not quiet stays
+    if (s->shed()) return true;
+    s = following;
+  }
+  return false;
+}
+
+void Worker::accept() {
+  acceptor->async_accept([this](error_code ec, tcp::socket socket) {
+    if (stopping || server.stopping.load(std::memory_order_relaxed) || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors, say: try again shortly rather than spin on an error that has not gone away.
+      retry->expires_after(kAcceptRetry);
+      retry->async_wait([this](error_code wec) {
+        if (!wec && !stopping) accept();
+      });
+      return;
+    }
+    try {
+      on_accept(std::move(socket));
+    } catch (...) {  // out of memory: the socket closes; keep accepting
+    }
+    accept();
+  });
+}
+
+void Worker::on_accept(tcp::socket socket) {
+  ConnectionLimits& limits = server.limits;
+  Admission admission{.peer = peer_address(socket)};
+  std::string key = limits.ip_key(admission.peer);
+  if (!key.empty() && !limits.take_ip(key)) {
+    server.bad_request("too_many_connections_from_ip");
+    std::make_shared<Session>(std::move(socket), *this, std::move(admission))
+        ->reject("too_many_connections_from_ip",
+                 "too many connections from this address (" + std::to_string(server.options.max_connections_per_ip) +
+                     "); reuse one, or try again later");
+    return;
+  }
+  // A shed session keeps its place until it is gone, so the count may pass max_connections by the sessions
+  // closing meanwhile; their descriptors are already closed.
+  if (!limits.take() && !shed_idle()) {
+    limits.give();
+    if (!key.empty()) limits.give_ip(key);
+    server.bad_request("too_many_connections");
+    std::make_shared<Session>(std::move(socket), *this, std::move(admission))
+        ->reject("too_many_connections", "the server has too many connections; try again later");
+    return;
+  }
+  admission.counted = true;
+  admission.ip_key = std::move(key);
+  std::shared_ptr<Session> session;
+  try {
+    session = std::make_shared<Session>(std::move(socket), *this, admission);
+  } catch (...) {
+    limits.give();
+    if (!admission.ip_key.empty()) limits.give_ip(admission.ip_key);
+    throw;
+  }
+  session->start();
+}
+
+void Worker::arm_sweep() {
+  sweep->expires_after(tick);
+  sweep->async_wait([this](error_code ec) {
+    if (ec) return;
+    const auto now = Clock::now();
+    const bool busy = server.limits.busy();
+    for (Session* s = sessions; s;) {
+      Session* following = s->next;  // on_tick never frees s: its pending handlers own it
+      s->on_tick(now, busy);
+      s = following;
+    }
+    if (!(stopping && !sessions)) arm_sweep();
+  });
+}
+
+void Worker::begin_stop() {
+  stopping = true;
+  error_code ec;
+  acceptor->close(ec);
+  retry->cancel();
+  for (Session* s = sessions; s;) {
+    Session* following = s->next;
+    s->on_stop();
+    s = following;
+  }
+  if (!sessions) sweep->cancel();
+}
+
+}  // namespace rk::http::detail
