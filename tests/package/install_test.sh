@@ -117,8 +117,10 @@ if [ -e "$build/nginx/ngx_http_ratekeeper_module.so" ]; then
   [ -e "$module" ] || fail "cmake --install did not put the nginx module in place"
   # shellcheck disable=SC2016  # the literal $ORIGIN
   [ "$(runpath "$module")" = '$ORIGIN/../..' ] || fail "the installed nginx module's RUNPATH: $(runpath "$module")"
-  ldd "$module" | grep -q "libratekeeper.so[.0-9]* => $prefix/" \
-    || fail "the installed nginx module does not find the installed library: $(ldd "$module")"
+  # Read whole before matching: with pipefail, `ldd | grep -q` fails whenever grep's early exit kills ldd (SIGPIPE).
+  linked=$(ldd "$module")
+  grep -q "libratekeeper.so[.0-9]* => $prefix/" <<<"$linked" \
+    || fail "the installed nginx module does not find the installed library: $linked"
 fi
 
 # The .deb.
@@ -141,5 +143,6 @@ for unit_doc in $(sed -n 's|^Documentation=||p' "$src/examples/systemd/ratekeepe
 done
 dpkg-deb -x "$deb" "$tmp/deb/root"
 check_runpaths "$tmp/deb/root"
-dpkg-deb -f "$deb" Depends | grep -q libstdc++ || fail "the .deb does not depend on libstdc++: $(dpkg-deb -f "$deb" Depends)"
+depends=$(dpkg-deb -f "$deb" Depends)
+grep -q libstdc++ <<<"$depends" || fail "the .deb does not depend on libstdc++: $depends"
 echo "package: install, find_package, pkg-config and .deb all work"
