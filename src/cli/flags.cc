@@ -51,7 +51,8 @@ Reader count_refused(std::optional<bool>& out) {
 Reader max_keys(std::optional<std::size_t>& out) {
   return [&out](const std::string& v) {
     const auto n = read_number(v);
-    if (!n || !(*n >= 1 && *n <= 1e12 && std::floor(*n) == *n)) return is_not(v, "a whole number from 1 to 1000000000000");
+    if (!n || !(*n >= 1 && *n <= 1e12 && std::floor(*n) == *n))
+      return is_not(v, "a whole number from 1 to 1000000000000");
     out = static_cast<std::size_t>(*n);
     return std::string();
   };

@@ -113,9 +113,11 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   std::vector<std::string> errors;
   for (const FlagProblem& p : parsed.problems) {
-    errors.push_back(p.to_string() + (p.kind == FlagProblem::Kind::kUnexpected ? " (one scenario file at a time)" : ""));
+    errors.push_back(p.to_string() +
+                     (p.kind == FlagProblem::Kind::kUnexpected ? " (one scenario file at a time)" : ""));
   }
-  if (request.file.empty() && errors.empty()) errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
+  if (request.file.empty() && errors.empty())
+    errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
   if (!errors.empty()) return refuse(errors, flag_set, err);
 
   std::vector<sim::ScenarioError> problems;

@@ -73,8 +73,9 @@ std::vector<HotKey> HotKeys::top(std::size_t n, Nanos now) const {
     for (const Slot& s : slots_) out.push_back({s.key, s.count / w, s.error / w, s.last_refused, s.last_seen});
   }
   const std::size_t k = std::min(n, out.size());
-  std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(),
-                    [](const HotKey& a, const HotKey& b) { return a.hits != b.hits ? a.hits > b.hits : a.key < b.key; });
+  std::partial_sort(
+      out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(),
+      [](const HotKey& a, const HotKey& b) { return a.hits != b.hits ? a.hits > b.hits : a.key < b.key; });
   out.resize(k);
   return out;
 }

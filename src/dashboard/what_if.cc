@@ -101,7 +101,8 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
   }
   json request = json::parse(body, nullptr, false);
   if (request.is_discarded()) return WhatIfError{"", "not valid JSON (a scenario, as in docs/simulate.md)"};
-  if (!request.is_object()) return WhatIfError{"", "must be a JSON object: a scenario with duration, limiter and clients"};
+  if (!request.is_object())
+    return WhatIfError{"", "must be a JSON object: a scenario with duration, limiter and clients"};
 
   // JSON is YAML; the scenario reader takes it as it takes a file, with the same checks and messages. Re-dumped
   // with indentation, so that YAML's rules about flow-style spacing never see compact JSON.
@@ -111,7 +112,8 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
   sim::Scenario& s = *scenario;
 
   if (s.clients.size() > limits.max_clients) {
-    return WhatIfError{"clients", "has " + std::to_string(s.clients.size()) + " clients (after count), over the limit of " +
+    return WhatIfError{"clients", "has " + std::to_string(s.clients.size()) +
+                                      " clients (after count), over the limit of " +
                                       std::to_string(limits.max_clients) + " for a what-if"};
   }
   double expected = 0;
@@ -125,7 +127,9 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
   }
   const std::size_t nb = std::max<std::size_t>(1, limits.buckets);
   const double duration_ns = static_cast<double>(s.duration.count());
-  if (!s.sample_every) s.sample_every = Nanos{std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(duration_ns / static_cast<double>(nb))))};
+  if (!s.sample_every)
+    s.sample_every =
+        Nanos{std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(duration_ns / static_cast<double>(nb))))};
   const double rows = (std::floor(duration_ns / static_cast<double>(s.sample_every->count())) + 1) *
                       static_cast<double>(s.clients.size());
   if (rows > limits.max_sample_rows) {

@@ -56,7 +56,8 @@ StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
 }  // namespace
 
 struct Limiter::Impl {
-  Impl(const LimitSpec& s, std::shared_ptr<const Clock> c, std::size_t max_key) : spec(s), clock(std::move(c)), max_key_bytes(max_key) {}
+  Impl(const LimitSpec& s, std::shared_ptr<const Clock> c, std::size_t max_key)
+      : spec(s), clock(std::move(c)), max_key_bytes(max_key) {}
   virtual ~Impl() = default;
   virtual Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) = 0;
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
@@ -89,7 +90,8 @@ class Keyed final : public Limiter::Impl {
   Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) override {
     check_key(key);
     char buf[16];
-    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
+    return store_.update(stored_key(key, buf),
+                         [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
   }
 
   Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const override {
@@ -125,7 +127,8 @@ std::unique_ptr<Limiter::Impl> make_impl(const LimitSpec& spec, const StoreOptio
 
 void validate_options(const StoreOptions& o) {
   if (o.max_keys < 1) throw InvalidArgument("max_keys must be at least 1");
-  if (o.max_keys > (std::size_t{1} << 40)) throw InvalidArgument("max_keys " + std::to_string(o.max_keys) + " is absurd: at most 2^40");
+  if (o.max_keys > (std::size_t{1} << 40))
+    throw InvalidArgument("max_keys " + std::to_string(o.max_keys) + " is absurd: at most 2^40");
   if (o.shards > 65536) throw InvalidArgument("shards " + std::to_string(o.shards) + " is absurd: at most 65536");
   if (o.max_key_bytes < 1 || o.max_key_bytes > (std::size_t{1} << 30)) {
     throw InvalidArgument("max_key_bytes must be between 1 and 2^30 (got " + std::to_string(o.max_key_bytes) + ")");
@@ -154,7 +157,9 @@ Decision Limiter::check(std::string_view key, std::uint64_t cost) { return check
 Decision Limiter::check_at(std::string_view key, Nanos now, std::uint64_t cost) {
   return impl_->check(key, now.count(), cost);
 }
-Decision Limiter::peek(std::string_view key, std::uint64_t cost) const { return peek_at(key, impl_->clock->now(), cost); }
+Decision Limiter::peek(std::string_view key, std::uint64_t cost) const {
+  return peek_at(key, impl_->clock->now(), cost);
+}
 Decision Limiter::peek_at(std::string_view key, Nanos now, std::uint64_t cost) const {
   return impl_->peek(key, now.count(), cost);
 }

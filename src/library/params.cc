@@ -53,7 +53,8 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
   } else if (core::info(a).whole_limit && std::floor(limit) != limit) {
     fail("limit", "limit of " + alg + " must be a whole number of requests (got " + num(limit) + ")");
   } else if (a == Algorithm::kSlidingLog && limit > kMaxSlidingLogLimit) {
-    fail("limit", "limit " + num(limit) + " is too large for sliding_log, which keeps one timestamp per request: at most " +
+    fail("limit", "limit " + num(limit) +
+                      " is too large for sliding_log, which keeps one timestamp per request: at most " +
                       num(kMaxSlidingLogLimit) + " (use sliding_window)");
   }
 
@@ -98,16 +99,19 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
     }
   }
 
-  if (spec.count_refused && !core::takes(a, Param::kCountRefused)) fail("count_refused", not_taken(Param::kCountRefused, alg));
+  if (spec.count_refused && !core::takes(a, Param::kCountRefused))
+    fail("count_refused", not_taken(Param::kCountRefused, alg));
 
   if (spec.align == Align::kCalendar) {
     using std::chrono::hours;
     const Nanos w = spec.window;
     if (!core::takes(a, Param::kAlign)) {
       fail("align", "calendar alignment is for " + core::takers(Param::kAlign) + " only, not " + alg);
-    } else if (w != hours(24 * 7) && w != hours(24 * 30) && w != hours(24 * 365) && !(w > Nanos{0} && hours(24) % w == Nanos{0})) {
-      fail("align", "calendar alignment needs a window that divides a day, or of a week, a month (30d) or a year (365d); got " +
-                        format_seconds(w) + "s");
+    } else if (w != hours(24 * 7) && w != hours(24 * 30) && w != hours(24 * 365) &&
+               !(w > Nanos{0} && hours(24) % w == Nanos{0})) {
+      fail("align",
+           "calendar alignment needs a window that divides a day, or of a week, a month (30d) or a year (365d); got " +
+               format_seconds(w) + "s");
     }
   }
 

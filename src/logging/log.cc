@@ -48,7 +48,8 @@ bool parse_log_level(std::string_view name, Level& out) {
   return true;
 }
 
-void log(Level level, std::string_view message, std::initializer_list<std::pair<std::string_view, std::string>> fields) {
+void log(Level level, std::string_view message,
+         std::initializer_list<std::pair<std::string_view, std::string>> fields) {
   if (!log_enabled(level)) return;
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);

@@ -34,8 +34,9 @@ inline const std::vector<double> kDecisionDurationBuckets = {
 // gauge {domain, rule}, computed at scrape time.
 inline constexpr Name kStoreKeys{"ratekeeper_store_keys", "Keys tracked in the in-process store, by domain and rule."};
 // counter {domain, rule}, computed at scrape time (Registry::counter_fn).
-inline constexpr Name kStoreEvictions{"ratekeeper_store_evictions_total",
-                                      "Keys evicted because a rule's store was full (CLOCK: not used since the hand last passed)."};
+inline constexpr Name kStoreEvictions{
+    "ratekeeper_store_evictions_total",
+    "Keys evicted because a rule's store was full (CLOCK: not used since the hand last passed)."};
 // counter {result}: success or failure.
 inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules reloads, by result."};
 // gauge, no labels.
@@ -62,7 +63,8 @@ inline constexpr Name kRemoteFallbacks{"ratekeeper_redis_fallbacks_total",
 inline constexpr Name kBreakerState{"ratekeeper_redis_breaker_state",
                                     "The Redis circuit breaker: 0 closed, 1 open, 2 half-open (one probe out)."};
 // counter, no labels.
-inline constexpr Name kBreakerOpened{"ratekeeper_redis_breaker_opened_total", "Times the Redis circuit breaker opened."};
+inline constexpr Name kBreakerOpened{"ratekeeper_redis_breaker_opened_total",
+                                     "Times the Redis circuit breaker opened."};
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 
@@ -70,8 +72,9 @@ inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version
 // (src/stats/prom/default_mapper.yaml), so its dashboards keep working: upstream's names, without _total. Each is a
 // counter {domain, key1, key2}: the first three parts of upstream's stats key "<domain>.<key>_<value>...", key2
 // empty for a one-entry descriptor (Prometheus reads an empty label as an absent one). metrics/envoy/ fills them.
-inline constexpr Name kEnvoyTotalHits{"ratelimit_service_rate_limit_total_hits",
-                                      "envoyproxy/ratelimit's total_hits: hits counted against the descriptor's limit."};
+inline constexpr Name kEnvoyTotalHits{
+    "ratelimit_service_rate_limit_total_hits",
+    "envoyproxy/ratelimit's total_hits: hits counted against the descriptor's limit."};
 inline constexpr Name kEnvoyOverLimit{"ratelimit_service_rate_limit_over_limit",
                                       "envoyproxy/ratelimit's over_limit: hits over the descriptor's limit."};
 inline constexpr Name kEnvoyNearLimit{"ratelimit_service_rate_limit_near_limit",

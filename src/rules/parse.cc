@@ -79,7 +79,8 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
 
 }  // namespace
 
-std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out, const LoadOptions& options) {
+std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
+                                    const LoadOptions& options) {
   namespace fs = std::filesystem;
   std::vector<ConfigError> errors;
   std::vector<std::string> files;

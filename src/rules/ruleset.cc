@@ -26,8 +26,8 @@ namespace {
 
 std::string fingerprint(const LimitSpec& s, bool calendar, bool shared) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s|%.17g|%lld|%lld|%.17g|%.17g|%d|%d|%d", std::string(algorithm_name(s.algorithm)).c_str(),
-                s.limit, static_cast<long long>(s.window.count()),
+  std::snprintf(buf, sizeof buf, "%s|%.17g|%lld|%lld|%.17g|%.17g|%d|%d|%d",
+                std::string(algorithm_name(s.algorithm)).c_str(), s.limit, static_cast<long long>(s.window.count()),
                 static_cast<long long>(s.half_life.value_or(Nanos{0}).count()), s.burst.value_or(-1),
                 s.capacity.value_or(-1), s.count_refused ? (*s.count_refused ? 1 : 0) : 2, calendar ? 1 : 0,
                 shared ? 1 : 0);
@@ -172,7 +172,8 @@ Match RuleSet::match(std::string_view domain, std::span<const Entry> entries) co
     if (!next) next = k.any;
     if (!next) return {};
     // A wildcard rule with share_threshold counts every matching value together.
-    append_key_part(m.counter_key, next->config->share_threshold ? std::string_view(*next->config->value) : entries[i].value);
+    append_key_part(m.counter_key,
+                    next->config->share_threshold ? std::string_view(*next->config->value) : entries[i].value);
     if (i + 1 == entries.size()) {
       m.rule = next->rule;
       if (!m.rule) m.counter_key.clear();

@@ -122,14 +122,16 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
     return "is " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max);
   };
   if (r.domain.empty()) return RequestError{"domain", "must not be empty"};
-  if (r.domain.size() > l.max_domain_bytes) return RequestError{"domain", too_long(r.domain.size(), l.max_domain_bytes)};
+  if (r.domain.size() > l.max_domain_bytes)
+    return RequestError{"domain", too_long(r.domain.size(), l.max_domain_bytes)};
   if (r.descriptors.empty()) return RequestError{"descriptors", "must not be empty"};
   if (r.descriptors.size() > l.max_descriptors) {
-    return RequestError{"descriptors", "has " + std::to_string(r.descriptors.size()) + " descriptors, over the limit of " +
-                                           std::to_string(l.max_descriptors)};
+    return RequestError{"descriptors", "has " + std::to_string(r.descriptors.size()) +
+                                           " descriptors, over the limit of " + std::to_string(l.max_descriptors)};
   }
   if (r.hits_addend > l.max_hits) {
-    return RequestError{"hits_addend", std::to_string(r.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
+    return RequestError{"hits_addend",
+                        std::to_string(r.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
   }
   std::size_t request_bytes = 0;
   for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
@@ -150,19 +152,21 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
       const std::string e = at + ".entries[" + std::to_string(j) + "]";
       if (key.empty()) return RequestError{e + ".key", "must not be empty"};
       if (key.size() > l.max_key_bytes) return RequestError{e + ".key", too_long(key.size(), l.max_key_bytes)};
-      if (value.size() > l.max_value_bytes) return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
+      if (value.size() > l.max_value_bytes)
+        return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
       bytes += key.size() + value.size();
     }
     if (bytes > l.max_descriptor_bytes) {
       return RequestError{at + ".entries", "has keys and values of " + std::to_string(bytes) +
-                                               " bytes in all, over the limit of " + std::to_string(l.max_descriptor_bytes) +
-                                               " per descriptor"};
+                                               " bytes in all, over the limit of " +
+                                               std::to_string(l.max_descriptor_bytes) + " per descriptor"};
     }
     request_bytes += bytes;
     if (request_bytes > l.max_request_bytes) {
       return RequestError{"descriptors", "have keys and values of " + std::to_string(request_bytes) +
                                              " bytes in all by descriptors[" + std::to_string(i) +
-                                             "], over the limit of " + std::to_string(l.max_request_bytes) + " per request"};
+                                             "], over the limit of " + std::to_string(l.max_request_bytes) +
+                                             " per request"};
     }
   }
   return std::nullopt;
@@ -173,7 +177,8 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
 // configured domain and unit (a flood in one domain cannot touch another's counters), and one per unit shared by
 // every unconfigured domain (the domain is part of the key). Each is an ordinary store, bounded by its options and
 // evicting by CLOCK like a rule's. Domains dropped from the rules lose their limiters at the next lookup.
-std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit) {
+std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain,
+                                                   rules::Unit unit) {
   // Only a configured domain gets here (a request's own limit on an unknown domain is not applied, as upstream), so
   // a flood of made-up domains makes nothing.
   std::lock_guard lock(overrides_mu_);
@@ -360,8 +365,8 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
       }
       auto limiter = d.limit->requests_per_unit ? override_limiter(set, req.domain, d.limit->unit) : nullptr;
       const std::string unit(rules::unit_name(d.limit->unit));
-      pending.push_back({i, std::move(limiter), std::move(key), hits, false, "rk:override:" + store::content_hash(unit) + ":",
-                         d.limit->requests_per_unit});
+      pending.push_back({i, std::move(limiter), std::move(key), hits, false,
+                         "rk:override:" + store::content_hash(unit) + ":", d.limit->requests_per_unit});
       continue;
     }
     entries.clear();
@@ -383,7 +388,8 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
   // 2. A limit named in another matched limit's `replaces` is dropped.
   std::set<std::string_view> replaced;
   for (const Pending& p : pending) {
-    if (const rules::Rule* r = resp.statuses[p.index].rule) replaced.insert(r->limit->replaces.begin(), r->limit->replaces.end());
+    if (const rules::Rule* r = resp.statuses[p.index].rule)
+      replaced.insert(r->limit->replaces.begin(), r->limit->replaces.end());
   }
   if (!replaced.empty()) {
     std::erase_if(pending, [&](const Pending& p) {
@@ -440,13 +446,15 @@ Decision Service::fallback(Job& job, std::size_t k, const store::RemoteResult& r
 // One line when the store stops answering and one when it has answered everything for a second again (a Cluster
 // with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
 // store error (Redis refused a script) at most every 10 s.
-void Service::log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error, bool answered) {
+void Service::log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error,
+                               bool answered) {
   const std::int64_t now = clock_->now().count();
   if (unavailable) {
     remote_stats_.unavailable_ns.store(now, std::memory_order_relaxed);
     if (remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
-      logging::log(logging::Level::kError, "the shared store is not answering; each domain's redis_failure policy decides until it does",
-          {{"error", unavailable->error}});
+      logging::log(logging::Level::kError,
+                   "the shared store is not answering; each domain's redis_failure policy decides until it does",
+                   {{"error", unavailable->error}});
     }
   } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
              now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
@@ -457,8 +465,9 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
     std::int64_t last = remote_stats_.error_logged_ns.load(std::memory_order_relaxed);
     if (now - last >= 10'000'000'000 &&
         remote_stats_.error_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      logging::log(logging::Level::kError, "the shared store refused a decision; its domain's redis_failure policy answered",
-          {{"error", error->error}});
+      logging::log(logging::Level::kError,
+                   "the shared store refused a decision; its domain's redis_failure policy answered",
+                   {{"error", error->error}});
     }
   }
 }
@@ -473,43 +482,44 @@ void Service::decide(std::shared_ptr<Job> job, bool looking) {
     asked.push_back(k);
   }
   Job& j = *job;
-  ask(j, asked, looking, [this, job = std::move(job), looking, asked](std::vector<store::RemoteResult> results) mutable {
-    results.resize(asked.size());  // a store answering short: the missing ones are unavailable
-    for (std::size_t i = 0; i < asked.size(); ++i) {
-      const std::size_t k = asked[i];
-      const store::RemoteResult& r = results[i];
-      const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
-                                                                        : fallback(*job, k, r, looking);
-      if (looking) {
-        job->looked[k] = d;
-        continue;
-      }
-      DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
-      apply(st, d);
-      const auto fb = job->fell_back[k];
-      st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen &&
-                   fb != rules::FailurePolicy::kFailClosed;
-    }
-    if (looking) {
-      bool refused = false;
-      for (std::size_t k = 0; k < job->pending.size(); ++k) {
-        const Pending& p = job->pending[k];
-        refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
-      }
-      job->charge_all = !refused;
-      return decide(std::move(job), false);
-    }
-    for (std::size_t k = 0; k < job->pending.size(); ++k) {
-      const Pending& p = job->pending[k];
-      DescriptorStatus& st = job->resp.statuses[p.index];
-      if (!p.limiter) {
-        apply_blocked(st, job->now);
-      } else if (job->look && !job->charged_in_final(k)) {
-        apply(st, job->looked[k]);
-      }
-    }
-    finish(*job);
-  });
+  ask(j, asked, looking,
+      [this, job = std::move(job), looking, asked](std::vector<store::RemoteResult> results) mutable {
+        results.resize(asked.size());  // a store answering short: the missing ones are unavailable
+        for (std::size_t i = 0; i < asked.size(); ++i) {
+          const std::size_t k = asked[i];
+          const store::RemoteResult& r = results[i];
+          const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
+                                                                          : fallback(*job, k, r, looking);
+          if (looking) {
+            job->looked[k] = d;
+            continue;
+          }
+          DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
+          apply(st, d);
+          const auto fb = job->fell_back[k];
+          st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen &&
+                       fb != rules::FailurePolicy::kFailClosed;
+        }
+        if (looking) {
+          bool refused = false;
+          for (std::size_t k = 0; k < job->pending.size(); ++k) {
+            const Pending& p = job->pending[k];
+            refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
+          }
+          job->charge_all = !refused;
+          return decide(std::move(job), false);
+        }
+        for (std::size_t k = 0; k < job->pending.size(); ++k) {
+          const Pending& p = job->pending[k];
+          DescriptorStatus& st = job->resp.statuses[p.index];
+          if (!p.limiter) {
+            apply_blocked(st, job->now);
+          } else if (job->look && !job->charged_in_final(k)) {
+            apply(st, job->looked[k]);
+          }
+        }
+        finish(*job);
+      });
 }
 
 // The store's answers for the asked limits, in order: each charged (check) when the final pass charges it, else
@@ -548,7 +558,8 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
   options_.remote->decide(std::move(ops), Nanos{job.now},
                           [breaker, counted = std::move(counted)](std::vector<store::RemoteResult> results) mutable {
                             bool available = !results.empty();
-                            for (const auto& r : results) available &= r.status != store::RemoteResult::Status::kUnavailable;
+                            for (const auto& r : results)
+                              available &= r.status != store::RemoteResult::Status::kUnavailable;
                             if (breaker) breaker->record(available);
                             counted(std::move(results));
                           });

@@ -153,7 +153,8 @@ void ScenarioReader::compare(const YAML::Node& n, Scenario& out) {
   for (Algorithm a : kAllAlgorithms) {
     LimitSpec spec{.algorithm = a, .limit = out.spec.limit, .window = out.spec.window};
     if (a == Algorithm::kEarrrl) spec.half_life = out.spec.half_life.value_or(out.spec.window);
-    if (a == Algorithm::kGcra || a == Algorithm::kLeakyQueue) spec.burst = std::max(0.0, std::floor(out.spec.limit) - 1);
+    if (a == Algorithm::kGcra || a == Algorithm::kLeakyQueue)
+      spec.burst = std::max(0.0, std::floor(out.spec.limit) - 1);
     const auto it = std::find_if(given.begin(), given.end(), [&](const auto& g) { return g.first == a; });
     if (it != given.end()) {
       const std::string where = "compare." + std::string(algorithm_name(a));
@@ -445,7 +446,8 @@ std::uint64_t client_seed(std::uint64_t scenario_seed, std::uint64_t index) {
   return z ^ (z >> 31);
 }
 
-std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file, std::vector<ScenarioError>& errors) {
+std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file,
+                                       std::vector<ScenarioError>& errors) {
   const std::size_t before = errors.size();
   if (yaml.size() > kMaxFileBytes) {
     errors.push_back({file, 0, 0, "the file is " + std::to_string(yaml.size()) + " bytes, over the limit of " +

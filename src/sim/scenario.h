@@ -51,7 +51,8 @@ inline constexpr double kMaxSampleRows = 1e7;
 inline constexpr std::size_t kMaxClients = 100'000;
 inline constexpr double kMaxRate = 1e9;  // attempts per second per client: one a nanosecond
 
-std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file, std::vector<ScenarioError>& errors);
+std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file,
+                                       std::vector<ScenarioError>& errors);
 std::optional<Scenario> load_scenario(const std::string& path, std::vector<ScenarioError>& errors);
 
 // The seed of a client's random stream, from the scenario's seed and the client's index (splitmix64).

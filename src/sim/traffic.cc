@@ -97,7 +97,8 @@ std::optional<Nanos> Arrivals::next() {
       const double offset = static_cast<double>(burst) * static_cast<double>(p_.every.count()) +
                             static_cast<double>(i) * static_cast<double>(p_.spacing.count());
       if (offset >= span_ns(p_.start, p_.stop)) return std::nullopt;
-      const Nanos t = p_.start + p_.every * static_cast<std::int64_t>(burst) + p_.spacing * static_cast<std::int64_t>(i);
+      const Nanos t =
+          p_.start + p_.every * static_cast<std::int64_t>(burst) + p_.spacing * static_cast<std::int64_t>(i);
       if (t >= p_.stop) return std::nullopt;
       ++k_;
       return t;

@@ -112,7 +112,8 @@ std::int64_t draw_start(Rng& r) {
       const sys_days next_month{(y / m / 1) + months(1)};
       const std::int64_t end = duration_cast<nanoseconds>(next_month.time_since_epoch()).count();
       static constexpr std::int64_t kBefore[] = {1, 1'000, kMs, kS, 3'600 * kS, kDay};
-      return end - static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(kBefore[r.below(std::size(kBefore))]) + 1));
+      return end -
+             static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(kBefore[r.below(std::size(kBefore))]) + 1));
     }
   }
 }
@@ -150,16 +151,20 @@ std::int64_t next_boundary(const LimitSpec& spec, std::int64_t t) {
   return start + w - shift;
 }
 
-TraceMaker::TraceMaker(const Case& c) : case_(c), rng_state_(c.seed ^ 0x5eed5eed5eed5eedULL), latest_(static_cast<std::size_t>(c.keys)) {}
+TraceMaker::TraceMaker(const Case& c)
+    : case_(c), rng_state_(c.seed ^ 0x5eed5eed5eed5eedULL), latest_(static_cast<std::size_t>(c.keys)) {}
 
 std::uint64_t TraceMaker::rand() { return splitmix(rng_state_); }
 
 std::int64_t TraceMaker::next_time(const Decision* previous, std::string& aim) {
   const std::int64_t w = case_.spec.window.count();
-  const std::int64_t interval = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(w) / case_.spec.limit));
+  const std::int64_t interval =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(w) / case_.spec.limit));
   const auto pick = below(100);
   std::int64_t t = now_;
-  auto rnd = [&](std::int64_t n) { return static_cast<std::int64_t>(below(static_cast<std::uint64_t>(std::max<std::int64_t>(n, 1)))); };
+  auto rnd = [&](std::int64_t n) {
+    return static_cast<std::int64_t>(below(static_cast<std::uint64_t>(std::max<std::int64_t>(n, 1))));
+  };
   if (pick < 15) {
     aim = "same instant";
   } else if (pick < 45) {
@@ -198,7 +203,8 @@ std::uint64_t TraceMaker::next_cost() {
   const LimitSpec& s = case_.spec;
   double most = s.limit;  // what one attempt may cost and still pass on a fresh key
   if (s.algorithm == Algorithm::kGcra || s.algorithm == Algorithm::kLeakyQueue) most = s.burst.value_or(0) + 1;
-  if (s.algorithm == Algorithm::kTokenBucket || s.algorithm == Algorithm::kLeakyBucket) most = s.capacity.value_or(s.limit);
+  if (s.algorithm == Algorithm::kTokenBucket || s.algorithm == Algorithm::kLeakyBucket)
+    most = s.capacity.value_or(s.limit);
   const auto top = static_cast<std::uint64_t>(std::min(most, 1e15));
   const auto pick = below(100);
   if (pick < 55) return 1;

@@ -72,7 +72,8 @@ Tolerance tolerance(Store store, Algorithm a) {
 
 bool values_close(double a, double b, double scale, int ulps) {
   if (a == b) return true;
-  return std::fabs(a - b) <= ulps * std::numeric_limits<double>::epsilon() * std::max({std::fabs(a), std::fabs(b), scale});
+  return std::fabs(a - b) <=
+         ulps * std::numeric_limits<double>::epsilon() * std::max({std::fabs(a), std::fabs(b), scale});
 }
 
 bool durations_close(Nanos a, Nanos b, const Tolerance& tol, std::int64_t extra_ns) {
@@ -96,7 +97,8 @@ std::string differing_field(const LimitSpec& spec, const Decision& want, const D
   std::int64_t extra = 0;
   if (spec.algorithm == Algorithm::kEarrrl && tol.earrrl_ns > 0) {
     const double lambda = std::log(2.0) / static_cast<double>(spec.half_life->count());
-    extra = tol.earrrl_ns + static_cast<std::int64_t>(std::ceil(tol.value_ulps * std::numeric_limits<double>::epsilon() / lambda));
+    extra = tol.earrrl_ns +
+            static_cast<std::int64_t>(std::ceil(tol.value_ulps * std::numeric_limits<double>::epsilon() / lambda));
   }
   if (want.allowed != got.allowed) return "allowed";
   if (want.limit != got.limit) return "limit";
@@ -148,7 +150,8 @@ const std::vector<KnownDifference> kKnownDifferences = {
 // the features of the case that matter to the known differences.
 std::string class_of(const Finding& f) {
   const LimitSpec& s = f.c->spec;
-  std::string cls = f.what + (f.field.empty() ? "" : " / " + f.field) + " / " + std::string(algorithm_name(s.algorithm));
+  std::string cls =
+      f.what + (f.field.empty() ? "" : " / " + f.field) + " / " + std::string(algorithm_name(s.algorithm));
   if (s.align == Align::kCalendar) cls += " / calendar";
   if (s.window.count() % 1000 != 0) cls += " / window not whole us";
   if (f.long_span) cls += " / 2^52 ns or more";
@@ -181,7 +184,8 @@ class Redis {
   store::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek) {
     std::promise<store::RemoteResult> p;
     auto f = p.get_future();
-    store_->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
+    store_->decide({{&spec, key, cost, peek}}, now,
+                   [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
     return f.get();
   }
 
@@ -268,9 +272,11 @@ class Runner {
 std::string report(const Case& c, const std::vector<Step>& steps, const std::vector<Decision>& ref,
                    const std::string& headline, const std::string& details) {
   std::string r = headline + "\n  seed " + std::to_string(c.seed) + " (replay: RK_DIFF_SEED=" + std::to_string(c.seed) +
-                  " RK_DIFF_CASES=1 RK_DIFF_VERBOSE=1)\n  spec " + describe(c.spec) + "\n  trace (memory store's answers):\n";
+                  " RK_DIFF_CASES=1 RK_DIFF_VERBOSE=1)\n  spec " + describe(c.spec) +
+                  "\n  trace (memory store's answers):\n";
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    r += "    " + std::to_string(i) + ": " + describe(steps[i]) + (i < ref.size() ? " -> " + describe(ref[i]) : "") + "\n";
+    r += "    " + std::to_string(i) + ": " + describe(steps[i]) + (i < ref.size() ? " -> " + describe(ref[i]) : "") +
+         "\n";
   }
   return r + details;
 }
@@ -318,12 +324,16 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // on, a sum of two of them can pass 2^53, where a double skips nanoseconds.
     const double per_request = static_cast<double>(c.spec.window.count()) / c.spec.limit;
     const double bucket = std::max(c.spec.capacity.value_or(c.spec.limit), c.spec.burst.value_or(0) + 1) * per_request;
-    const std::int64_t lives = ref.empty() ? 0 : std::max(ref.back().reset_after.count(), ref.back().retry_after == kNever ? 0 : ref.back().retry_after.count());
-    const bool long_span_now = std::max(c.spec.window, c.spec.half_life.value_or(Nanos{0})).count() >= kTwo52 ||
-                           bucket >= 0x1p52 || lives >= kTwo52 || key_lives[static_cast<std::size_t>(s.key)] >= kTwo52 ||
-                           (c.spec.algorithm == Algorithm::kSlidingWindow &&
-                            c.spec.limit * static_cast<double>(c.spec.window.count()) >= 0x1p53) ||
-                           (written_at != kNone && (s.t_ns - written_at >= kTwo52 || written_at - s.t_ns >= kTwo52));
+    const std::int64_t lives = ref.empty()
+                                   ? 0
+                                   : std::max(ref.back().reset_after.count(),
+                                              ref.back().retry_after == kNever ? 0 : ref.back().retry_after.count());
+    const bool long_span_now =
+        std::max(c.spec.window, c.spec.half_life.value_or(Nanos{0})).count() >= kTwo52 || bucket >= 0x1p52 ||
+        lives >= kTwo52 || key_lives[static_cast<std::size_t>(s.key)] >= kTwo52 ||
+        (c.spec.algorithm == Algorithm::kSlidingWindow &&
+         c.spec.limit * static_cast<double>(c.spec.window.count()) >= 0x1p53) ||
+        (written_at != kNone && (s.t_ns - written_at >= kTwo52 || written_at - s.t_ns >= kTwo52));
     // A state written at such a step may carry the rounding into later ones.
     if (long_span_now) long_key[static_cast<std::size_t>(s.key)] = 1;
     const bool long_span = long_key[static_cast<std::size_t>(s.key)] != 0;
@@ -336,7 +346,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // only through a clock that goes back behind that moment, so from then on the key's differences are excused.
     if (behind && fresh_at_latest[static_cast<std::size_t>(s.key)]) forgotten[static_cast<std::size_t>(s.key)] = 1;
     if (!s.peek && !behind && d.reset_after == Nanos{0}) fresh_at_latest[static_cast<std::size_t>(s.key)] = 1;
-    key_lives[static_cast<std::size_t>(s.key)] = std::max(key_lives[static_cast<std::size_t>(s.key)], d.reset_after.count());
+    key_lives[static_cast<std::size_t>(s.key)] =
+        std::max(key_lives[static_cast<std::size_t>(s.key)], d.reset_after.count());
     if (!s.peek) last = std::max(last, s.t_ns);
     ++tally.steps;
     tally.refused += !d.allowed;
@@ -346,7 +357,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     auto property = [&](const std::string& name, const std::string& details) {
       if (property_seen[name]) return;  // the first breach per case is enough to read
       property_seen[name] = true;
-      found.push_back({"property: " + name, "", &c, i, went_back[static_cast<std::size_t>(s.key)] != 0, long_span, report(c, steps, ref, "property: " + name, details)});
+      found.push_back({"property: " + name, "", &c, i, went_back[static_cast<std::size_t>(s.key)] != 0, long_span,
+                       report(c, steps, ref, "property: " + name, details)});
     };
     if (at_latest && !at_latest->allowed && d.allowed) {
       property("a clock stepped back admits what the latest time refuses",
@@ -402,15 +414,20 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
             maybe_expired[static_cast<std::size_t>(s.key)] = true;
           }
           if (r.status != store::RemoteResult::Status::kOk) {
-            error = std::string(r.status == store::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
+            error =
+                std::string(r.status == store::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
           }
           got = r.decision;
           if (error.empty() && !s.peek) {
             if (got.reset_after > Nanos{0}) {
-              w = Written{sent, std::max<std::int64_t>(1, (std::min<std::int64_t>(got.reset_after.count(), 9'200'000'000'000'000'000) + 999'999) / 1'000'000),
-                          s.t_ns > std::numeric_limits<std::int64_t>::max() - got.reset_after.count()
-                              ? std::numeric_limits<std::int64_t>::max()
-                              : s.t_ns + got.reset_after.count()};
+              w = Written{
+                  sent,
+                  std::max<std::int64_t>(
+                      1, (std::min<std::int64_t>(got.reset_after.count(), 9'200'000'000'000'000'000) + 999'999) /
+                             1'000'000),
+                  s.t_ns > std::numeric_limits<std::int64_t>::max() - got.reset_after.count()
+                      ? std::numeric_limits<std::int64_t>::max()
+                      : s.t_ns + got.reset_after.count()};
             } else {
               w.reset();
             }
@@ -419,7 +436,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
         }
       }
       ++tally.compared[k];
-      const std::string field = error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm)) : "error";
+      const std::string field =
+          error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm)) : "error";
       if (field.empty()) continue;
       live[k] = false;  // the states part here: later steps would only repeat this difference
       if (store == Store::kRedis && maybe_expired[static_cast<std::size_t>(s.key)]) {
@@ -431,9 +449,10 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
         continue;
       }
       const std::string name = kStoreNames[k];
-      found.push_back({name, field, &c, i, went_back[static_cast<std::size_t>(s.key)] != 0, long_span,
-                       report(c, steps, ref, name + " differs from memory in " + field + " at step " + std::to_string(i),
-                              "  memory: " + describe(d) + "\n  " + name + ": " + (error.empty() ? describe(got) : error) + "\n")});
+      found.push_back(
+          {name, field, &c, i, went_back[static_cast<std::size_t>(s.key)] != 0, long_span,
+           report(c, steps, ref, name + " differs from memory in " + field + " at step " + std::to_string(i),
+                  "  memory: " + describe(d) + "\n  " + name + ": " + (error.empty() ? describe(got) : error) + "\n")});
     }
   }
   return found;
@@ -469,7 +488,8 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
 
   std::cerr << cases << " cases from seed " << first << " in " << seconds << " s: " << tally.steps << " steps, "
             << tally.refused << " refused, " << tally.behind << " behind the key's latest time; compared:";
-  for (Store s : kStores) std::cerr << " " << kStoreNames[static_cast<int>(s)] << " " << tally.compared[static_cast<int>(s)];
+  for (Store s : kStores)
+    std::cerr << " " << kStoreNames[static_cast<int>(s)] << " " << tally.compared[static_cast<int>(s)];
   std::cerr << "; Redis comparisons cut short by its wall clock: " << tally.redis_cut
             << " cases, by a fresh state forgotten before the clock went back: " << tally.forgotten << " cases\n";
   for (const auto& [alg, n] : tally.cases_per_algorithm) std::cerr << "  " << alg << ": " << n << " cases\n";

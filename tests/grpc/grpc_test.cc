@@ -42,8 +42,9 @@ class GrpcTest : public ::testing::Test {
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
     service_ = std::make_unique<service::Service>(*reloader_, clock_);
-    server_ = std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
-                                           GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
+    server_ =
+        std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
+                                     GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
     server_->start();
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials());
     stub_ = pb::RateLimitService::NewStub(channel_);
@@ -115,7 +116,8 @@ TEST_F(GrpcTest, FixedWindowThenOverLimit) {
 
 TEST_F(GrpcTest, EnvoySemanticsPerDescriptor) {
   pb::RateLimitResponse resp;
-  auto req = request("edge", {{{"plan", "free"}, {"user", "bo"}}, {{"vip", "x"}}, {{"nothing", "y"}}, {{"quiet", "q"}}});
+  auto req =
+      request("edge", {{{"plan", "free"}, {"user", "bo"}}, {{"vip", "x"}}, {{"nothing", "y"}}, {{"quiet", "q"}}});
   ASSERT_TRUE(call(req, resp).ok());
   ASSERT_EQ(resp.statuses_size(), 4);
   EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 2u);  // nested, earrrl
@@ -156,8 +158,10 @@ TEST_F(GrpcTest, EachKindOfBadRequestIsInvalidArgumentAndChangesNothing) {
       {request("", {{{"user", "dee"}}}), "domain: must not be empty"},
       {request("edge", {}), "descriptors: must not be empty"},
       {request("edge", {{}}), "descriptors[0].entries: must not be empty"},
-      {request("edge", {{{"user", std::string(5000, 'x')}}}), "descriptors[0].entries[0].value: is 5000 bytes, over the limit of 1024"},
-      {request("edge", {{{std::string(300, 'k'), "v"}}}), "descriptors[0].entries[0].key: is 300 bytes, over the limit of 256"},
+      {request("edge", {{{"user", std::string(5000, 'x')}}}),
+       "descriptors[0].entries[0].value: is 5000 bytes, over the limit of 1024"},
+      {request("edge", {{{std::string(300, 'k'), "v"}}}),
+       "descriptors[0].entries[0].key: is 300 bytes, over the limit of 256"},
       {huge_hits, "descriptors[0].hits_addend: 1000000000000 is over the limit of 1000000000"},
       {bad_unit, "descriptors[0].limit.unit: must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"},
   };

@@ -56,7 +56,8 @@ std::vector<Reply> parse_all(std::string_view bytes, bool one_at_a_time, std::st
 }
 
 TEST(RespParser, EveryKindOfReplyWholeAndByteByByte) {
-  const std::string wire = "+OK\r\n-ERR bad\r\n:-42\r\n$5\r\nhe\r\no\r\n$-1\r\n*2\r\n*1\r\n:1\r\n$0\r\n\r\n*-1\r\n*0\r\n";
+  const std::string wire =
+      "+OK\r\n-ERR bad\r\n:-42\r\n$5\r\nhe\r\no\r\n$-1\r\n*2\r\n*1\r\n:1\r\n$0\r\n\r\n*-1\r\n*0\r\n";
   for (bool bytewise : {false, true}) {
     const auto r = parse_all(wire, bytewise);
     ASSERT_EQ(r.size(), 8u);
@@ -87,7 +88,8 @@ TEST(RespParser, MalformedInputIsAnErrorThatNamesIt) {
       {"$99999999999\r\n", "bulk length 99999999999"},
       {"*-2\r\n", "array length -2"},
       {"$3\r\nabcde\r\n", "a bulk string not followed by CRLF"},
-      {std::string(20, '*').replace(0, 20, "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n") + "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
+      {std::string(20, '*').replace(0, 20, "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n") +
+           "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
        "arrays nested deeper than 16"},
       {"+" + std::string(70000, 'a'), "a reply line longer than 64 KiB"},
   };
@@ -369,7 +371,8 @@ TEST(RedisClient, ATricklingOrSilentSentinelCostsEachCommandItsTimeoutAndCloseRe
     o.backoff_min = 10ms;
     o.backoff_max = 50ms;
     Client c(o);
-    expect_each_answered_in_time(c, within(kTimeout), "a sentinel sending a byte every " + std::to_string(every.count()) + " ms");
+    expect_each_answered_in_time(c, within(kTimeout),
+                                 "a sentinel sending a byte every " + std::to_string(every.count()) + " ms");
     EXPECT_GE(sentinel->accepted(), 1);  // the client did ask it
     close_within(c, sentinel, within(kTimeout));
   }
@@ -388,8 +391,9 @@ TEST(RedisClient, ATricklingOrSilentRedisCostsEachCommandItsTimeoutHandshakeIncl
       o.backoff_min = 10ms;
       o.backoff_max = 50ms;
       Client c(o);
-      expect_each_answered_in_time(c, within(kTimeout), "a Redis sending a byte every " + std::to_string(every.count()) +
-                                                              " ms, password '" + password + "'");
+      expect_each_answered_in_time(
+          c, within(kTimeout),
+          "a Redis sending a byte every " + std::to_string(every.count()) + " ms, password '" + password + "'");
       EXPECT_GE(redis->accepted(), 1);
       close_within(c, redis, within(kTimeout));
     }

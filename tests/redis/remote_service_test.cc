@@ -40,7 +40,8 @@ class RemoteService : public ::testing::Test {
     if (remote_) remote_->close();
   }
 
-  Service& make(const std::string& rules, std::shared_ptr<store::RemoteStore> remote, std::optional<rules::FailurePolicy> policy = {}) {
+  Service& make(const std::string& rules, std::shared_ptr<store::RemoteStore> remote,
+                std::optional<rules::FailurePolicy> policy = {}) {
     auto e = std::make_unique<Env>();
     e->dir = std::filesystem::temp_directory_path() /
              ("rk-remote-" + std::to_string(::getpid()) + "-" + std::to_string(envs_.size()));
@@ -112,8 +113,8 @@ TEST_F(RemoteService, EveryAlgorithmDecidesInRedisAsInMemory) {
       ASSERT_EQ(r.fallback, rules::FailurePolicy::kDefault) << r.store_error;
       ASSERT_EQ(m.code, r.code) << kRuleFor[a] << " at step " << i;
       ASSERT_EQ(m.limit_remaining, r.limit_remaining) << kRuleFor[a] << " at step " << i;
-      ASSERT_NEAR(static_cast<double>(m.duration_until_reset.count()), static_cast<double>(r.duration_until_reset.count()),
-                  1000.0)
+      ASSERT_NEAR(static_cast<double>(m.duration_until_reset.count()),
+                  static_cast<double>(r.duration_until_reset.count()), 1000.0)
           << kRuleFor[a] << " at step " << i;
       refused += m.code == Code::kOverLimit;
     }
@@ -193,7 +194,8 @@ descriptors:
 
 TEST_F(RemoteService, PoliciesDecideWhenRedisIsDeadAndTheBreakerSparesTheTimeouts) {
   RedisProcess redis;
-  const std::string rule = "descriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket}\n";
+  const std::string rule =
+      "descriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket}\n";
   auto store = remote(redis.url(), 300ms);
   Service& open = make("domain: d\n" + rule, store, rules::FailurePolicy::kFailOpen);
   Service& closed = make("domain: d\nredis_failure: fail_closed\n" + rule, store);

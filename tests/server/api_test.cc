@@ -19,7 +19,8 @@ namespace {
 service::RequestError bad(std::string_view body) {
   auto v = parse_check_request(body);
   EXPECT_TRUE(std::holds_alternative<service::RequestError>(v)) << body;
-  return std::holds_alternative<service::RequestError>(v) ? std::get<service::RequestError>(v) : service::RequestError{};
+  return std::holds_alternative<service::RequestError>(v) ? std::get<service::RequestError>(v)
+                                                          : service::RequestError{};
 }
 
 TEST(CheckJson, ParsesSnakeAndCamelCase) {
@@ -51,8 +52,9 @@ TEST(CheckJson, EachKindOfBadBody) {
   EXPECT_EQ(bad(R"({"domain":"d","hits_addend":"12x"})").message, "must be a whole number");
   EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[],"limit":{"unit":"SECOND"}}]})").field,
             "descriptors[0].limit.requests_per_unit");
-  EXPECT_EQ(bad(R"({"domain":"d","descriptors":[{"entries":[],"limit":{"requests_per_unit":1,"unit":"EON"}}]})").message,
-            "'EON' is not a unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR)");
+  EXPECT_EQ(
+      bad(R"({"domain":"d","descriptors":[{"entries":[],"limit":{"requests_per_unit":1,"unit":"EON"}}]})").message,
+      "'EON' is not a unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR)");
   const auto unknown = bad(R"({"domain":"d","descriptorz":[]})");
   EXPECT_EQ(unknown.field, "descriptorz");
   EXPECT_EQ(unknown.message, "unknown field");
@@ -162,10 +164,12 @@ TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
 // One shape for every error answer, the HTTP server's own (a malformed request) and the API's (a bad field).
 TEST(ErrorJson, OneShapeWithTheFieldWhenOneIsAtFault) {
   const auto api = nlohmann::json::parse(http::error_json(400, "invalid_request", "must not be empty", "domain"));
-  EXPECT_EQ(api, nlohmann::json::parse(
-                     R"({"error":{"code":400,"reason":"invalid_request","field":"domain","message":"must not be empty"}})"));
+  EXPECT_EQ(api,
+            nlohmann::json::parse(
+                R"({"error":{"code":400,"reason":"invalid_request","field":"domain","message":"must not be empty"}})"));
   const auto server = nlohmann::json::parse(http::error_json(400, "malformed", "bad request line"));
-  EXPECT_EQ(server, nlohmann::json::parse(R"({"error":{"code":400,"reason":"malformed","message":"bad request line"}})"));
+  EXPECT_EQ(server,
+            nlohmann::json::parse(R"({"error":{"code":400,"reason":"malformed","message":"bad request line"}})"));
 }
 
 TEST(ProtoDuration, Format) {
@@ -293,7 +297,8 @@ service::CheckRequest built(const rules::DomainConfig& d, const ProxiedRequest& 
   auto v = build_descriptors(d, r, o);
   EXPECT_TRUE(std::holds_alternative<service::CheckRequest>(v))
       << std::get<service::RequestError>(v).field << ": " << std::get<service::RequestError>(v).message;
-  return std::holds_alternative<service::CheckRequest>(v) ? std::get<service::CheckRequest>(v) : service::CheckRequest{};
+  return std::holds_alternative<service::CheckRequest>(v) ? std::get<service::CheckRequest>(v)
+                                                          : service::CheckRequest{};
 }
 
 TEST(ForwardAuth, BuildsDescriptorsFromTheRequest) {
@@ -395,9 +400,10 @@ TEST(ForwardAuth, AnswerHeadersAndProblemBody) {
       {"Retry-After", "3"},
   };
   EXPECT_EQ(a.headers, expected);
-  EXPECT_EQ(a.body,
-            R"({"detail":"Rate limit exceeded; retry in 3 s.","status":429,"title":"Too Many Requests",)"
-            R"("type":"https://iana.org/assignments/http-problem-types#quota-exceeded","violated-policies":["per \"ip\""]})");
+  EXPECT_EQ(
+      a.body,
+      R"({"detail":"Rate limit exceeded; retry in 3 s.","status":429,"title":"Too Many Requests",)"
+      R"("type":"https://iana.org/assignments/http-problem-types#quota-exceeded","violated-policies":["per \"ip\""]})");
   r.overall = service::Code::kOk;
   r.statuses = {ok};
   const AuthAnswer allowed = auth_answer(r, 429);

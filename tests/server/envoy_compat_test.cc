@@ -144,8 +144,9 @@ TEST_P(ZeroAddendEveryAlgorithm, LooksWithoutCharging) {
   std::string params;
   if (core::takes(a, core::Param::kHalfLife)) params += ", half_life: 1m";
   if (core::takes(a, core::Param::kCountRefused)) params += ", count_refused: false";
-  write("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 4, algorithm: " +
-                      std::string(core::info(a).name) + params + "}\n");
+  write("d.yaml",
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 4, algorithm: " +
+            std::string(core::info(a).name) + params + "}\n");
   service();
   // Looks on a fresh key pass and charge nothing: afterwards as many debits pass as on a key never looked at.
   for (int i = 0; i < 20; ++i) {

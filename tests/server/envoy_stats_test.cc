@@ -490,7 +490,8 @@ TEST(EnvoyJson, ServerImplTestJsonHandlerUnknownCode) {
   EXPECT_EQ(r.body, "{}");
   service::CheckResponse unlimited;
   unlimited.statuses.push_back({.limit_remaining = 4294967295u, .unlimited = true});
-  EXPECT_EQ(envoy_response_json(unlimited), R"({"overallCode":"OK","statuses":[{"code":"OK","limitRemaining":4294967295}]})");
+  EXPECT_EQ(envoy_response_json(unlimited),
+            R"({"overallCode":"OK","statuses":[{"code":"OK","limitRemaining":4294967295}]})");
 }
 
 // TestHealthCheck (the sigterm component) and TestHealthyWithAtLeastOneConfigLoaded: 200 "OK" while the service

@@ -204,9 +204,11 @@ void flood_overrides(Service& s, const std::string& domain, int n, bool distinct
     CheckRequest r;
     r.domain = domain;
     for (int j = 0; j < 64 && sent < n; ++j, ++sent) {
-      const std::string client = distinct_clients ? "flood-" + std::to_string(sent) : "flood-" + std::to_string(sent % 10);
-      r.descriptors.push_back({.entries = {{"client", client}},
-                               .limit = LimitOverride{static_cast<std::uint32_t>(1000 + sent), static_cast<rules::Unit>(sent % 7)}});
+      const std::string client =
+          distinct_clients ? "flood-" + std::to_string(sent) : "flood-" + std::to_string(sent % 10);
+      r.descriptors.push_back(
+          {.entries = {{"client", client}},
+           .limit = LimitOverride{static_cast<std::uint32_t>(1000 + sent), static_cast<rules::Unit>(sent % 7)}});
     }
     auto v = s.check(r);
     ASSERT_TRUE(std::holds_alternative<CheckResponse>(v));
@@ -234,7 +236,8 @@ TEST_F(ServiceTest, OverrideFloodOfDistinctLimitsLeavesAClientAtItsLimitRefused)
 }
 
 TEST_F(ServiceTest, OverrideFloodInOneDomainLeavesAnothersCounters) {
-  write("domain: other\ndescriptors:\n  - key: x\n    rate_limit: {unit: second, requests_per_unit: 1}\n", "other.yaml");
+  write("domain: other\ndescriptors:\n  - key: x\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+        "other.yaml");
   // Stores of 1,000 keys: the flood below (10,000 distinct clients over 7 units) fills its own and evicts within them.
   Service& s = service(ServiceOptions{.store = StoreOptions{.max_keys = 1000}});
   const CheckRequest in_other = override_req("other", "victim", 1, rules::Unit::kDay);
@@ -307,8 +310,10 @@ TEST_F(ServiceTest, EachKindOfBadRequest) {
   CheckRequest wide = req({{}});  // 16 entries of 256 + 1,000 bytes: each within its limits, over 4,096 together
   wide.descriptors[0].entries.resize(16, {std::string(256, 'k'), std::string(1000, 'v')});
   CheckRequest many_wide = req({});  // 20 descriptors of 3,500 bytes: each fine, 70,000 in all
-  many_wide.descriptors.resize(20, CheckDescriptor{.entries = {{"k", std::string(1000, 'v')}, {"k2", std::string(1000, 'v')},
-                                                               {"k3", std::string(1000, 'v')}, {"k4", std::string(496, 'v')}}});
+  many_wide.descriptors.resize(20, CheckDescriptor{.entries = {{"k", std::string(1000, 'v')},
+                                                               {"k2", std::string(1000, 'v')},
+                                                               {"k3", std::string(1000, 'v')},
+                                                               {"k4", std::string(496, 'v')}}});
   CheckRequest many_entries = req({{}});
   many_entries.descriptors[0].entries.resize(17, {"k", "v"});
   const Case cases[] = {
@@ -322,7 +327,8 @@ TEST_F(ServiceTest, EachKindOfBadRequest) {
       {req({{{big, "v"}}}), "descriptors[0].entries[0].key", "is 2000 bytes, over the limit of 256"},
       {req({{{"a", big}}}), "descriptors[0].entries[0].value", "is 2000 bytes, over the limit of 1024"},
       {huge_hits, "hits_addend", "2000000000 is over the limit of 1000000000"},
-      {wide, "descriptors[0].entries", "has keys and values of 20096 bytes in all, over the limit of 4096 per descriptor"},
+      {wide, "descriptors[0].entries",
+       "has keys and values of 20096 bytes in all, over the limit of 4096 per descriptor"},
       {many_wide, "descriptors",
        "have keys and values of 66557 bytes in all by descriptors[18], over the limit of 65536 per request"},
       {huge_desc_hits, "descriptors[0].hits_addend", "1000000001 is over the limit of 1000000000"},

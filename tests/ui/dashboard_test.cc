@@ -231,7 +231,8 @@ TEST_F(DashboardTest, ReadingHotKeysChangesNoState) {
 
 TEST_F(DashboardTest, CountersAndHotKeysSurviveAReloadThatKeepsTheRule) {
   for (int i = 0; i < 3; ++i) check("user", "carol");
-  std::ofstream(dir_ / "edge.yaml") << std::string(kRules) + "  - key: extra\n    rate_limit: {unit: second, requests_per_unit: 5}\n";
+  std::ofstream(dir_ / "edge.yaml") << std::string(kRules) +
+                                           "  - key: extra\n    rate_limit: {unit: second, requests_per_unit: 5}\n";
   ASSERT_TRUE(reloader_->load_now().empty());
   check("user", "carol");
   const json doc = json::parse(call("GET", "/v1/admin/rates").body);
@@ -271,13 +272,15 @@ TEST_F(DashboardTest, ThePageIsServedWithItsTypesAndAContentSecurityPolicy) {
     EXPECT_TRUE(res.content_type.starts_with(w.type)) << w.path << ": " << res.content_type;
     EXPECT_NE(res.body.find(w.contains), std::string::npos) << w.path;
     bool csp = false;
-    for (const auto& [name, value] : res.headers) csp |= name == "Content-Security-Policy" && value.find("default-src 'none'") != std::string::npos;
+    for (const auto& [name, value] : res.headers)
+      csp |= name == "Content-Security-Policy" && value.find("default-src 'none'") != std::string::npos;
     EXPECT_TRUE(csp) << w.path;
   }
   // Nothing from elsewhere: no http(s) URL in what the page loads (but SVG's namespace name, which loads nothing).
   for (const char* p : {"/ui", "/ui/app.js", "/ui/app.css"}) {
     std::string body = call("GET", p).body;
-    for (auto at = body.find("http://www.w3.org/2000/svg"); at != std::string::npos; at = body.find("http://www.w3.org/2000/svg"))
+    for (auto at = body.find("http://www.w3.org/2000/svg"); at != std::string::npos;
+         at = body.find("http://www.w3.org/2000/svg"))
       body.erase(at, 26);
     EXPECT_EQ(body.find("http://"), std::string::npos) << p;
     EXPECT_EQ(body.find("https://"), std::string::npos) << p;
@@ -331,7 +334,8 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
       {"[1, 2]", "", "must be a JSON object"},
       {"\"\xff\"", "", "not valid JSON"},
       {std::string(100, '[') + std::string(100, ']'), "", "nested more than 8 deep"},
-      {body(dur, R"("limiter": {"algorithm": "magic", "limit": 5})", one), "limiter.algorithm", "unknown algorithm 'magic'"},
+      {body(dur, R"("limiter": {"algorithm": "magic", "limit": 5})", one), "limiter.algorithm",
+       "unknown algorithm 'magic'"},
       {body(dur, R"("limiter": {"algorithm": "earrrl", "limit": 5})", one), "limiter.half_life", "half_life"},
       {body(dur, R"("limiter": {"algorithm": "gcra", "limit": -5})", one), "limiter.limit", "greater than 0"},
       {body(dur, R"("limiter": {"algorithm": "gcra", "limit": "lots"})", one), "limiter.limit", "not a number"},
@@ -340,14 +344,20 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
       {body(R"("duration": "forever")", lim, one), "duration", "not a duration"},
       {body(R"("duration": "1000y")", lim, one), "duration", ""},
       {body(dur, lim, R"("clients": [])"), "clients", "non-empty list"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "speed": 2}])"), "clients[0].speed", "unknown key 'speed'"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "zigzag", "rate": 2}])"), "clients[0].pattern", "unknown pattern"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": -3}])"), "clients[0].rate", "must be above 0"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "speed": 2}])"), "clients[0].speed",
+       "unknown key 'speed'"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "zigzag", "rate": 2}])"), "clients[0].pattern",
+       "unknown pattern"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": -3}])"), "clients[0].rate",
+       "must be above 0"},
       {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic"}])"), "clients[0].rate", "needs rate"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 30000}])"), "clients[0]", "over the limit of 200000"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 21}])"), "clients", "over the limit of 20"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 30000}])"), "clients[0]",
+       "over the limit of 200000"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 21}])"), "clients",
+       "over the limit of 20"},
       {body(R"("duration": "10s", "sample_every": "100us")", lim, one), "sample_every", "over the limit of 20000"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "cost": -1}])"), "clients[0].cost", "not a whole number"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "cost": -1}])"), "clients[0].cost",
+       "not a whole number"},
       {body(dur, R"("color": "red")", one), "color", "unknown key 'color'"},
   };
   for (const Case& c : cases) {

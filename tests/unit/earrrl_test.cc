@@ -207,7 +207,8 @@ TEST(Earrrl, ForgettableExactlyAfterResetAfter) {
 }
 
 TEST(Earrrl, EstimateIsPerWindow) {
-  LimitSpec spec{.algorithm = Algorithm::kEarrrl, .limit = 60, .window = Nanos{60 * kSec}, .half_life = Nanos{10 * kSec}};
+  LimitSpec spec{
+      .algorithm = Algorithm::kEarrrl, .limit = 60, .window = Nanos{60 * kSec}, .half_life = Nanos{10 * kSec}};
   const auto per_minute = earrrl_params(spec);
   const auto per_second = params(1, 10);
   EarrrlState a, b;

@@ -68,7 +68,8 @@ TEST(HostileKeys, KeysCollidingUnderAKnownSeedPileUpUnderIt) {
 TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
   const auto attack = colliding_keys(kKnownSeed, kAttackKeys);
   std::vector<std::string> benign;
-  for (std::size_t i = 0; i < kAttackKeys; ++i) benign.push_back("203.0." + std::to_string(i / 256) + "." + std::to_string(i % 256));
+  for (std::size_t i = 0; i < kAttackKeys; ++i)
+    benign.push_back("203.0." + std::to_string(i / 256) + "." + std::to_string(i % 256));
 
   for (int store = 0; store < 3; ++store) {  // three stores, three random seeds
     ShardedStore<Counter> hostile(one_shard(0)), normal(one_shard(0));
@@ -108,7 +109,8 @@ TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
   }
   ASSERT_EQ(random_means.size(), 10u);
   for (double m : random_means) EXPECT_LT(m, 2.5);
-  for (std::size_t i = 0; i < known_longest.size(); ++i) EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
+  for (std::size_t i = 0; i < known_longest.size(); ++i)
+    EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
 }
 
 }  // namespace
@@ -214,7 +216,8 @@ TEST(HostileKeys, TheBudgetCountsASlidingLogsWholeLog) {
   const std::size_t bound = limiter.stats().max_keys;
   EXPECT_LT(bound * 10, fixed.stats().max_keys);  // 128 log entries of 16 bytes against none
   for (std::size_t i = 0; i < 2 * bound; ++i) {
-    for (int hit = 0; hit < 100; ++hit) limiter.check_at("k" + std::to_string(i), Nanos{static_cast<std::int64_t>(hit) + 1});
+    for (int hit = 0; hit < 100; ++hit)
+      limiter.check_at("k" + std::to_string(i), Nanos{static_cast<std::int64_t>(hit) + 1});
   }
   EXPECT_EQ(limiter.stats().keys, bound);
   EXPECT_LE(limiter.stats().memory_bytes, kBudget);

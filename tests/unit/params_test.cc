@@ -124,7 +124,8 @@ TEST(Validate, BadCapacity) {
 
 TEST(Validate, CountRefusedOnWrongAlgorithm) {
   LimitSpec s{.algorithm = Algorithm::kSlidingLog, .limit = 1, .count_refused = true};
-  EXPECT_EQ(only_error(s), "count_refused: count_refused is a parameter of earrrl and fixed_window, not of sliding_log");
+  EXPECT_EQ(only_error(s),
+            "count_refused: count_refused is a parameter of earrrl and fixed_window, not of sliding_log");
 }
 
 TEST(Validate, RateBeyondNanosecondResolution) {

@@ -62,7 +62,8 @@ TEST(Registry, DefaultsFillOnlyWhatTheAlgorithmTakes) {
   EXPECT_EQ(with_defaults({.algorithm = Algorithm::kFixedWindow, .limit = 7}).count_refused, false);
   EXPECT_FALSE(with_defaults({.algorithm = Algorithm::kEarrrl, .limit = 7}).half_life);  // required: no default
   // A value given is kept.
-  EXPECT_EQ(with_defaults({.algorithm = Algorithm::kFixedWindow, .limit = 7, .count_refused = true}).count_refused, true);
+  EXPECT_EQ(with_defaults({.algorithm = Algorithm::kFixedWindow, .limit = 7, .count_refused = true}).count_refused,
+            true);
 }
 
 TEST(Registry, EveryAlgorithmRunsInMemoryAndRedisAndTheOneThatCannotLiveInSharedMemorySaysWhy) {

@@ -330,7 +330,8 @@ TEST(SimulateBadScenario, UnknownKey) {
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 1, speed: 2}\n"),
             "bad.yaml:4:43: clients[0]: unknown key 'speed' (expected one of: name, key, pattern, count, cost, start, "
             "stop, rate, period, seed)");
-  EXPECT_EQ(parse_error("duration: 1s\nlimiter: {algorithm: gcra, limit: 1}\nclient: []\nclients: [{name: a, pattern: periodic, rate: 1}]\n"),
+  EXPECT_EQ(parse_error("duration: 1s\nlimiter: {algorithm: gcra, limit: 1}\nclient: []\nclients: [{name: a, pattern: "
+                        "periodic, rate: 1}]\n"),
             "bad.yaml:3:1: scenario: unknown key 'client' (expected one of: description, duration, sample_every, "
             "seed, limiter, compare, clients)");
 }
@@ -407,8 +408,9 @@ TEST(SimulateBadScenario, BadClients) {
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 1}\n"
                                              "  - {name: a, pattern: poisson, rate: 1}\n"),
             "bad.yaml:5:12: clients[1].name: 'a' names another client too");
-  EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: " + std::string(5000, 'k') + ", pattern: periodic, rate: 1}\n"),
-            "bad.yaml:4:12: clients[0].name: 5000 bytes is too long for a key (at most 4089)");
+  EXPECT_EQ(
+      parse_error(std::string(kHead) + "  - {name: " + std::string(5000, 'k') + ", pattern: periodic, rate: 1}\n"),
+      "bad.yaml:4:12: clients[0].name: 5000 bytes is too long for a key (at most 4089)");
 }
 
 TEST(SimulateBadScenario, NotYamlOrNoFile) {

@@ -199,10 +199,12 @@ TEST(ShardedStore, LockFreeLookupsStayExactWhileTheShardGrows) {
   }
   for (auto& th : threads) th.join();
   for (int k = 0; k < kHot; ++k) {
-    EXPECT_EQ(m.read("hot" + std::to_string(k), [](const Counter* c) { return c ? c->value : -1; }), 2 * kRounds / kHot);
+    EXPECT_EQ(m.read("hot" + std::to_string(k), [](const Counter* c) { return c ? c->value : -1; }),
+              2 * kRounds / kHot);
   }
   EXPECT_EQ(m.stats().keys, std::size_t{kHot + 2 * kFresh});
-  for (int i = 0; i < 2 * kFresh; i += 997) EXPECT_EQ(m.read(key(i), [](const Counter* c) { return c ? c->value : -1; }), 1);
+  for (int i = 0; i < 2 * kFresh; i += 997)
+    EXPECT_EQ(m.read(key(i), [](const Counter* c) { return c ? c->value : -1; }), 1);
 }
 
 // Lookups without the lock race evictions, erasures and sweeps that free and reuse entries: the bound holds, no

@@ -40,7 +40,8 @@ bool same_owner(const std::weak_ptr<const rules::RuleSet>& a, const std::shared_
 // upstream computes the threshold in float32 (float32(limit) * nearLimitRatio, floored as a float64); so does this,
 // so that both agree on every limit.
 std::uint64_t near_threshold(std::uint32_t limit, double ratio) {
-  return static_cast<std::uint64_t>(std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(ratio))));
+  return static_cast<std::uint64_t>(
+      std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(ratio))));
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ std::uint64_t uint_at(const json& v, const std::string& at, std::uint64_t max) {
     throw Bad{at, "must not be negative"};
   } else if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    if (s.empty() || s.size() > 20 || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    if (s.empty() || s.size() > 20 ||
+        !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); })) {
       throw Bad{at, "must be a whole number"};
     }
     try {
@@ -87,7 +88,8 @@ service::CheckRequest from_json(const json& j) {
         only_fields(e, eat, {"key", "value"});
         const json* key = field(e, "key", "");
         const json* value = field(e, "value", "");
-        desc.entries.emplace_back(key ? string_at(*key, eat + ".key") : "", value ? string_at(*value, eat + ".value") : "");
+        desc.entries.emplace_back(key ? string_at(*key, eat + ".key") : "",
+                                  value ? string_at(*value, eat + ".value") : "");
       }
     }
     if (const json* h = field(d, "hits_addend", "hitsAddend")) {

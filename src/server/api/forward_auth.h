@@ -47,8 +47,9 @@ struct ProxiedRequest {
 
 // The client's key (client_key: its address cut to the configured prefix), or an error naming the header when the
 // proxy's header is missing, repeated or not an address: never a guess from another header.
-std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest& r, const std::vector<rules::Cidr>& trusted,
-                                                       const ForwardAuthOptions& options);
+std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest& r,
+                                                           const std::vector<rules::Cidr>& trusted,
+                                                           const ForwardAuthOptions& options);
 
 // Builds one descriptor per `forward_auth.descriptors` item whose every entry has a value (a missing header
 // skips that descriptor, as Envoy's request_headers action does); an error when a value the descriptors need is

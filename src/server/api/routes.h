@@ -28,7 +28,8 @@ namespace rk::api {
 
 struct Hooks {
   // After every decision (protocol "http" or "auth"), with how long it took.
-  std::function<void(std::string_view protocol, std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
+  std::function<void(std::string_view protocol, std::string_view domain, const service::CheckResponse&, Nanos took)>
+      decided;
   // A request refused as malformed, with a short reason ("invalid_json", "invalid_request", "not_found", ...).
   std::function<void(std::string_view protocol, std::string_view reason)> bad_request;
   // Whether the service should receive traffic (rules loaded, not draining).

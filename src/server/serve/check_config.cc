@@ -35,7 +35,8 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
   std::vector<std::string> settings;
   cli::FlagSet command_line(kUsage);
   command_line.toggle("--merge-domains", "the files of one domain make one domain (as serve's flag)", merge_domains);
-  command_line.value("--settings", "FILE", "serve's settings file: its config and merge-domains", cli::text_list(settings));
+  command_line.value("--settings", "FILE", "serve's settings file: its config and merge-domains",
+                     cli::text_list(settings));
   command_line.positional("PATH", "a rules file or a directory of them", path);
   const cli::Parsed parsed = command_line.parse(args);
   if (parsed.help) {

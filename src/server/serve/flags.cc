@@ -118,7 +118,8 @@ void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {
 
 void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.toggle("--shadow-mode", "count everything, refuse nothing", f.shadow_mode);
-  flags.toggle("--merge-domains", "the files of one domain make one domain (envoyproxy/ratelimit's\nMERGE_DOMAIN_CONFIG)",
+  flags.toggle("--merge-domains",
+               "the files of one domain make one domain (envoyproxy/ratelimit's\nMERGE_DOMAIN_CONFIG)",
                f.merge_domains);
   flags.value("--near-limit-ratio", "R",
               "the share of a limit past which hits count as near_limit in envoyproxy/ratelimit's\n"

@@ -105,8 +105,9 @@ void ServeMetrics::decided(std::string_view protocol, std::string_view domain, c
     id.assign(d).append(1, '\n').append(rule).append(1, '\n').append(result);
     metrics::Counter*& c = cache[id];
     if (!c) {
-      c = &registry_.counter(n::kDecisions.name, n::kDecisions.help,
-                             {{"domain", std::string(d)}, {"rule", std::string(rule)}, {"result", std::string(result)}});
+      c = &registry_.counter(
+          n::kDecisions.name, n::kDecisions.help,
+          {{"domain", std::string(d)}, {"rule", std::string(rule)}, {"result", std::string(result)}});
     }
     c->inc();
   }
@@ -130,7 +131,9 @@ void ServeMetrics::bad_request(std::string_view protocol, std::string_view reaso
 }
 
 void ServeMetrics::grpc_answered(std::string_view code) {
-  registry_.counter(n::kGrpcRequests.name, n::kGrpcRequests.help, {{"method", "ShouldRateLimit"}, {"code", std::string(code)}})
+  registry_
+      .counter(n::kGrpcRequests.name, n::kGrpcRequests.help,
+               {{"method", "ShouldRateLimit"}, {"code", std::string(code)}})
       .inc();
   if (code != "OK") bad_request("grpc", "invalid_argument");
 }

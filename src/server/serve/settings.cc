@@ -38,7 +38,8 @@ std::vector<Setting> read_settings(const std::string& path, std::vector<std::str
   for (const auto& item : root) {
     const std::string name = item.first.Scalar();
     if (name == "settings" || name == "help" || name.empty() || name.starts_with("-")) {
-      errors.push_back(where(path, item.first.Mark()) + "'" + name + "' is not a setting (flag names without their dashes)");
+      errors.push_back(where(path, item.first.Mark()) + "'" + name +
+                       "' is not a setting (flag names without their dashes)");
     } else if (!item.second.IsScalar()) {
       errors.push_back(where(path, item.second.Mark()) + "setting '" + name + "' takes a single value");
     } else {

@@ -363,7 +363,9 @@ class ShardedStore {
     }
 
     Entry& at(std::uint32_t id) const {
-      return chunks.load(std::memory_order_relaxed)->data()[id >> kChunkBits].load(std::memory_order_relaxed)[id & (kChunk - 1)];
+      return chunks.load(std::memory_order_relaxed)
+          ->data()[id >> kChunkBits]
+          .load(std::memory_order_relaxed)[id & (kChunk - 1)];
     }
 
     std::size_t heap_bytes() const {

@@ -207,10 +207,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // Redis answers the digest; a script it refuses (it does not compile, an ACL forbids SCRIPT) is run by EVAL later,
   // whose error the caller gets: the connection goes on either way.
   static Pending script_load(const ScriptLoad& s) {
-    return Pending{.args = {"SCRIPT", "LOAD", s.source}, .internal = true, .check = [learned = s.learned](const Reply& r) {
-                     if (r.type == Reply::Type::kBulk) learned(r.str);
-                     return true;
-                   }};
+    return Pending{
+        .args = {"SCRIPT", "LOAD", s.source}, .internal = true, .check = [learned = s.learned](const Reply& r) {
+          if (r.type == Reply::Type::kBulk) learned(r.str);
+          return true;
+        }};
   }
 
   void expire(Pending& p, const std::string& where) {
@@ -285,7 +286,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     const std::uint64_t gen = c.gen;
     c.socket.async_connect(tcp::endpoint(address, node.endpoint.port), [this, &c, gen](error_code e) {
       if (gen != c.gen || c.state != Conn::State::kConnecting) return;
-      if (e) return fail_conn(c, Error::Kind::kConnection, "cannot connect to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
+      if (e)
+        return fail_conn(c, Error::Kind::kConnection,
+                         "cannot connect to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
       error_code ignored;
       c.socket.set_option(tcp::no_delay(true), ignored);
       c.state = Conn::State::kReady;
@@ -310,7 +313,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     }
     if (&node == sentinel_node) {
       hello.push_back(Pending{.args = {"ROLE"}, .internal = true, .check = [](const Reply& r) {
-                                return r.type == Reply::Type::kArray && !r.elements.empty() && r.elements[0].str == "master";
+                                return r.type == Reply::Type::kArray && !r.elements.empty() &&
+                                       r.elements[0].str == "master";
                               }});
     }
     for (const ScriptLoad& s : scripts) hello.push_back(script_load(s));
@@ -332,7 +336,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     asio::async_write(c.socket, asio::buffer(c.writing), [this, &c, gen](error_code e, std::size_t) {
       if (gen != c.gen) return;
       c.busy = false;
-      if (e) return fail_conn(c, Error::Kind::kConnection, "writing to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
+      if (e)
+        return fail_conn(c, Error::Kind::kConnection,
+                         "writing to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
       if (!c.out.empty()) flush(c);
     });
   }
@@ -341,13 +347,16 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     const std::uint64_t gen = c.gen;
     c.socket.async_read_some(asio::buffer(c.buf), [this, &c, gen](error_code e, std::size_t n) {
       if (gen != c.gen) return;
-      if (e) return fail_conn(c, Error::Kind::kConnection, "Redis at " + endpoint_text(c.node.endpoint) + " closed the connection: " + e.message(), true);
+      if (e)
+        return fail_conn(c, Error::Kind::kConnection,
+                         "Redis at " + endpoint_text(c.node.endpoint) + " closed the connection: " + e.message(), true);
       c.parser.feed(std::string_view(c.buf.data(), n));
       while (auto r = c.parser.next()) {
         if (!on_reply(c, std::move(*r))) return;
         if (gen != c.gen) return;
       }
-      if (c.parser.failed()) return fail_conn(c, Error::Kind::kProtocol, "malformed reply from Redis: " + c.parser.error(), true);
+      if (c.parser.failed())
+        return fail_conn(c, Error::Kind::kProtocol, "malformed reply from Redis: " + c.parser.error(), true);
       read(c);
     });
   }
@@ -362,7 +371,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     c.sent.pop_front();
     if (p.internal) {
       if (p.check && !p.check(r)) {
-        fail_conn(c, Error::Kind::kConnection, "Redis refused " + p.args[0] + ": " + (r.str.empty() ? "not the primary" : r.str), true);
+        fail_conn(c, Error::Kind::kConnection,
+                  "Redis refused " + p.args[0] + ": " + (r.str.empty() ? "not the primary" : r.str), true);
         return false;
       }
       return true;
@@ -442,7 +452,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       }
       for (const SlotRange& range : slot_ranges(*reply, asked)) {
         Node& n = node_for(range.primary);
-        std::fill(slots.begin() + static_cast<std::ptrdiff_t>(range.lo), slots.begin() + static_cast<std::ptrdiff_t>(range.hi) + 1, &n);
+        std::fill(slots.begin() + static_cast<std::ptrdiff_t>(range.lo),
+                  slots.begin() + static_cast<std::ptrdiff_t>(range.hi) + 1, &n);
       }
     };
     send_to(*from, std::move(p), false);
@@ -468,9 +479,10 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       case Conn::State::kDown: return;
       case Conn::State::kConnecting:
         if (now > c.connect_deadline) {
-          return fail_conn(c, Error::Kind::kConnection, "no connection to Redis at " + endpoint_text(c.node.endpoint) +
-                                                            " within " + std::to_string(options.connect_timeout.count()) +
-                                                            " ms", true);
+          return fail_conn(c, Error::Kind::kConnection,
+                           "no connection to Redis at " + endpoint_text(c.node.endpoint) + " within " +
+                               std::to_string(options.connect_timeout.count()) + " ms",
+                           true);
         }
         [[fallthrough]];
       case Conn::State::kDiscovering:

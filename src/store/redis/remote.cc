@@ -37,7 +37,8 @@ store::RemoteResult to_result(const redis::Result& r) {
   if (const auto* e = std::get_if<redis::Error>(&r)) {
     // Redis answered, and refused this script (a foreign value in the key, say): only this decision fails. Every
     // other error means Redis was not reached or did not answer in time.
-    out.status = e->kind == redis::Error::Kind::kServer ? store::RemoteResult::Status::kError : store::RemoteResult::Status::kUnavailable;
+    out.status = e->kind == redis::Error::Kind::kServer ? store::RemoteResult::Status::kError
+                                                        : store::RemoteResult::Status::kUnavailable;
     out.error = e->message;
     return out;
   }
@@ -65,13 +66,15 @@ class RedisRemote final : public store::RemoteStore {
  public:
   explicit RedisRemote(const RedisRemoteOptions& o) : options_(o), client_(client_options(o)) {
     for (Algorithm a : kAllAlgorithms) {
-      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(client_, std::string(redis::script_for(a).source));
+      scripts_[static_cast<std::size_t>(a)] =
+          std::make_unique<redis::Script>(client_, std::string(redis::script_for(a).source));
     }
     if (options_.near_cache) flusher_ = std::thread([this] { flush_loop(); });
   }
   ~RedisRemote() override { close(); }
 
-  void decide(std::vector<store::RemoteOp> ops, Nanos now, std::function<void(std::vector<store::RemoteResult>)> done) override {
+  void decide(std::vector<store::RemoteOp> ops, Nanos now,
+              std::function<void(std::vector<store::RemoteResult>)> done) override {
     struct Batch {
       std::vector<store::RemoteResult> results;
       std::atomic<std::size_t> left;
@@ -94,7 +97,8 @@ class RedisRemote final : public store::RemoteStore {
       const bool learn = options_.near_cache && !op.peek;
       std::string key = learn ? op.key : std::string();
       send(*op.spec, std::move(op.key), now, op.hits, op.peek,
-           [this, batch, i, one_done, learn, key = std::move(key), spec = *op.spec, hits = op.hits, now](redis::Result r) {
+           [this, batch, i, one_done, learn, key = std::move(key), spec = *op.spec, hits = op.hits,
+            now](redis::Result r) {
              batch->results[i] = to_result(r);
              if (learn) near_learn(key, spec, hits, now, batch->results[i]);
              one_done();
@@ -203,7 +207,8 @@ class RedisRemote final : public store::RemoteStore {
     return true;
   }
 
-  void near_learn(const std::string& key, const LimitSpec& spec, std::uint64_t hits, Nanos now, const store::RemoteResult& r) {
+  void near_learn(const std::string& key, const LimitSpec& spec, std::uint64_t hits, Nanos now,
+                  const store::RemoteResult& r) {
     std::lock_guard lock(near_mu_);
     const bool refused = r.status == store::RemoteResult::Status::kOk && !r.decision.allowed &&
                          r.decision.retry_after > Nanos{0} && r.decision.retry_after != kNever;

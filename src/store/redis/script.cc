@@ -21,7 +21,8 @@ std::string Script::digest() const {
   return state_->digest;
 }
 
-void Script::eval(std::vector<std::string> keys, std::vector<std::string> args, std::function<void(Result)> done) const {
+void Script::eval(std::vector<std::string> keys, std::vector<std::string> args,
+                  std::function<void(Result)> done) const {
   const bool known = state_->known.load(std::memory_order_acquire);
   std::vector<std::string> cmd;
   cmd.reserve(3 + keys.size() + args.size());

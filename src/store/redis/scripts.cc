@@ -62,7 +62,8 @@ const Table& table() {
 // Redis wrote as an integer, or -1 for never.
 std::optional<Nanos> duration(const std::string& s) {
   std::int64_t ns = 0;
-  if (const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), ns); ec == std::errc{} && p == s.data() + s.size()) {
+  if (const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), ns);
+      ec == std::errc{} && p == s.data() + s.size()) {
     return ns < 0 ? kNever : Nanos{ns};
   }
   double v = 0;
@@ -144,7 +145,8 @@ std::variant<Decision, std::string> decode_reply(std::span<const std::string> e)
   double v[3];
   for (int i = 0; i < 3; ++i) {
     std::uint64_t bits = 0;
-    for (int b = 7; b >= 0; --b) bits = bits << 8 | static_cast<unsigned char>(e[1][static_cast<std::size_t>(i * 8 + b)]);
+    for (int b = 7; b >= 0; --b)
+      bits = bits << 8 | static_cast<unsigned char>(e[1][static_cast<std::size_t>(i * 8 + b)]);
     v[i] = std::bit_cast<double>(bits);
   }
   d.limit = v[0];

@@ -40,7 +40,7 @@ class SentinelAsker {
   const ClientOptions& options_;
   boost::asio::ip::tcp::socket socket_;  // to the sentinel being asked
   boost::asio::steady_timer timer_;      // its whole exchange's deadline
-  std::uint64_t gen_ = 0;                // changes at every sentinel asked, so that handlers of an earlier one do nothing
+  std::uint64_t gen_ = 0;  // changes at every sentinel asked, so that handlers of an earlier one do nothing
   Parser parser_;
   std::string out_;
   std::array<char, 512> buf_{};

@@ -123,7 +123,9 @@ ClientOptions ClientOptions::parse_url(std::string_view url) {
 }
 
 std::string describe(const ClientOptions& o) {
-  std::string s = o.mode == Mode::kSingle ? "redis://" : o.mode == Mode::kCluster ? "redis+cluster://" : "redis+sentinel://";
+  std::string s = o.mode == Mode::kSingle    ? "redis://"
+                  : o.mode == Mode::kCluster ? "redis+cluster://"
+                                             : "redis+sentinel://";
   for (std::size_t i = 0; i < o.endpoints.size(); ++i) s += (i ? "," : "") + endpoint_text(o.endpoints[i]);
   if (o.mode == Mode::kSentinel) s += "/" + o.primary_name;
   return s;

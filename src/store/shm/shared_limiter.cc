@@ -168,7 +168,9 @@ class Region {
     return *reinterpret_cast<SlotHead*>(base_ + layout_.slots_offset +
                                         (s * layout_.slots_per_shard + i) * layout_.slot_stride);
   }
-  static unsigned char* state_of(SlotHead& slot) { return reinterpret_cast<unsigned char*>(&slot) + round8(sizeof(SlotHead)); }
+  static unsigned char* state_of(SlotHead& slot) {
+    return reinterpret_cast<unsigned char*>(&slot) + round8(sizeof(SlotHead));
+  }
   static char* key_of(SlotHead& slot) { return reinterpret_cast<char*>(state_of(slot) + kStateBytes); }
   unsigned char* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }
@@ -553,13 +555,14 @@ class ShmStore final : public SharedLimiter::Impl {
 std::unique_ptr<SharedLimiter::Impl> make(std::unique_ptr<Region> r, const LimitSpec& spec, const SharedOptions& o,
                                           std::shared_ptr<const Clock> c) {
   // check_options() has refused what shared memory cannot hold (core/registry.h): sliding_log's growing log.
-  return core::with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) -> std::unique_ptr<SharedLimiter::Impl> {
-    if constexpr (std::is_same_v<Algo, core::SlidingLog>) {
-      throw InvalidArgument("algorithm: sliding_log is not available in shared memory");
-    } else {
-      return std::make_unique<ShmStore<Algo>>(std::move(r), spec, o, std::move(c), p);
-    }
-  });
+  return core::with_algorithm(spec,
+                              [&]<class Algo>(const typename Algo::Params& p) -> std::unique_ptr<SharedLimiter::Impl> {
+                                if constexpr (std::is_same_v<Algo, core::SlidingLog>) {
+                                  throw InvalidArgument("algorithm: sliding_log is not available in shared memory");
+                                } else {
+                                  return std::make_unique<ShmStore<Algo>>(std::move(r), spec, o, std::move(c), p);
+                                }
+                              });
 }
 
 }  // namespace
