@@ -56,6 +56,9 @@ inline constexpr Name kRemoteCalls{"ratekeeper_redis_calls_total", "Batches of d
 // counter {result}: unavailable (no answer in time, not connected, breaker open) or error (Redis refused the op).
 inline constexpr Name kRemoteFailures{"ratekeeper_redis_failures_total",
                                       "Descriptors Redis did not decide, by result (unavailable, error)."};
+// counter, no labels: TLS handshakes with Redis that failed (wrong CA, wrong name, expired certificate, no TLS).
+inline constexpr Name kRemoteTlsFailures{"ratekeeper_redis_tls_handshake_failures_total",
+                                         "TLS handshakes with Redis that failed (the log says why)."};
 // counter {policy}: fail_open, fail_closed or local.
 inline constexpr Name kRemoteFallbacks{"ratekeeper_redis_fallbacks_total",
                                        "Descriptors decided by the domain's failure policy instead of Redis."};
@@ -90,7 +93,7 @@ inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
                                     kHttpConnections, kGrpcRequests,    kRemoteCalls,     kRemoteFailures,
-                                    kRemoteFallbacks, kBreakerState,    kBreakerOpened,   kBuildInfo,
+                                    kRemoteTlsFailures, kRemoteFallbacks, kBreakerState,  kBreakerOpened,   kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
                                     kEnvoyShadowMode};
 

@@ -119,12 +119,12 @@ TEST(RedisUrl, GoodAndBad) {
   o = ClientOptions::parse_url("redis+sentinel://127.0.0.1/mymaster");
   EXPECT_EQ(o.endpoints[0].port, 26379);
   EXPECT_EQ(o.primary_name, "mymaster");
-  EXPECT_EQ(ClientOptions::parse_url("redis://localhost").endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(ClientOptions::parse_url("redis://localhost").endpoints[0].host, "localhost");  // resolved at connect
   const std::pair<const char*, const char*> bad[] = {
       {"http://127.0.0.1", "the scheme must be"},
       {"redis://127.0.0.1:0", "port '0'"},
       {"redis://127.0.0.1:99999", "port '99999'"},
-      {"redis://db.example:6379", "not an IP address"},
+      {"redis://db example:6379", "neither an IP address nor a host name"},
       {"redis://127.0.0.1,127.0.0.2", "takes one host"},
       {"redis://127.0.0.1/99", "database '99'"},
       {"redis+sentinel://127.0.0.1:26379", "needs the primary's name"},

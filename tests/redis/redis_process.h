@@ -1,6 +1,6 @@
 // tests/redis/redis_process.h: a real redis-server (Debian's) as a child process on a free loopback port, for the
-// tests. kill() and start() again on the same port; stop(SIGSTOP) pauses it. TricklingServer: the slow peer a
-// hostile or broken Sentinel or Redis node can be.
+// tests. kill() and start() again on the same port; stop(SIGSTOP) pauses it. TestCerts: certificates for TLS.
+// TricklingServer: the slow peer a hostile or broken Sentinel or Redis node can be.
 #pragma once
 
 #include <netinet/in.h>
@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -91,6 +92,36 @@ class RedisProcess {
   int port_;
   std::vector<std::string> extra_;
   pid_t pid_ = -1;
+};
+
+// The certificates of tests/redis/make_test_certs.sh (ca.crt, server.crt, ...), made once per test binary in a
+// temporary directory removed at exit.
+class TestCerts {
+ public:
+  static const TestCerts& get() {
+    static const TestCerts certs;
+    return certs;
+  }
+  std::string file(std::string_view name) const { return dir_ + "/" + std::string(name); }
+  // redis-server's flags for a TLS port serving `cert` (server.crt, expired.crt, ...), clients' certificates
+  // checked against ca.crt when they send one (`clients`: "optional" or "yes").
+  std::vector<std::string> redis_flags(int tls_port, std::string_view cert = "server.crt",
+                                       std::string_view clients = "optional") const {
+    return {"--tls-port", std::to_string(tls_port), "--tls-cert-file", file(cert), "--tls-key-file",
+            file("server.key"), "--tls-ca-cert-file", file("ca.crt"), "--tls-auth-clients", std::string(clients)};
+  }
+
+ private:
+  TestCerts() {
+    char dir[] = "/tmp/rk-certs-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) ADD_FAILURE() << "no temporary directory";
+    dir_ = dir;
+    if (std::system((std::string(RK_MAKE_TEST_CERTS) + " " + dir_).c_str()) != 0) {
+      ADD_FAILURE() << RK_MAKE_TEST_CERTS << " failed";
+    }
+  }
+  ~TestCerts() { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_;
 };
 
 // A loopback TCP server that accepts every connection and, once it has been sent anything, answers `head` after

@@ -153,7 +153,8 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
 void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--redis", "URL",
               "share limits through Redis: redis://[user:pass@]host:port[/db],\n"
-              "redis+cluster://h1:p1,h2:p2, redis+sentinel://h:p/primary (default: in memory)",
+              "redis+cluster://h1:p1,h2:p2, redis+sentinel://h:p/primary; rediss for TLS\n"
+              "(default: in memory)",
               text(f.redis));
   flags.value("--redis-clock", "SOURCE", "redis (default: Redis's own TIME) or local (this server's clock)",
               [&f](const std::string& v) {
@@ -175,6 +176,19 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
               });
   flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
                f.redis_near_cache);
+  // TLS and secrets (docs/redis.md): the files are read, and their combinations checked, when Redis is connected.
+  flags.value("--redis-tls-ca", "FILE", "rediss: the CA certificates (PEM) Redis's must chain to (default: the\n"
+              "system's)", text(f.redis_tls_ca));
+  flags.value("--redis-tls-cert", "FILE", "rediss: this server's client certificate (PEM), for mutual TLS",
+              text(f.redis_tls_cert));
+  flags.value("--redis-tls-key", "FILE", "rediss: its private key (PEM)", text(f.redis_tls_key));
+  flags.value("--redis-tls-server-name", "NAME",
+              "rediss: the name Redis's certificate must carry (default: the host in the URL)",
+              text(f.redis_tls_server_name));
+  flags.value("--redis-password-file", "FILE",
+              "Redis's password (or the ACL user's, with the URL's user) from this file,\n"
+              "read again when it changes; wins over a password in the URL",
+              text(f.redis_password_file));
 }
 
 void add_forward_auth_flags(cli::FlagSet& flags, ServeFlags& f) {

@@ -50,6 +50,8 @@ struct ServeFlags {
   Nanos redis_timeout = std::chrono::milliseconds(100);
   int redis_connections = 2;
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
+  std::string redis_tls_ca, redis_tls_cert, redis_tls_key, redis_tls_server_name;  // for rediss URLs
+  std::string redis_password_file;
   api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
   bool keep_path_params = false;
   bool path_case_insensitive = false;

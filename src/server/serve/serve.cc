@@ -84,10 +84,15 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
                                            rules::LoadOptions{.merge_domains = flags.merge_domains});
 }
 
-// The Redis store of --redis; null with `error` for a URL it refuses.
+// The Redis store of --redis; null with `error` for a URL, or a TLS or password file, it refuses.
 std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::string& error) {
   try {
     return redis::make_redis_remote({.url = flags.redis,
+                                     .tls = {.ca_file = flags.redis_tls_ca,
+                                             .cert_file = flags.redis_tls_cert,
+                                             .key_file = flags.redis_tls_key,
+                                             .server_name = flags.redis_tls_server_name},
+                                     .password_file = flags.redis_password_file,
                                      .caller_clock = flags.redis_local_clock,
                                      .timeout = flags.redis_timeout,
                                      .connections = flags.redis_connections,
@@ -134,7 +139,8 @@ int run_serve(const std::vector<std::string>& args) {
   reloader->start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
   std::shared_ptr<store::RemoteStore> remote;
   if (!flags.redis.empty() && !(remote = connect_redis(flags, error))) {
-    std::cerr << "ratekeeper serve: --redis: " << error << "\n";
+    // An error about a TLS or password file names its own flag; the rest are about the URL.
+    std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
     return 2;
   }
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's

@@ -70,6 +70,10 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                        [&rs] { return rs.unavailable.load(); });
   registry_.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "error"}},
                        [&rs] { return rs.errors.load(); });
+  if (const store::RemoteStore* store = service.options().remote.get()) {
+    registry_.counter_fn(n::kRemoteTlsFailures.name, n::kRemoteTlsFailures.help, {},
+                         [store] { return store->tls_failures(); });
+  }
   for (auto p : {rules::FailurePolicy::kFailOpen, rules::FailurePolicy::kFailClosed, rules::FailurePolicy::kLocal}) {
     registry_.counter_fn(n::kRemoteFallbacks.name, n::kRemoteFallbacks.help,
                          {{"policy", std::string(rules::failure_policy_name(p))}},

@@ -7,10 +7,9 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -20,12 +19,13 @@
 #include <thread>
 
 #include "store/redis/cluster.h"
+#include "store/redis/password.h"
 #include "store/redis/sentinel.h"
+#include "store/redis/transport.h"
 
 namespace rk::redis {
 
 namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -56,22 +56,20 @@ void finish(Pending& p, Result r) {
 struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   struct Node;
 
-  // One TCP connection. `gen` changes at every (re)connection, so that handlers of a closed socket do nothing.
-  // kDiscovering (Sentinel only): the primary's address is being asked of the sentinels by `asker`; commands queue
-  // as while connecting.
+  // One connection (its bytes go through `link`, made anew at each one: transport.h). `gen` changes at every
+  // (re)connection, so that handlers of a closed link do nothing. kDiscovering (Sentinel only): the primary's
+  // address is being asked of the sentinels by `asker`; commands queue as while connecting.
   struct Conn {
     enum class State : std::uint8_t { kDown, kDiscovering, kConnecting, kReady };
-    Conn(asio::io_context& ioc, Node& n) : socket(ioc), node(n) {}
-    tcp::socket socket;
+    explicit Conn(Node& n) : node(n) {}
+    std::shared_ptr<Link> link;
     Node& node;
     State state = State::kDown;
     std::uint64_t gen = 0;
     std::string out;      // encoded, not yet written
-    std::string writing;  // being written
     bool busy = false;    // a write in flight
-    std::deque<Pending> sent;  // in the order they will be answered: what `writing` and `out` hold too
+    std::deque<Pending> sent;  // in the order they will be answered: what is being written and `out` hold too
     Parser parser;
-    std::array<char, 16384> buf{};
     Clock::time_point connect_deadline{};
     std::unique_ptr<SentinelAsker> asker;  // the sentinel node's connections only
   };
@@ -82,9 +80,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::size_t next = 0;
     Clock::time_point down_until{};
     milliseconds backoff{0};
+    std::string failure;  // why its last connection failed, told to the commands refused during the backoff
   };
 
-  explicit Impl(ClientOptions o) : options(std::move(o)), timer(ioc), work(asio::make_work_guard(ioc)) {
+  explicit Impl(ClientOptions o)
+      : options(std::move(o)), tls(make_tls_context(options)), timer(ioc), work(asio::make_work_guard(ioc)) {
+    if (!options.password_file.empty()) password_file.emplace(options.password_file);
     if (options.connections_per_node < 1) options.connections_per_node = 1;
     if (options.mode == ClientOptions::Mode::kSentinel) {
       sentinel_node = &node_for(Endpoint{"0.0.0.0", 0});  // its endpoint is asked of the sentinels at each connection
@@ -92,6 +93,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   }
 
   ClientOptions options;
+  std::shared_ptr<asio::ssl::context> tls;  // null: plain TCP
+  std::optional<PasswordFile> password_file;
   asio::io_context ioc;
   asio::steady_timer timer;
   asio::executor_work_guard<asio::io_context::executor_type> work;
@@ -112,14 +115,14 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::function<void(const std::string&)> learned;
   };
   std::vector<ScriptLoad> scripts;
-  std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0};
+  std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0}, tls_failures{0};
 
   Node& node_for(const Endpoint& e) {
     auto& n = nodes[endpoint_text(e)];
     if (!n) {
       n = std::make_unique<Node>();
       n->endpoint = e;
-      for (int i = 0; i < options.connections_per_node; ++i) n->conns.push_back(std::make_unique<Conn>(ioc, *n));
+      for (int i = 0; i < options.connections_per_node; ++i) n->conns.push_back(std::make_unique<Conn>(*n));
     }
     return *n;
   }
@@ -165,7 +168,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         // A dead node may have been replaced (a replica promoted): ask the cluster again, at most every 100 ms.
         if (options.mode == ClientOptions::Mode::kCluster && now - last_refresh > milliseconds(100)) refresh_slots();
         return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint) +
-                                                              " (retrying after a backoff)"});
+                                                              " (retrying after a backoff" +
+                                                              (node.failure.empty() ? "" : "; " + node.failure) +
+                                                              ")"});
       }
       connect(*conn);
       if (conn->state == Conn::State::kDown) {
@@ -244,7 +249,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // Sentinel: the primary's address is asked of the sentinels (sentinel.h). Nothing blocks: the commands waiting
   // meanwhile are answered at their own deadlines by tick().
   void discover(Conn& c) {
-    if (!c.asker) c.asker = std::make_unique<SentinelAsker>(ioc, options);
+    if (!c.asker) c.asker = std::make_unique<SentinelAsker>(ioc, options, tls);
     c.asker->ask([this, &c](std::optional<Endpoint> primary) {
       if (primary) return found_primary(c, *primary);
       fail_conn(c, Error::Kind::kConnection, "no sentinel named the primary '" + options.primary_name + "' within " +
@@ -265,14 +270,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     open(c);
   }
 
-  // The TCP connection, with the handshake first: AUTH, SELECT, with a sentinel's answer ROLE to be sure it is the
-  // primary, and the scripts. Commands already queued (while discovering) go after it, in the same write.
+  // The connection (the name resolved again, and for rediss:// the TLS handshake: all within connect_timeout),
+  // with Redis's handshake first: AUTH, SELECT, with a sentinel's answer ROLE to be sure it is the primary, and the
+  // scripts. Commands already queued (while discovering) go after it, in the same write.
   void open(Conn& c) {
     Node& node = c.node;
-    error_code ec;
-    const auto address = asio::ip::make_address(node.endpoint.host, ec);
-    if (ec) return fail_conn(c, Error::Kind::kConnection, "'" + node.endpoint.host + "' is not an IP address", true);
-    c.socket = tcp::socket(ioc);
+    c.link = std::make_shared<Link>(ioc, tls, options.tls_files.server_name);
     c.state = Conn::State::kConnecting;
     c.connect_deadline = Clock::now() + options.connect_timeout;
     std::vector<Pending> hello = handshake(node);
@@ -284,13 +287,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       c.sent.push_front(std::move(*it));
     }
     const std::uint64_t gen = c.gen;
-    c.socket.async_connect(tcp::endpoint(address, node.endpoint.port), [this, &c, gen](error_code e) {
+    c.link->open(node.endpoint, [this, &c, gen](const std::optional<LinkFailure>& failed) {
       if (gen != c.gen || c.state != Conn::State::kConnecting) return;
-      if (e)
-        return fail_conn(c, Error::Kind::kConnection,
-                         "cannot connect to Redis at " + endpoint_text(c.node.endpoint) + ": " + e.message(), true);
-      error_code ignored;
-      c.socket.set_option(tcp::no_delay(true), ignored);
+      if (failed) {
+        if (failed->tls) tls_failures.fetch_add(1, std::memory_order_relaxed);
+        return fail_conn(c, Error::Kind::kConnection, failed->message, true);
+      }
       c.state = Conn::State::kReady;
       c.node.backoff = milliseconds(0);
       read(c);
@@ -298,12 +300,14 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     });
   }
 
-  std::vector<Pending> handshake(const Node& node) const {
+  // The password file's, read again if it changed (password.h), wins over the URL's.
+  std::vector<Pending> handshake(const Node& node) {
     std::vector<Pending> hello;
-    if (!options.password.empty()) {
+    const std::string& password = password_file ? password_file->current() : options.password;
+    if (!password.empty()) {
       Pending a{.internal = true};
-      a.args = options.username.empty() ? std::vector<std::string>{"AUTH", options.password}
-                                        : std::vector<std::string>{"AUTH", options.username, options.password};
+      a.args = options.username.empty() ? std::vector<std::string>{"AUTH", password}
+                                        : std::vector<std::string>{"AUTH", options.username, password};
       a.check = [](const Reply& r) { return r.type != Reply::Type::kError; };
       hello.push_back(std::move(a));
     }
@@ -329,11 +333,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   void flush(Conn& c) {
     c.busy = true;
-    c.writing.clear();
-    c.writing.swap(c.out);
+    std::string bytes;
+    bytes.swap(c.out);
     writes.fetch_add(1, std::memory_order_relaxed);
     const std::uint64_t gen = c.gen;
-    asio::async_write(c.socket, asio::buffer(c.writing), [this, &c, gen](error_code e, std::size_t) {
+    c.link->write(std::move(bytes), [this, &c, gen](error_code e) {
       if (gen != c.gen) return;
       c.busy = false;
       if (e)
@@ -345,12 +349,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   void read(Conn& c) {
     const std::uint64_t gen = c.gen;
-    c.socket.async_read_some(asio::buffer(c.buf), [this, &c, gen](error_code e, std::size_t n) {
+    c.link->read([this, &c, gen](error_code e, std::string_view bytes) {
       if (gen != c.gen) return;
       if (e)
         return fail_conn(c, Error::Kind::kConnection,
                          "Redis at " + endpoint_text(c.node.endpoint) + " closed the connection: " + e.message(), true);
-      c.parser.feed(std::string_view(c.buf.data(), n));
+      c.parser.feed(bytes);
       while (auto r = c.parser.next()) {
         if (!on_reply(c, std::move(*r))) return;
         if (gen != c.gen) return;
@@ -412,15 +416,17 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void fail_conn(Conn& c, Error::Kind kind, const std::string& message, bool backoff) {
     c.gen++;
     if (c.asker) c.asker->cancel();
-    error_code ignored;
-    c.socket.close(ignored);
+    if (c.link) c.link->close();
+    c.link.reset();
     c.state = Conn::State::kDown;
     c.busy = false;
     c.out.clear();
-    c.writing.clear();
     std::deque<Pending> failed;
     failed.swap(c.sent);
-    if (backoff) mark_down(c.node);
+    if (backoff) {
+      mark_down(c.node);
+      c.node.failure = message;
+    }
     if (options.mode == ClientOptions::Mode::kCluster && kind != Error::Kind::kClosed) {
       ++seed_turn;
       refresh_slots();
@@ -560,8 +566,8 @@ void Client::load_script(std::string source, std::function<void(const std::strin
 std::string Client::describe() const { return redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
-  return {impl_->writes.load(), impl_->commands.load(), impl_->timeouts.load(), impl_->reconnects.load(),
-          impl_->redirects.load()};
+  return {impl_->writes.load(),    impl_->commands.load(),  impl_->timeouts.load(),
+          impl_->reconnects.load(), impl_->redirects.load(), impl_->tls_failures.load()};
 }
 
 }  // namespace rk::redis

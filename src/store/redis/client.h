@@ -1,5 +1,6 @@
 // store/redis/client.h: a small non-blocking Redis client on Boost.Asio, for ratekeeper's decisions: pipelined,
-// with timeouts, reconnection with backoff, AUTH, Redis Cluster routing and Sentinel discovery.
+// with timeouts, reconnection with backoff, AUTH, TLS (rediss://), host names resolved at every connection, Redis
+// Cluster routing and Sentinel discovery.
 //
 //   auto options = rk::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // url.h; throws on a bad URL
 //   rk::redis::Client client(options);
@@ -50,6 +51,7 @@ using Result = std::variant<Reply, Error>;  // an error reply from Redis arrives
 
 class Client {
  public:
+  // Throws std::invalid_argument for TLS or password files that cannot be used (transport.h, password.h).
   explicit Client(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
@@ -70,6 +72,7 @@ class Client {
 
   struct Stats {
     std::uint64_t writes = 0, commands = 0, timeouts = 0, reconnects = 0, redirects = 0;
+    std::uint64_t tls_failures = 0;  // TLS handshakes that failed (a certificate refused, a server not speaking TLS)
   };
   Stats stats() const;
 

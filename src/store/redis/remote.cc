@@ -150,7 +150,10 @@ class RedisRemote final : public store::RemoteStore {
   std::string describe() const override { return client_.describe(); }
   // The client fails a node's commands at once while that node is backing off (after a refused connection or a
   // timeout): a breaker per node. One for the whole store is for a single server.
-  bool wants_breaker() const override { return !options_.url.starts_with("redis+cluster://"); }
+  bool wants_breaker() const override {
+    return !options_.url.starts_with("redis+cluster://") && !options_.url.starts_with("rediss+cluster://");
+  }
+  std::uint64_t tls_failures() const override { return client_.stats().tls_failures; }
   void close() override {
     {
       std::lock_guard lock(near_mu_);
@@ -248,6 +251,8 @@ class RedisRemote final : public store::RemoteStore {
     c.command_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
     c.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.connect_timeout);
     c.connections_per_node = o.connections;
+    c.tls_files = o.tls;
+    c.password_file = o.password_file;
     return c;
   }
 

@@ -12,12 +12,15 @@
 #include <string>
 #include <string_view>
 
+#include "store/redis/url.h"
 #include "store/remote/remote_store.h"
 
 namespace rk::redis {
 
 struct RedisRemoteOptions {
-  std::string url;                                       // redis://, redis+cluster://, redis+sentinel://
+  std::string url;                                       // redis://, redis+cluster://, redis+sentinel:// (rediss...)
+  TlsOptions tls;                                        // for rediss URLs (url.h): --redis-tls-ca, ...
+  std::string password_file;                             // --redis-password-file: wins over the URL's password
   bool caller_clock = false;                             // true: the caller's time; false: Redis's own TIME
   Nanos timeout = std::chrono::milliseconds(100);        // per command, after which the decision falls back
   Nanos connect_timeout = std::chrono::milliseconds(500);
@@ -31,7 +34,8 @@ struct RedisRemoteOptions {
   std::size_t near_cache_keys = 100'000;                 // at most; a full cache takes no new keys
 };
 
-// Throws std::invalid_argument naming what is wrong with the URL or options.
+// Throws std::invalid_argument naming what is wrong with the URL or options (a TLS or password file: its flag, and
+// the file).
 std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
 
 // The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{<digest of the whole key>}:<rule hash>:<values>".

@@ -1,13 +1,11 @@
 // store/redis/sentinel.cc: the exchange with each sentinel (sentinel.h).
 #include "store/redis/sentinel.h"
 
-#include <boost/asio/write.hpp>
 #include <stdexcept>
 
 namespace rk::redis {
 
 namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
 namespace {
@@ -28,8 +26,9 @@ std::optional<Endpoint> primary_from(const Reply& r) {
 
 }  // namespace
 
-SentinelAsker::SentinelAsker(asio::io_context& ioc, const ClientOptions& options)
-    : ioc_(ioc), options_(options), socket_(ioc), timer_(ioc), parser_(kSentinelLimits) {}
+SentinelAsker::SentinelAsker(asio::io_context& ioc, const ClientOptions& options,
+                             std::shared_ptr<asio::ssl::context> tls)
+    : ioc_(ioc), options_(options), tls_(std::move(tls)), timer_(ioc), parser_(kSentinelLimits) {}
 
 void SentinelAsker::ask(Done done) {
   cancel();
@@ -39,8 +38,8 @@ void SentinelAsker::ask(Done done) {
 
 void SentinelAsker::cancel() {
   ++gen_;
-  error_code ignored;
-  socket_.close(ignored);
+  if (link_) link_->close();
+  link_.reset();
   timer_.cancel();
 }
 
@@ -61,21 +60,18 @@ void SentinelAsker::ask_turn(std::size_t turn) {
   if (turn >= options_.endpoints.size()) return answer(std::nullopt);
   const Endpoint& sentinel = options_.endpoints[turn];
   const std::uint64_t gen = ++gen_;
-  error_code bad;
-  const auto address = asio::ip::make_address(sentinel.host, bad);
-  if (bad) return next(turn);
-  socket_ = tcp::socket(ioc_);
+  link_ = std::make_shared<Link>(ioc_, tls_, options_.tls_files.server_name);
   parser_ = Parser(kSentinelLimits);
-  out_.clear();
-  encode(out_, {"SENTINEL", "get-master-addr-by-name", options_.primary_name});
+  std::string question;
+  encode(question, {"SENTINEL", "get-master-addr-by-name", options_.primary_name});
   timer_.expires_after(options_.connect_timeout);
   timer_.async_wait([this, gen, turn](error_code e) {
     if (!e && gen == gen_) next(turn);
   });
-  socket_.async_connect(tcp::endpoint(address, sentinel.port), [this, gen, turn](error_code e) {
+  link_->open(sentinel, [this, gen, turn, question](const std::optional<LinkFailure>& failed) {
     if (gen != gen_) return;
-    if (e) return next(turn);
-    asio::async_write(socket_, asio::buffer(out_), [this, gen, turn](error_code written, std::size_t) {
+    if (failed) return next(turn);
+    link_->write(question, [this, gen, turn](error_code written) {
       if (gen != gen_) return;
       if (written) return next(turn);
       read(gen, turn);
@@ -84,10 +80,10 @@ void SentinelAsker::ask_turn(std::size_t turn) {
 }
 
 void SentinelAsker::read(std::uint64_t gen, std::size_t turn) {
-  socket_.async_read_some(asio::buffer(buf_), [this, gen, turn](error_code e, std::size_t n) {
+  link_->read([this, gen, turn](error_code e, std::string_view bytes) {
     if (gen != gen_) return;
     if (e) return next(turn);
-    parser_.feed(std::string_view(buf_.data(), n));
+    parser_.feed(bytes);
     if (auto r = parser_.next()) {
       std::optional<Endpoint> primary = primary_from(*r);
       if (!primary) return next(turn);  // nil: this sentinel does not know the name

@@ -2,23 +2,23 @@
 // ever blocking: each sentinel in turn, each exchange (connect, question, answer) bounded as a whole by the connect
 // timeout, so that a sentinel answering a byte at a time, or never, costs that and no more.
 //
-//   rk::redis::SentinelAsker asker(ioc, options);   // options.endpoints: the sentinels
+//   rk::redis::SentinelAsker asker(ioc, options, tls);   // options.endpoints: the sentinels; tls: transport.h
 //   asker.ask([](std::optional<Endpoint> primary) { ... });  // on ioc's thread; nullopt: no sentinel named one
 //
 // Thread safety: none; used on its io_context's thread only. ask() and cancel() drop the question before (its
 // callback is never called), and may be called from within a callback.
 #pragma once
 
-#include <array>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "store/redis/resp.h"
+#include "store/redis/transport.h"
 #include "store/redis/url.h"
 
 namespace rk::redis {
@@ -26,7 +26,9 @@ namespace rk::redis {
 class SentinelAsker {
  public:
   using Done = std::function<void(std::optional<Endpoint>)>;
-  SentinelAsker(boost::asio::io_context& ioc, const ClientOptions& options);
+  // `tls` null: plain TCP (redis+sentinel://); else the sentinels are asked over TLS too (rediss+sentinel://).
+  SentinelAsker(boost::asio::io_context& ioc, const ClientOptions& options,
+                std::shared_ptr<boost::asio::ssl::context> tls);
   void ask(Done done);
   void cancel();
 
@@ -38,12 +40,11 @@ class SentinelAsker {
 
   boost::asio::io_context& ioc_;
   const ClientOptions& options_;
-  boost::asio::ip::tcp::socket socket_;  // to the sentinel being asked
-  boost::asio::steady_timer timer_;      // its whole exchange's deadline
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::shared_ptr<Link> link_;       // to the sentinel being asked
+  boost::asio::steady_timer timer_;  // its whole exchange's deadline
   std::uint64_t gen_ = 0;  // changes at every sentinel asked, so that handlers of an earlier one do nothing
   Parser parser_;
-  std::string out_;
-  std::array<char, 512> buf_{};
   Done done_;
 };
 

@@ -2,6 +2,7 @@
 #include "store/redis/url.h"
 
 #include <boost/asio/ip/address.hpp>
+#include <cctype>
 #include <charconv>
 #include <stdexcept>
 
@@ -10,6 +11,27 @@ namespace rk::redis {
 std::string endpoint_text(const Endpoint& e) {
   return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
 }
+
+namespace {
+
+// A DNS name as RFC 1123 allows (letters, digits, '-', and '.' between labels; '_' too, as some clouds use it).
+bool is_host_name(std::string_view name) {
+  if (name.empty() || name.size() > 253 || name.front() == '.' || name.front() == '-') return false;
+  std::size_t label = 0;
+  for (const char c : name) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') {
+      if (++label > 63) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 Endpoint parse_endpoint(std::string_view text, std::string_view where) {
   const auto bad = [&](const std::string& why) {
@@ -30,7 +52,7 @@ Endpoint parse_endpoint(std::string_view text, std::string_view where) {
     port = text.substr(colon + 1);
   }
   if (host.empty()) throw bad("no host in '" + std::string(text) + "'");
-  e.host = host == "localhost" ? "127.0.0.1" : std::string(host);
+  e.host = std::string(host);
   if (!port.empty()) {
     unsigned v = 0;
     const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
@@ -41,7 +63,7 @@ Endpoint parse_endpoint(std::string_view text, std::string_view where) {
   }
   boost::system::error_code ec;
   boost::asio::ip::make_address(e.host, ec);
-  if (ec) throw bad("'" + e.host + "' is not an IP address (host names are not resolved)");
+  if (ec && !is_host_name(e.host)) throw bad("'" + e.host + "' is neither an IP address nor a host name");
   return e;
 }
 
@@ -49,18 +71,21 @@ namespace {
 
 using Mode = ClientOptions::Mode;
 
-// The scheme's mode, and the URL after it.
-Mode scheme(std::string_view url, std::string_view& rest) {
-  for (const auto& [prefix, mode] : {std::pair{std::string_view("redis://"), Mode::kSingle},
-                                     std::pair{std::string_view("redis+cluster://"), Mode::kCluster},
-                                     std::pair{std::string_view("redis+sentinel://"), Mode::kSentinel}}) {
-    if (url.starts_with(prefix)) {
-      rest = url.substr(prefix.size());
+constexpr std::pair<std::string_view, Mode> kSchemes[] = {
+    {"redis://", Mode::kSingle}, {"redis+cluster://", Mode::kCluster}, {"redis+sentinel://", Mode::kSentinel}};
+
+// The scheme's mode and whether it is TLS (rediss...), and the URL after it.
+Mode scheme(std::string_view url, std::string_view& rest, bool& tls) {
+  tls = url.starts_with("rediss");
+  const std::string_view after = url.substr(tls ? 6 : std::min<std::size_t>(5, url.size()));  // after "redis(s)"
+  for (const auto& [prefix, mode] : kSchemes) {
+    if (url.starts_with("redis") && after.starts_with(prefix.substr(5))) {
+      rest = after.substr(prefix.size() - 5);
       return mode;
     }
   }
   throw std::invalid_argument("'" + std::string(url) +
-                              "': the scheme must be redis://, redis+cluster:// or redis+sentinel://");
+                              "': the scheme must be redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS)");
 }
 
 // "user:password@" or "password@" (as redis-cli takes it), taken off the front of `rest`.
@@ -97,7 +122,7 @@ ClientOptions ClientOptions::parse_url(std::string_view url) {
   ClientOptions o;
   const auto bad = [&](const std::string& why) { return std::invalid_argument("'" + std::string(url) + "': " + why); };
   std::string_view rest;
-  o.mode = scheme(url, rest);
+  o.mode = scheme(url, rest, o.tls);
   credentials(rest, o);
   std::string_view list = rest, path;
   if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
@@ -123,9 +148,10 @@ ClientOptions ClientOptions::parse_url(std::string_view url) {
 }
 
 std::string describe(const ClientOptions& o) {
-  std::string s = o.mode == Mode::kSingle    ? "redis://"
-                  : o.mode == Mode::kCluster ? "redis+cluster://"
-                                             : "redis+sentinel://";
+  std::string s = o.tls ? "s" : "";
+  for (const auto& [prefix, mode] : kSchemes) {
+    if (mode == o.mode) s = std::string(prefix.substr(0, 5)) + s + std::string(prefix.substr(5));
+  }
   for (std::size_t i = 0; i < o.endpoints.size(); ++i) s += (i ? "," : "") + endpoint_text(o.endpoints[i]);
   if (o.mode == Mode::kSentinel) s += "/" + o.primary_name;
   return s;

@@ -5,7 +5,9 @@
 //   options.command_timeout = std::chrono::milliseconds(50);   // the rest is not in a URL
 //   rk::redis::endpoint_text(options.endpoints[0]);             // "10.0.0.1:26379"
 //
-// Host names are not resolved: an address is an IP address (or "localhost"), so that connecting never waits on DNS.
+// A host is an IP address or a DNS name; a name is kept as written and resolved by the client at every connection
+// (transport.h), so that a name moved by a failover is followed. rediss:// (and rediss+cluster://,
+// rediss+sentinel://) speak TLS, with the files of `tls`.
 #pragma once
 
 #include <chrono>
@@ -28,16 +30,30 @@ std::string endpoint_text(const Endpoint& e);
 // naming `where` (the URL, "a redirect") and the problem.
 Endpoint parse_endpoint(std::string_view text, std::string_view where);
 
+// TLS to Redis (rediss://): the server's certificate is checked against `ca_file` (empty: the system's CAs) and
+// `server_name` (empty: the host it is reached by; an IP address is checked against the certificate's IP SANs).
+// `cert_file` and `key_file` (both or neither): the client's own certificate, for servers that ask for one.
+struct TlsOptions {
+  std::string ca_file, cert_file, key_file, server_name;
+  bool any() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty() || !server_name.empty(); }
+};
+
 struct ClientOptions {
   enum class Mode : std::uint8_t { kSingle, kCluster, kSentinel };
   // redis://[user[:password]@]host[:port][/db], redis+cluster://[user[:password]@]h1:p1,h2:p2,...,
-  // redis+sentinel://[user[:password]@]h1:p1[,h2:p2]/primary-name. Throws std::invalid_argument naming the problem.
+  // redis+sentinel://[user[:password]@]h1:p1[,h2:p2]/primary-name; rediss in place of redis: over TLS. Throws
+  // std::invalid_argument naming the problem.
   static ClientOptions parse_url(std::string_view url);
 
   Mode mode = Mode::kSingle;
+  bool tls = false;  // rediss
+  TlsOptions tls_files;
   std::vector<Endpoint> endpoints;  // the server; the cluster's seeds; the sentinels
   std::string primary_name;         // sentinel
   std::string username, password;
+  // When given, the password is this file's content (without a final newline), read again whenever the file
+  // changes (password.h): it wins over `password`.
+  std::string password_file;
   int db = 0;
   std::chrono::milliseconds connect_timeout{500};
   std::chrono::milliseconds command_timeout{100};

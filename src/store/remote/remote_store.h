@@ -57,6 +57,8 @@ class RemoteStore {
   // False when the store keeps a breaker per server of its own (a Redis Cluster: one dead shard must not stop the
   // others being asked); then the Service keeps none.
   virtual bool wants_breaker() const { return true; }
+  // TLS handshakes with the store that failed (a certificate refused), for the metric.
+  virtual std::uint64_t tls_failures() const { return 0; }
 };
 
 }  // namespace rk::store
