@@ -10,6 +10,7 @@ import json
 import os
 import select
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import unittest
 BINARY = None
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+MAKE_TEST_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redis", "make_test_certs.sh")
 
 
 def free_port():
@@ -62,13 +64,34 @@ class ServerExited(Exception):
     """Not an OSError, which wait_until() takes for "not yet"."""
 
 
-class Redis:
-    """One redis-server; stop() kills it, start() brings it back on the same port."""
+class Certs:
+    """The certificates of tests/redis/make_test_certs.sh (ca.crt, server.crt, client.crt, expired.crt, ...)."""
 
-    def __init__(self, extra=()):
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rk-certs-")
+        subprocess.run([MAKE_TEST_CERTS, self.dir], check=True, timeout=60)
+
+    def file(self, name):
+        return os.path.join(self.dir, name)
+
+    def redis_flags(self, tls_port, cert="server.crt"):
+        """redis-server's flags for a TLS port (its plain port stays, for the test's own redis-cli)."""
+        return ["--tls-port", str(tls_port), "--tls-cert-file", self.file(cert), "--tls-key-file",
+                self.file("server.key"), "--tls-ca-cert-file", self.file("ca.crt"), "--tls-auth-clients", "optional"]
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Redis:
+    """One redis-server; stop() kills it, start() brings it back on the same port. With `certs`, a TLS port too
+    (tls_port), serving `cert`."""
+
+    def __init__(self, extra=(), certs=None, cert="server.crt"):
         self.dir = tempfile.mkdtemp(prefix="rk-redis-")
         self.port = free_port()
-        self.extra = list(extra)
+        self.tls_port = free_port() if certs else None
+        self.extra = (certs.redis_flags(self.tls_port, cert) if certs else []) + list(extra)
         self.proc = None
         # A free port can be taken between free_port() and the server's bind, by any process on the machine, and
         # so can a Cluster node's bus port (port + 10000): a server that exits at once gets another port.
@@ -118,29 +141,35 @@ class Redis:
 
 
 class Cluster:
-    """Three primaries, each with one replica, made with redis-cli --cluster create."""
+    """Three primaries, each with `replicas` replica, made with redis-cli --cluster create; with `certs`, over TLS
+    (its bus too: --tls-cluster)."""
 
-    def __init__(self):
+    def __init__(self, replicas=1, certs=None):
+        self.replicas = replicas
+        self.certs = certs
+        tls = ["--tls-cluster", "yes"] if certs else []
         self.nodes = [Redis(["--cluster-enabled", "yes", "--cluster-config-file", "nodes-%d.conf" % i,
-                             "--cluster-node-timeout", "1000"]) for i in range(6)]
-        addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
-        subprocess.run([REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)
+                             "--cluster-node-timeout", "1000", *tls], certs) for i in range(3 * (1 + replicas))]
+        addresses = ["127.0.0.1:%d" % (n.tls_port or n.port) for n in self.nodes]
+        via = ["--tls", "--cacert", certs.file("ca.crt")] if certs else []
+        subprocess.run([REDIS_CLI, *via, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas),
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
         wait_until(lambda: all("cluster_state:ok" in cli(n.port, "CLUSTER", "INFO") for n in self.nodes),
                    "the cluster to be ok", 30)
         # "ok" comes before gossip has told every node who replicates whom, and before the replicas have synced:
         # wait for both, so that a test may ask any node for the topology and fail a primary over.
-        wait_until(lambda: all(self._view_is_complete(n.port) for n in self.nodes), "every node to see 3+3 nodes", 30)
+        wait_until(lambda: all(self._view_is_complete(n.port, 3 * replicas) for n in self.nodes),
+                   "every node to see every node", 30)
         wait_until(lambda: all("master_link_status:up" in cli(n.port, "INFO", "replication")
                                for n in self.nodes if "role:slave" in cli(n.port, "INFO", "replication")),
                    "the replicas to be in sync", 30)
 
     @staticmethod
-    def _view_is_complete(port):
+    def _view_is_complete(port, replica_count):
         lines = [l.split() for l in cli(port, "CLUSTER", "NODES").splitlines() if l.strip()]
         primaries = {l[0] for l in lines if "master" in l[2].split(",")}
         replicas = [l for l in lines if "slave" in l[2].split(",") and l[3] in primaries]
-        return len(primaries) == 3 and len(replicas) == 3
+        return len(primaries) == 3 and len(replicas) == replica_count
 
     def replica_of(self, node):
         """The port of the replica of `node` (a primary), as the other nodes see it."""
@@ -150,6 +179,8 @@ class Cluster:
         return next(int(l[1].split("@")[0].rsplit(":", 1)[1]) for l in lines if l[3] == primary_id)
 
     def url(self):
+        if self.certs:
+            return "rediss+cluster://" + ",".join("127.0.0.1:%d" % n.tls_port for n in self.nodes[:3])
         return "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in self.nodes[:3])
 
     def close(self):
@@ -489,14 +520,19 @@ class ClusterSlotsTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
-def start_sentinel(d, i, primary_port, quorum=2):
-    """A redis-sentinel monitoring `mymaster` at primary_port, ready: (port, process, log)."""
+def start_sentinel(d, i, primary_port, quorum=2, certs=None, tls_port=None):
+    """A redis-sentinel monitoring `mymaster` at primary_port, ready: (port, process, log). With `certs`, it is asked
+    over TLS on tls_port too, and speaks TLS to Redis (tls-replication)."""
     port = free_port()
     conf = os.path.join(d, "s%d.conf" % i)
     with open(conf, "w") as f:
         f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d %d\n"
                 "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
                 % (port, d, primary_port, quorum))
+        if certs:
+            f.write("tls-port %d\ntls-replication yes\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+                    "tls-auth-clients optional\n" % (tls_port, certs.file("server.crt"), certs.file("server.key"),
+                                                     certs.file("ca.crt")))
     log = open(os.path.join(d, "s%d.log" % i), "w")
     proc = subprocess.Popen([shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel", conf], stdout=log,
                             stderr=subprocess.STDOUT)
@@ -736,9 +772,185 @@ class SettingsFileTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+TLS_RULES = """
+domain: api
+redis_failure: fail_closed
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}
+"""
+
+
+class TlsTest(unittest.TestCase):
+    """rediss:// against Redis, a Cluster and Sentinel on the test's certificates; a refused handshake."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = Certs()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.certs.close()
+
+    def tls_flags(self, client=False):
+        flags = ["--redis-tls-ca", self.certs.file("ca.crt")]
+        if client:
+            flags += ["--redis-tls-cert", self.certs.file("client.crt"), "--redis-tls-key", self.certs.file("client.key")]
+        return flags
+
+    def assert_decided_by_redis(self, server, redis_port, value):
+        status, body = server.check(value)
+        self.assertEqual(status, 200, body)
+        self.assertNotIn("fallback", body["statuses"][0], body)
+        self.assertNotEqual(cli(redis_port, "--scan", "--pattern", "rk:*"), "")
+
+    def test_a_tls_cluster_with_a_client_certificate_decides(self):
+        cluster = Cluster(replicas=0, certs=self.certs)
+        try:
+            server = Server(TLS_RULES, cluster.url(), self.tls_flags(client=True))
+            try:
+                for i in range(20):  # over every primary
+                    status, body = server.check("v%d" % i)
+                    self.assertNotIn("fallback", body["statuses"][0], body)
+                self.assertTrue(all(cli(n.port, "--scan", "--pattern", "rk:*") for n in cluster.nodes))
+                self.assertIn("rediss+cluster://", server.output())
+            finally:
+                server.stop()
+        finally:
+            cluster.close()
+
+    def test_tls_sentinel_named_by_host_name_decides(self):
+        primary = Redis(certs=self.certs)
+        d = tempfile.mkdtemp(prefix="rk-sentinel-")
+        sentinel = None
+        try:
+            tls_port = free_port()
+            sentinel = start_sentinel(d, 0, primary.tls_port, quorum=1, certs=self.certs, tls_port=tls_port)
+            server = Server(TLS_RULES, "rediss+sentinel://localhost:%d/mymaster" % tls_port,
+                            self.tls_flags())
+            try:
+                self.assert_decided_by_redis(server, primary.port, "s")
+            finally:
+                server.stop()
+        finally:
+            if sentinel:
+                sentinel[1].kill()
+                sentinel[1].wait()
+                sentinel[2].close()
+            primary.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_an_expired_certificate_is_refused_in_time_logged_once_with_its_reason_and_counted(self):
+        redis = Redis(certs=self.certs, cert="expired.crt")
+        try:
+            timeout = 0.2
+            server = Server(TLS_RULES, "rediss://localhost:%d" % redis.tls_port,
+                            self.tls_flags() + ["--redis-timeout", "200ms"])
+            try:
+                for i in range(5):
+                    started = time.monotonic()
+                    status, body = server.check("e")
+                    self.assertLess(time.monotonic() - started, within(timeout))
+                    self.assertEqual(status, 429, body)  # fail_closed answered
+                    self.assertIn("fallback", body["statuses"][0], body)
+                wait_until(lambda: server.metric("ratekeeper_redis_tls_handshake_failures_total") >= 1,
+                           "the failed handshake to be counted")
+                log = server.output()
+                self.assertEqual(log.count("certificate has expired"), 1, log)
+            finally:
+                server.stop()
+        finally:
+            redis.close()
+
+
+class DocsTlsExampleTest(unittest.TestCase):
+    """docs/redis.md's TLS example, as written (its port moved to a free one): certificates made, Redis started with
+    TLS and a password, ratekeeper serve on rediss:// with the password file, deciding through Redis."""
+
+    def example(self):
+        doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "redis.md")
+        with open(doc) as f:
+            text = f.read()
+        block = text.split("<!-- docs-test: by tests/integration/redis_test.py -->\n```sh\n", 1)[1].split("```", 1)[0]
+        return block.replace("\\\n", "").splitlines()
+
+    def test_the_tls_example_runs(self):
+        d = tempfile.mkdtemp(prefix="rk-docs-tls-")
+        tls_port, http_port, admin_port = free_port(), free_port(), free_port()
+        os.mkdir(os.path.join(d, "rules"))
+        with open(os.path.join(d, "rules", "r.yaml"), "w") as f:
+            f.write(WINDOW_RULES)
+        procs = []
+        try:
+            for line in self.example():
+                line = line.replace("6380", str(tls_port))
+                if line.startswith("ratekeeper serve"):
+                    log = open(os.path.join(d, "serve.log"), "w+")
+                    args = shlex.split(line)[2:] + ["--http", "127.0.0.1:%d" % http_port,
+                                                    "--admin", "127.0.0.1:%d" % admin_port]
+                    procs.append(subprocess.Popen([BINARY, "serve", *args], cwd=d, stdout=log, stderr=log))
+                elif line.endswith("&"):
+                    procs.append(subprocess.Popen(["bash", "-c", "exec " + line[:-1]], cwd=d,
+                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                else:
+                    subprocess.run(["bash", "-c", line], cwd=d, check=True, capture_output=True, timeout=60)
+            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
+
+            def decided_by_redis():
+                body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "d"}]}]})
+                conn.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
+                answer = json.loads(conn.getresponse().read())
+                return "fallback" not in answer["statuses"][0]
+            wait_until(decided_by_redis, "a decision through the example's Redis")
+            conn.close()
+        finally:
+            for proc in reversed(procs):
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=15)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class SecretTest(unittest.TestCase):
+    def test_the_password_file_wins_and_no_password_is_ever_shown(self):
+        """The password of a file, and a wrong one in the URL, appear nowhere: log, metrics, /v1/rules, errors."""
+        password, url_password = "pw-from-file-5f2a9c", "pw-in-url-81d3e7"
+        redis = Redis(["--requirepass", password])
+        d = tempfile.mkdtemp(prefix="rk-secret-")
+        try:
+            path = os.path.join(d, "password")
+            with open(path, "w") as f:
+                f.write(password + "\n")
+            url = "redis://:%s@127.0.0.1:%d" % (url_password, redis.port)
+            server = Server(WINDOW_RULES, url, ["--redis-password-file", path, "--log-level", "debug"])
+            try:
+                status, body = server.check("p")
+                self.assertNotIn("fallback", body["statuses"][0], body)
+                seen = [server.output()]
+                for path_ in ("/metrics", "/v1/rules", "/v1/admin/hot-keys"):
+                    seen.append(server.request("GET", path_, admin=True)[2].decode())
+                # A refused AUTH: the error the log shows must not carry the password either.
+                cli(redis.port, "-a", password, "--no-auth-warning", "CONFIG", "SET", "requirepass", "another")
+                cli(redis.port, "-a", "another", "--no-auth-warning", "CLIENT", "KILL", "TYPE", "normal")
+                wait_until(lambda: "fallback" in server.check("p")[1]["statuses"][0], "AUTH to be refused")
+                wait_until(lambda: "the shared store is not answering" in server.output(), "the log line")
+                seen.append(server.output())
+            finally:
+                server.stop()
+            for text in seen:
+                self.assertNotIn(password, text)
+                self.assertNotIn(url_password, text)
+        finally:
+            redis.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class BadRedisFlagsTest(unittest.TestCase):
     def test_bad_redis_urls_and_flags_are_refused_with_a_message(self):
         d = tempfile.mkdtemp(prefix="rk-rules-")
+        certs = Certs()
+        ca, cert, key = certs.file("ca.crt"), certs.file("client.crt"), certs.file("client.key")
+        missing, empty = os.path.join(d, "missing"), os.path.join(d, "empty")
+        open(empty, "w").close()
         try:
             path = os.path.join(d, "r.yaml")
             with open(path, "w") as f:
@@ -749,12 +961,24 @@ class BadRedisFlagsTest(unittest.TestCase):
                 (["--redis", "redis://127.0.0.1:1", "--redis-clock", "sundial"], "--redis-clock: 'sundial'"),
                 (["--redis", "redis://127.0.0.1:1", "--redis-failure", "panic"], "--redis-failure: 'panic'"),
                 (["--redis", "redis://127.0.0.1:1", "--redis-timeout", "0ms"], "--redis-timeout: '0ms'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-tls-ca", ca], "--redis-tls-ca: given with a plain redis"),
+                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-cert", cert],
+                 "--redis-tls-cert: '%s' needs --redis-tls-key" % cert),
+                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-key", key],
+                 "--redis-tls-key: '%s' needs --redis-tls-cert" % key),
+                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", missing], "--redis-tls-ca: '%s' cannot" % missing),
+                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", empty], "--redis-tls-ca: '%s' cannot" % empty),
+                (["--redis", "redis://127.0.0.1:1", "--redis-password-file", empty],
+                 "--redis-password-file: '%s' is empty" % empty),
+                (["--redis", "redis://127.0.0.1:1", "--redis-password-file", missing],
+                 "--redis-password-file: '%s' cannot be read" % missing),
             ]:
                 out = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:0", "--admin",
                                       "127.0.0.1:0", *args], capture_output=True, text=True, timeout=10)
                 self.assertEqual(out.returncode, 2, (args, out.stderr))
                 self.assertIn(expected, out.stderr, args)
         finally:
+            certs.close()
             shutil.rmtree(d, ignore_errors=True)
 
 
