@@ -110,8 +110,9 @@ class Redis:
             if may_fail and self.proc.poll() is not None:
                 raise ServerExited("redis-server exited with %d" % self.proc.returncode)
             try:  # briefly: whatever holds a stolen port may never answer
-                return subprocess.run([REDIS_CLI, "-p", str(self.port), "PING"], capture_output=True, text=True,
-                                      timeout=2).stdout.strip() == "PONG"
+                answer = subprocess.run([REDIS_CLI, "-p", str(self.port), "PING"], capture_output=True, text=True,
+                                        timeout=2).stdout.strip()
+                return answer == "PONG" or answer.startswith("NOAUTH")  # up, with --requirepass
             except subprocess.TimeoutExpired:
                 return False
 
@@ -881,11 +882,11 @@ class DocsTlsExampleTest(unittest.TestCase):
         with open(os.path.join(d, "rules", "r.yaml"), "w") as f:
             f.write(WINDOW_RULES)
         procs = []
+        log = open(os.path.join(d, "serve.log"), "w+")
         try:
             for line in self.example():
                 line = line.replace("6380", str(tls_port))
                 if line.startswith("ratekeeper serve"):
-                    log = open(os.path.join(d, "serve.log"), "w+")
                     args = shlex.split(line)[2:] + ["--http", "127.0.0.1:%d" % http_port,
                                                     "--admin", "127.0.0.1:%d" % admin_port]
                     procs.append(subprocess.Popen([BINARY, "serve", *args], cwd=d, stdout=log, stderr=log))
@@ -894,19 +895,21 @@ class DocsTlsExampleTest(unittest.TestCase):
                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 else:
                     subprocess.run(["bash", "-c", line], cwd=d, check=True, capture_output=True, timeout=60)
-            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
-
             def decided_by_redis():
-                body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "d"}]}]})
-                conn.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
-                answer = json.loads(conn.getresponse().read())
-                return "fallback" not in answer["statuses"][0]
+                conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
+                try:
+                    body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "d"}]}]})
+                    conn.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
+                    answer = json.loads(conn.getresponse().read())
+                    return "fallback" not in answer["statuses"][0]
+                finally:
+                    conn.close()
             wait_until(decided_by_redis, "a decision through the example's Redis")
-            conn.close()
         finally:
             for proc in reversed(procs):
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=15)
+            log.close()
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -983,5 +986,5 @@ class BadRedisFlagsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY = sys.argv.pop(1)
+    BINARY = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)
