@@ -973,6 +973,7 @@ class BadRedisFlagsTest(unittest.TestCase):
                 (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", empty], "--redis-tls-ca: '%s' cannot" % empty),
                 (["--redis", "redis://127.0.0.1:1", "--redis-password-file", empty],
                  "--redis-password-file: '%s' is empty" % empty),
+                (["--redis-password-file", empty], "--redis-password-file: '%s' given without --redis" % empty),
                 (["--redis", "redis://127.0.0.1:1", "--redis-password-file", missing],
                  "--redis-password-file: '%s' cannot be read" % missing),
             ]:

@@ -84,8 +84,19 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
                                            rules::LoadOptions{.merge_domains = flags.merge_domains});
 }
 
-// The Redis store of --redis; null with `error` for a URL, or a TLS or password file, it refuses.
+// The Redis store of --redis (null without it); null with `error` for a URL, or a TLS or password file, it refuses,
+// or for a flag about Redis given without --redis.
 std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::string& error) {
+  if (flags.redis.empty()) {
+    for (const auto& [flag, value] : {std::pair{"--redis-tls-ca", &flags.redis_tls_ca},
+                                      std::pair{"--redis-tls-cert", &flags.redis_tls_cert},
+                                      std::pair{"--redis-tls-key", &flags.redis_tls_key},
+                                      std::pair{"--redis-tls-server-name", &flags.redis_tls_server_name},
+                                      std::pair{"--redis-password-file", &flags.redis_password_file}}) {
+      if (!value->empty()) error = std::string(flag) + ": '" + *value + "' given without --redis";
+    }
+    return nullptr;
+  }
   try {
     return redis::make_redis_remote({.url = flags.redis,
                                      .tls = {.ca_file = flags.redis_tls_ca,
@@ -138,7 +149,7 @@ int run_serve(const std::vector<std::string>& args) {
   }
   reloader->start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
   std::shared_ptr<store::RemoteStore> remote;
-  if (!flags.redis.empty() && !(remote = connect_redis(flags, error))) {
+  if (!(remote = connect_redis(flags, error)) && !error.empty()) {
     // An error about a TLS or password file names its own flag; the rest are about the URL.
     std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
     return 2;
