@@ -87,9 +87,10 @@ class Redis:
     """One redis-server; stop() kills it, start() brings it back on the same port. With `certs`, a TLS port too
     (tls_port), serving `cert`."""
 
-    def __init__(self, extra=(), certs=None, cert="server.crt"):
+    def __init__(self, extra=(), certs=None, cert="server.crt", bind="127.0.0.1", port=None):
         self.dir = tempfile.mkdtemp(prefix="rk-redis-")
-        self.port = free_port()
+        self.bind = bind
+        self.port = port or free_port()
         self.tls_port = free_port() if certs else None
         self.extra = (certs.redis_flags(self.tls_port, cert) if certs else []) + list(extra)
         self.proc = None
@@ -103,15 +104,15 @@ class Redis:
     def start(self, may_fail=False):
         self.log = open(os.path.join(self.dir, "redis.log"), "a")
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [REDIS_SERVER, "--port", str(self.port), "--bind", self.bind, "--save", "", "--appendonly", "no",
              "--dir", self.dir, *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
 
         def up():
             if may_fail and self.proc.poll() is not None:
                 raise ServerExited("redis-server exited with %d" % self.proc.returncode)
             try:  # briefly: whatever holds a stolen port may never answer
-                answer = subprocess.run([REDIS_CLI, "-p", str(self.port), "PING"], capture_output=True, text=True,
-                                        timeout=2).stdout.strip()
+                answer = subprocess.run([REDIS_CLI, "-h", self.bind, "-p", str(self.port), "PING"],
+                                        capture_output=True, text=True, timeout=2).stdout.strip()
                 return answer == "PONG" or answer.startswith("NOAUTH")  # up, with --requirepass
             except subprocess.TimeoutExpired:
                 return False
@@ -796,7 +797,8 @@ class TlsTest(unittest.TestCase):
     def tls_flags(self, client=False):
         flags = ["--redis-tls-ca", self.certs.file("ca.crt")]
         if client:
-            flags += ["--redis-tls-cert", self.certs.file("client.crt"), "--redis-tls-key", self.certs.file("client.key")]
+            flags += ["--redis-tls-cert", self.certs.file("client.crt"),
+                      "--redis-tls-key", self.certs.file("client.key")]
         return flags
 
     def assert_decided_by_redis(self, server, redis_port, value):
@@ -913,6 +915,48 @@ class DocsTlsExampleTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class HostNameTest(unittest.TestCase):
+    def test_a_name_moved_to_another_address_is_followed_at_the_next_connection(self):
+        """A failover that moves a DNS name, played with /etc/hosts (a line of our own, removed at the end): Redis
+        A on 127.0.0.1 and B on 127.0.0.2, both on one port; the name moves to B and A dies."""
+        if not os.access("/etc/hosts", os.W_OK):
+            self.skipTest("/etc/hosts is not writable here")
+        name = "rk-moving-%d.test" % os.getpid()
+
+        def point(address):
+            with open("/etc/hosts") as f:
+                lines = [l for l in f.read().splitlines() if not l.endswith(" " + name)]
+            if address:
+                lines.append("%s %s" % (address, name))
+            with open("/etc/hosts", "w") as f:  # in place: a bind-mounted /etc/hosts cannot be renamed over
+                f.write("\n".join(lines) + "\n")
+
+        a = Redis()
+        b = Redis(bind="127.0.0.2", port=a.port)
+        try:
+            point("127.0.0.1")
+            server = Server(WINDOW_RULES, "redis://%s:%d" % (name, a.port), ["--redis-timeout", "300ms"])
+            try:
+                status, body = server.check("m")
+                self.assertNotIn("fallback", body["statuses"][0], body)
+                self.assertNotEqual(cli(a.port, "--scan", "--pattern", "rk:*"), "")
+                point("127.0.0.2")
+                a.kill()
+
+                def on_b():
+                    return "fallback" not in server.check("m")[1]["statuses"][0]
+                wait_until(on_b, "decisions from the name's new address")
+                self.assertNotEqual(subprocess.run([REDIS_CLI, "-h", "127.0.0.2", "-p", str(b.port), "--scan",
+                                                    "--pattern", "rk:*"], capture_output=True, text=True,
+                                                   timeout=10).stdout.strip(), "")
+            finally:
+                server.stop()
+        finally:
+            point(None)
+            a.close()
+            b.close()
+
+
 class SecretTest(unittest.TestCase):
     def test_the_password_file_wins_and_no_password_is_ever_shown(self):
         """The password of a file, and a wrong one in the URL, appear nowhere: log, metrics, /v1/rules, errors."""
@@ -969,7 +1013,8 @@ class BadRedisFlagsTest(unittest.TestCase):
                  "--redis-tls-cert: '%s' needs --redis-tls-key" % cert),
                 (["--redis", "rediss://127.0.0.1:1", "--redis-tls-key", key],
                  "--redis-tls-key: '%s' needs --redis-tls-cert" % key),
-                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", missing], "--redis-tls-ca: '%s' cannot" % missing),
+                (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", missing],
+                 "--redis-tls-ca: '%s' cannot" % missing),
                 (["--redis", "rediss://127.0.0.1:1", "--redis-tls-ca", empty], "--redis-tls-ca: '%s' cannot" % empty),
                 (["--redis", "redis://127.0.0.1:1", "--redis-password-file", empty],
                  "--redis-password-file: '%s' is empty" % empty),
