@@ -146,12 +146,13 @@ class Cluster:
     """Three primaries, each with `replicas` replica, made with redis-cli --cluster create; with `certs`, over TLS
     (its bus too: --tls-cluster)."""
 
-    def __init__(self, replicas=1, certs=None):
+    def __init__(self, replicas=1, certs=None, extra=()):
         self.replicas = replicas
         self.certs = certs
         tls = ["--tls-cluster", "yes"] if certs else []
         self.nodes = [Redis(["--cluster-enabled", "yes", "--cluster-config-file", "nodes-%d.conf" % i,
-                             "--cluster-node-timeout", "1000", *tls], certs) for i in range(3 * (1 + replicas))]
+                             "--cluster-node-timeout", "1000", *tls, *extra], certs)
+                      for i in range(3 * (1 + replicas))]
         addresses = ["127.0.0.1:%d" % (n.tls_port or n.port) for n in self.nodes]
         via = ["--tls", "--cacert", certs.file("ca.crt")] if certs else []
         subprocess.run([REDIS_CLI, *via, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas),
@@ -524,13 +525,16 @@ class ClusterSlotsTest(unittest.TestCase):
 
 def start_sentinel(d, i, primary_port, quorum=2, certs=None, tls_port=None):
     """A redis-sentinel monitoring `mymaster` at primary_port, ready: (port, process, log). With `certs`, it is asked
-    over TLS on tls_port too, and speaks TLS to Redis (tls-replication)."""
+    over TLS on tls_port too, speaks TLS to Redis (tls-replication), and names the primary "localhost"."""
     port = free_port()
     conf = os.path.join(d, "s%d.conf" % i)
     with open(conf, "w") as f:
-        f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d %d\n"
+        f.write("port %d\nbind 127.0.0.1\ndir %s\n" % (port, d))
+        if certs:
+            f.write("sentinel resolve-hostnames yes\nsentinel announce-hostnames yes\n")
+        f.write("sentinel monitor mymaster %s %d %d\n"
                 "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
-                % (port, d, primary_port, quorum))
+                % ("localhost" if certs else "127.0.0.1", primary_port, quorum))
         if certs:
             f.write("tls-port %d\ntls-replication yes\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
                     "tls-auth-clients optional\n" % (tls_port, certs.file("server.crt"), certs.file("server.key"),
@@ -807,8 +811,11 @@ class TlsTest(unittest.TestCase):
         self.assertNotIn("fallback", body["statuses"][0], body)
         self.assertNotEqual(cli(redis_port, "--scan", "--pattern", "rk:*"), "")
 
-    def test_a_tls_cluster_with_a_client_certificate_decides(self):
-        cluster = Cluster(replicas=0, certs=self.certs)
+    def test_a_tls_cluster_naming_its_nodes_by_host_name_with_a_client_certificate_decides(self):
+        # CLUSTER SLOTS names the nodes "localhost": resolved, and checked against the certificate's DNS name.
+        cluster = Cluster(replicas=0, certs=self.certs,
+                          extra=["--cluster-announce-hostname", "localhost",
+                                 "--cluster-preferred-endpoint-type", "hostname"])
         try:
             server = Server(TLS_RULES, cluster.url(), self.tls_flags(client=True))
             try:
@@ -816,13 +823,14 @@ class TlsTest(unittest.TestCase):
                     status, body = server.check("v%d" % i)
                     self.assertNotIn("fallback", body["statuses"][0], body)
                 self.assertTrue(all(cli(n.port, "--scan", "--pattern", "rk:*") for n in cluster.nodes))
+                self.assertIn("localhost", cli(cluster.nodes[0].port, "CLUSTER", "SLOTS"))
                 self.assertIn("rediss+cluster://", server.output())
             finally:
                 server.stop()
         finally:
             cluster.close()
 
-    def test_tls_sentinel_named_by_host_name_decides(self):
+    def test_a_tls_sentinel_naming_the_primary_by_host_name_decides(self):
         primary = Redis(certs=self.certs)
         d = tempfile.mkdtemp(prefix="rk-sentinel-")
         sentinel = None
@@ -833,6 +841,8 @@ class TlsTest(unittest.TestCase):
                             self.tls_flags())
             try:
                 self.assert_decided_by_redis(server, primary.port, "s")
+                self.assertTrue(cli(sentinel[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster").startswith(
+                    "localhost"))
             finally:
                 server.stop()
         finally:
