@@ -5,6 +5,8 @@
 // ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--populate N`
 // makes one decision on each of N distinct keys and exits (bench/compare: Redis's used_memory per key).
 //
+// `--tls-ca FILE` checks a rediss:// URL's server against that CA (bench/redis_tls_bench.py).
+//
 //   rk_redis_load --url redis://127.0.0.1:6379 --algorithm earrrl --inflight 256 --keys 10000 --seconds 5
 #include <algorithm>
 #include <atomic>
@@ -70,7 +72,7 @@ struct Load {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args;
+  std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args, tls_ca;
   int inflight = 256, keys = 10000, connections = 2, populate = 0;
   double seconds = 5, window_s = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
     else if (a == "--keys") keys = std::stoi(v);
     else if (a == "--seconds") seconds = std::stod(v);
     else if (a == "--connections") connections = std::stoi(v);
+    else if (a == "--tls-ca") tls_ca = v;
     else if (a == "--window-s") window_s = std::stod(v);
     else if (a == "--populate") populate = std::stoi(v);
     else if (a == "--print-args") print_args = v;
@@ -107,7 +110,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Load load;
-  load.store = rk::redis::make_redis_remote({.url = url, .timeout = std::chrono::seconds(2), .connections = connections});
+  load.store = rk::redis::make_redis_remote(
+      {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections});
   load.spec = spec_for(*alg, window_s);
   load.keys = keys;
   if (populate > 0) {

@@ -217,6 +217,15 @@ TEST(RedisPasswordFile, WinsOverTheUrlsAndIsReadAgainWhenItChanges) {
   }
   EXPECT_TRUE(std::holds_alternative<Reply>(run(c, {"PING"}))) << last;
   EXPECT_EQ(last.find("secret"), std::string::npos) << last;  // no password in an error
+  // An ACL user named in the URL, its password from the file.
+  ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"ACL", "SETUSER", "rk", "on", ">user-secret", "~*", "+@all"})));
+  write_file(path, "user-secret");
+  auto user = ClientOptions::parse_url("redis://rk@127.0.0.1:" + std::to_string(redis.port()));
+  user.password_file = path;
+  Client as_user(user);
+  const Result who = run(as_user, {"ACL", "WHOAMI"});
+  ASSERT_TRUE(std::holds_alternative<Reply>(who)) << error_of(who);
+  EXPECT_EQ(std::get<Reply>(who).str, "rk");
 }
 
 }  // namespace
