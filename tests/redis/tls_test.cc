@@ -92,8 +92,8 @@ TEST(RedisTls, VerifiedByAddressByNameAndWithAClientCertificate) {
     o.tls_files.cert_file = TestCerts::get().file("client.crt");
     o.tls_files.key_file = TestCerts::get().file("client.key");
     Client c(o);
-    const Result r = run(c, {"SET", "k", host});
-    EXPECT_TRUE(std::holds_alternative<Reply>(r)) << host << ": " << error_of(r);
+    const Result set = run(c, {"SET", "k", host});
+    EXPECT_TRUE(std::holds_alternative<Reply>(set)) << host << ": " << error_of(set);
     EXPECT_EQ(c.stats().tls_failures, 0u);
   }
   Client anonymous(tls_options("127.0.0.1", r.tls_port));  // no certificate: Redis ends the handshake
@@ -220,7 +220,7 @@ TEST(RedisPasswordFile, WinsOverTheUrlsAndIsReadAgainWhenItChanges) {
   // An ACL user named in the URL, its password from the file.
   ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"ACL", "SETUSER", "rk", "on", ">user-secret", "~*", "+@all"})));
   write_file(path, "user-secret");
-  auto user = ClientOptions::parse_url("redis://rk@127.0.0.1:" + std::to_string(redis.port()));
+  auto user = ClientOptions::parse_url("redis://rk:@127.0.0.1:" + std::to_string(redis.port()));  // "user:" + file
   user.password_file = path;
   Client as_user(user);
   const Result who = run(as_user, {"ACL", "WHOAMI"});
