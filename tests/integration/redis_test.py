@@ -845,6 +845,16 @@ class TlsTest(unittest.TestCase):
                     "localhost"))
             finally:
                 server.stop()
+            # Trusting another CA, the sentinel's certificate is refused: counted, and the reason reaches the answer.
+            server = Server(TLS_RULES, "rediss+sentinel://localhost:%d/mymaster" % tls_port,
+                            ["--redis-tls-ca", self.certs.file("other-ca.crt")])
+            try:
+                status, body = server.check("s")
+                self.assertEqual(status, 429, body)
+                self.assertIn("self-signed certificate", body["statuses"][0].get("store_error", ""), body)
+                self.assertGreaterEqual(server.metric("ratekeeper_redis_tls_handshake_failures_total"), 1)
+            finally:
+                server.stop()
         finally:
             if sentinel:
                 sentinel[1].kill()

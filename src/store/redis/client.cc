@@ -249,11 +249,14 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // Sentinel: the primary's address is asked of the sentinels (sentinel.h). Nothing blocks: the commands waiting
   // meanwhile are answered at their own deadlines by tick().
   void discover(Conn& c) {
-    if (!c.asker) c.asker = std::make_unique<SentinelAsker>(ioc, options, tls);
+    if (!c.asker) c.asker = std::make_unique<SentinelAsker>(ioc, options, tls, tls_failures);
     c.asker->ask([this, &c](std::optional<Endpoint> primary) {
       if (primary) return found_primary(c, *primary);
-      fail_conn(c, Error::Kind::kConnection, "no sentinel named the primary '" + options.primary_name + "' within " +
-                                                 std::to_string(options.connect_timeout.count()) + " ms", true);
+      const std::string& why = c.asker->last_failure();
+      fail_conn(c, Error::Kind::kConnection,
+                "no sentinel named the primary '" + options.primary_name + "' within " +
+                    std::to_string(options.connect_timeout.count()) + " ms" + (why.empty() ? "" : " (" + why + ")"),
+                true);
     });
   }
 

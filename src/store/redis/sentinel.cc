@@ -27,11 +27,17 @@ std::optional<Endpoint> primary_from(const Reply& r) {
 }  // namespace
 
 SentinelAsker::SentinelAsker(asio::io_context& ioc, const ClientOptions& options,
-                             std::shared_ptr<asio::ssl::context> tls)
-    : ioc_(ioc), options_(options), tls_(std::move(tls)), timer_(ioc), parser_(kSentinelLimits) {}
+                             std::shared_ptr<asio::ssl::context> tls, std::atomic<std::uint64_t>& tls_failures)
+    : ioc_(ioc),
+      options_(options),
+      tls_(std::move(tls)),
+      tls_failures_(tls_failures),
+      timer_(ioc),
+      parser_(kSentinelLimits) {}
 
 void SentinelAsker::ask(Done done) {
   cancel();
+  last_failure_.clear();
   done_ = std::move(done);
   ask_turn(0);
 }
@@ -70,7 +76,11 @@ void SentinelAsker::ask_turn(std::size_t turn) {
   });
   link_->open(sentinel, [this, gen, turn, question](const std::optional<LinkFailure>& failed) {
     if (gen != gen_) return;
-    if (failed) return next(turn);
+    if (failed) {
+      if (failed->tls) tls_failures_.fetch_add(1, std::memory_order_relaxed);
+      last_failure_ = failed->message;
+      return next(turn);
+    }
     link_->write(question, [this, gen, turn](error_code written) {
       if (gen != gen_) return;
       if (written) return next(turn);

@@ -9,6 +9,7 @@
 // callback is never called), and may be called from within a callback.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
@@ -26,11 +27,14 @@ namespace rk::redis {
 class SentinelAsker {
  public:
   using Done = std::function<void(std::optional<Endpoint>)>;
-  // `tls` null: plain TCP (redis+sentinel://); else the sentinels are asked over TLS too (rediss+sentinel://).
+  // `tls` null: plain TCP (redis+sentinel://); else the sentinels are asked over TLS too (rediss+sentinel://), and
+  // each failed handshake adds one to `tls_failures`.
   SentinelAsker(boost::asio::io_context& ioc, const ClientOptions& options,
-                std::shared_ptr<boost::asio::ssl::context> tls);
+                std::shared_ptr<boost::asio::ssl::context> tls, std::atomic<std::uint64_t>& tls_failures);
   void ask(Done done);
   void cancel();
+  // Why the last sentinel that could not be asked could not be ("TLS handshake with ... failed: ..."), or empty.
+  const std::string& last_failure() const { return last_failure_; }
 
  private:
   void ask_turn(std::size_t turn);
@@ -41,6 +45,8 @@ class SentinelAsker {
   boost::asio::io_context& ioc_;
   const ClientOptions& options_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::atomic<std::uint64_t>& tls_failures_;
+  std::string last_failure_;
   std::shared_ptr<Link> link_;       // to the sentinel being asked
   boost::asio::steady_timer timer_;  // its whole exchange's deadline
   std::uint64_t gen_ = 0;  // changes at every sentinel asked, so that handlers of an earlier one do nothing
