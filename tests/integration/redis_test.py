@@ -899,7 +899,10 @@ class DocsTlsExampleTest(unittest.TestCase):
 
     def test_the_tls_example_runs(self):
         d = tempfile.mkdtemp(prefix="rk-docs-tls-")
-        tls_port, http_port, admin_port = free_port(), free_port(), free_port()
+        ports = set()
+        while len(ports) < 3:  # a port just freed may be handed out twice
+            ports.add(free_port())
+        tls_port, http_port, admin_port = sorted(ports)
         os.mkdir(os.path.join(d, "rules"))
         with open(os.path.join(d, "rules", "r.yaml"), "w") as f:
             f.write(WINDOW_RULES)
@@ -913,8 +916,8 @@ class DocsTlsExampleTest(unittest.TestCase):
                                                     "--admin", "127.0.0.1:%d" % admin_port]
                     procs.append(subprocess.Popen([BINARY, "serve", *args], cwd=d, stdout=log, stderr=log))
                 elif line.endswith("&"):
-                    procs.append(subprocess.Popen(["bash", "-c", "exec " + line[:-1]], cwd=d,
-                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    procs.append(subprocess.Popen(["bash", "-c", "exec " + line[:-1]], cwd=d, stdout=log,
+                                                  stderr=log))
                 else:
                     subprocess.run(["bash", "-c", line], cwd=d, check=True, capture_output=True, timeout=60)
             def decided_by_redis():
@@ -926,7 +929,12 @@ class DocsTlsExampleTest(unittest.TestCase):
                     return "fallback" not in answer["statuses"][0]
                 finally:
                     conn.close()
-            wait_until(decided_by_redis, "a decision through the example's Redis")
+            try:
+                wait_until(decided_by_redis, "a decision through the example's Redis")
+            except AssertionError:
+                log.flush()
+                log.seek(0)
+                raise AssertionError("no decision through the example's Redis; its output:\n" + log.read())
         finally:
             for proc in reversed(procs):
                 proc.send_signal(signal.SIGTERM)

@@ -177,8 +177,9 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
                f.redis_near_cache);
   // TLS and secrets (docs/redis.md): the files are read, and their combinations checked, when Redis is connected.
-  flags.value("--redis-tls-ca", "FILE", "rediss: the CA certificates (PEM) Redis's must chain to (default: the\n"
-              "system's)", text(f.redis_tls_ca));
+  flags.value("--redis-tls-ca", "FILE",
+              "rediss: the CA certificates (PEM) Redis's certificate must chain to\n(default: the system's)",
+              text(f.redis_tls_ca));
   flags.value("--redis-tls-cert", "FILE", "rediss: this server's client certificate (PEM), for mutual TLS",
               text(f.redis_tls_cert));
   flags.value("--redis-tls-key", "FILE", "rediss: its private key (PEM)", text(f.redis_tls_key));
