@@ -945,30 +945,35 @@ class DocsTlsExampleTest(unittest.TestCase):
 
 class HostNameTest(unittest.TestCase):
     def test_a_name_moved_to_another_address_is_followed_at_the_next_connection(self):
-        """A failover that moves a DNS name, played with /etc/hosts (a line of our own, removed at the end): Redis
-        A on 127.0.0.1 and B on 127.0.0.2, both on one port; the name moves to B and A dies."""
+        """A failover that moves a DNS name, played with /etc/hosts: Redis A on 127.0.0.1 and B on 127.0.0.2, both on
+        one port; the name first resolves to A alone, then to B as well, and A dies. Other processes read
+        /etc/hosts meanwhile: our lines are only appended, and taken off at the end by one write of the same
+        leading bytes and a truncation, so that no reader ever sees the file empty."""
         if not os.access("/etc/hosts", os.W_OK):
             self.skipTest("/etc/hosts is not writable here")
         name = "rk-moving-%d.test" % os.getpid()
 
-        def point(address):
-            with open("/etc/hosts") as f:
-                lines = [l for l in f.read().splitlines() if not l.endswith(" " + name)]
-            if address:
-                lines.append("%s %s" % (address, name))
-            with open("/etc/hosts", "w") as f:  # in place: a bind-mounted /etc/hosts cannot be renamed over
-                f.write("\n".join(lines) + "\n")
+        def add(address):
+            with open("/etc/hosts", "a") as f:
+                f.write("%s %s\n" % (address, name))
+
+        def remove():
+            with open("/etc/hosts", "r+") as f:
+                kept = "".join(l for l in f.read().splitlines(True) if not l.rstrip("\n").endswith(" " + name))
+                f.seek(0)
+                f.write(kept)
+                f.truncate()
 
         a = Redis()
         b = Redis(bind="127.0.0.2", port=a.port)
         try:
-            point("127.0.0.1")
+            add("127.0.0.1")
             server = Server(WINDOW_RULES, "redis://%s:%d" % (name, a.port), ["--redis-timeout", "300ms"])
             try:
                 status, body = server.check("m")
                 self.assertNotIn("fallback", body["statuses"][0], body)
                 self.assertNotEqual(cli(a.port, "--scan", "--pattern", "rk:*"), "")
-                point("127.0.0.2")
+                add("127.0.0.2")  # unknown when the name was first resolved
                 a.kill()
 
                 def on_b():
@@ -980,7 +985,7 @@ class HostNameTest(unittest.TestCase):
             finally:
                 server.stop()
         finally:
-            point(None)
+            remove()
             a.close()
             b.close()
 
