@@ -35,10 +35,21 @@ Result run(Client& c, std::vector<std::string> args) {
 
 std::string error_of(const Result& r) { return std::holds_alternative<Error>(r) ? std::get<Error>(r).message : ""; }
 
-ClientOptions tls_options(const std::string& host, int port, std::chrono::milliseconds timeout = 500ms) {
+// Where a command must succeed, its timeouts are far beyond what a loaded machine under TSan takes.
+constexpr auto kPatient = 3000ms;
+
+ClientOptions patient(const std::string& url) {
+  auto o = ClientOptions::parse_url(url);
+  o.command_timeout = o.connect_timeout = kPatient;
+  o.backoff_min = 10ms;
+  o.backoff_max = 20ms;
+  return o;
+}
+
+ClientOptions tls_options(const std::string& host, int port, std::chrono::milliseconds timeout = kPatient) {
   auto o = ClientOptions::parse_url("rediss://" + host + ":" + std::to_string(port));
   o.tls_files.ca_file = TestCerts::get().file("ca.crt");
-  o.command_timeout = timeout;
+  o.command_timeout = o.connect_timeout = timeout;
   o.backoff_min = 10ms;
   o.backoff_max = 50ms;
   return o;
@@ -60,7 +71,7 @@ struct TlsRedis {
     return a;
   }
   void serve(std::string_view cert) {
-    Client plain(ClientOptions::parse_url(redis.url()));
+    Client plain(patient(redis.url()));
     ASSERT_TRUE(std::holds_alternative<Reply>(
         run(plain, {"CONFIG", "SET", "tls-cert-file", TestCerts::get().file(cert)})));
   }
@@ -115,7 +126,7 @@ TEST(RedisTls, EachRefusedHandshakeFailsWithinTheTimeoutCountedWithItsReason) {
       {"a name asked for", "server.crt", "ca.crt", "wrong.example", "hostname mismatch"},
       {"expired", "expired.crt", "ca.crt", "", "certificate has expired"},
   };
-  const auto timeout = 300ms;
+  const auto timeout = 1000ms;  // a handshake under TSan on a loaded machine ends well within it, refused
   for (const Case& k : cases) {
     r.serve(k.cert);
     auto o = tls_options("127.0.0.1", r.tls_port, timeout);
@@ -144,7 +155,7 @@ TEST(RedisTls, EachRefusedHandshakeFailsWithinTheTimeoutCountedWithItsReason) {
 
 TEST(RedisHostNames, ANameIsResolvedAndOneThatIsNotFailsInTime) {
   RedisProcess redis;
-  Client named(ClientOptions::parse_url("redis://localhost:" + std::to_string(redis.port())));
+  Client named(patient("redis://localhost:" + std::to_string(redis.port())));
   EXPECT_TRUE(std::holds_alternative<Reply>(run(named, {"PING"})));
   auto o = ClientOptions::parse_url("redis://no-such-host.invalid:6379");
   o.command_timeout = 300ms;
@@ -201,10 +212,8 @@ TEST(RedisPasswordFile, WinsOverTheUrlsAndIsReadAgainWhenItChanges) {
   RedisProcess redis({"--requirepass", "first-secret"});
   const std::string path = TestCerts::get().file("password");
   write_file(path, "first-secret\n");
-  auto o = ClientOptions::parse_url("redis://:url-secret@127.0.0.1:" + std::to_string(redis.port()));
+  auto o = patient("redis://:url-secret@127.0.0.1:" + std::to_string(redis.port()));
   o.password_file = path;
-  o.backoff_min = 10ms;
-  o.backoff_max = 20ms;
   Client c(o);
   ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"CONFIG", "SET", "requirepass", "second-secret"})));
   write_file(path, "second-secret-now\n");  // another size, so that a change within the mtime's tick is seen too
@@ -220,7 +229,7 @@ TEST(RedisPasswordFile, WinsOverTheUrlsAndIsReadAgainWhenItChanges) {
   // An ACL user named in the URL, its password from the file.
   ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"ACL", "SETUSER", "rk", "on", ">user-secret", "~*", "+@all"})));
   write_file(path, "user-secret");
-  auto user = ClientOptions::parse_url("redis://rk:@127.0.0.1:" + std::to_string(redis.port()));  // "user:" + file
+  auto user = patient("redis://rk:@127.0.0.1:" + std::to_string(redis.port()));  // "user:" + file
   user.password_file = path;
   Client as_user(user);
   const Result who = run(as_user, {"ACL", "WHOAMI"});
