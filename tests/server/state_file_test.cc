@@ -82,7 +82,8 @@ struct StateFileTest : ::testing::Test {
     const auto set = build(kRules);
     const auto result = restore_state_file(bytes, *set, all);
     ASSERT_TRUE(std::holds_alternative<std::string>(result)) << what;
-    EXPECT_NE(std::get<std::string>(result).find(why), std::string::npos) << what << ": " << std::get<std::string>(result);
+    const std::string& error = std::get<std::string>(result);
+    EXPECT_NE(error.find(why), std::string::npos) << what << ": " << error;
     EXPECT_TRUE(fresh(*set)) << what;
   }
 };

@@ -25,7 +25,9 @@ bool same(const GcraState& a, const GcraState& b) { return a.tat_ns == b.tat_ns;
 bool same(const FluidState& a, const FluidState& b) {
   return a.empty_ns == b.empty_ns && std::bit_cast<std::uint64_t>(a.frac) == std::bit_cast<std::uint64_t>(b.frac);
 }
-bool same(const FixedWindowState& a, const FixedWindowState& b) { return a.start_ns == b.start_ns && a.count == b.count; }
+bool same(const FixedWindowState& a, const FixedWindowState& b) {
+  return a.start_ns == b.start_ns && a.count == b.count;
+}
 bool same(const SlidingWindowState& a, const SlidingWindowState& b) {
   return a.start_ns == b.start_ns && a.curr == b.curr && a.prev == b.prev;
 }
