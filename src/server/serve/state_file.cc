@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/crc32c.h"
 #include "core/state_codec.h"
@@ -80,31 +80,49 @@ std::string walk(std::string_view body, std::uint32_t rule_count,
 
 std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, Nanos saved_at, StateCounts& counts) {
   counts = StateCounts{.saved_at_ns = saved_at.count()};
-  std::string out(kMagic);
-  core::put_u32(kVersion, out);
-  core::put_u64(static_cast<std::uint64_t>(saved_at.count()), out);
-  const std::size_t rule_count_at = out.size();
-  core::put_u32(0, out);
+  // The states are appended under their keys' locks: into chunks of bounded size, so that no append ever copies
+  // the whole file so far (a growing string's reallocation) while a key and its shard wait.
+  constexpr std::size_t kChunkBytes = 1 << 20;
+  std::vector<std::string> chunks(1);
+  const auto next_chunk = [&] {
+    chunks.emplace_back();
+    chunks.back().reserve(kChunkBytes + 4096);
+  };
+  chunks.back() = kMagic;
+  core::put_u32(kVersion, chunks.back());
+  core::put_u64(static_cast<std::uint64_t>(saved_at.count()), chunks.back());
+  core::put_u32(0, chunks.back());  // the rule count, written below
+  std::vector<std::pair<std::size_t, std::size_t>> key_counts;  // (chunk, offset) of each rule's key count
   for (const auto& r : set.rules()) {
     if (!r->limiter || !keep(set, *r)) continue;
-    put_bytes(r->identity, out);
-    const std::size_t keys_at = out.size();
-    core::put_u64(0, out);
+    next_chunk();
+    put_bytes(r->identity, chunks.back());
+    key_counts.emplace_back(chunks.size() - 1, chunks.back().size());
+    core::put_u64(0, chunks.back());
     std::uint64_t keys = 0;
     library::export_states(*r->limiter, [&](std::string_view key, std::string_view state) {
-      put_bytes(key, out);
-      put_bytes(state, out);
+      if (chunks.back().size() >= kChunkBytes) next_chunk();
+      put_bytes(key, chunks.back());
+      put_bytes(state, chunks.back());
       ++keys;
     });
     std::string count;
     core::put_u64(keys, count);
-    out.replace(keys_at, count.size(), count);
+    chunks[key_counts.back().first].replace(key_counts.back().second, count.size(), count);
     ++counts.rules;
     counts.keys += keys;
   }
   std::string rule_count;
   core::put_u32(static_cast<std::uint32_t>(counts.rules), rule_count);
-  out.replace(rule_count_at, rule_count.size(), rule_count);
+  chunks[0].replace(kMagic.size() + 4 + 8, rule_count.size(), rule_count);
+  std::size_t total = 4;
+  for (const std::string& c : chunks) total += c.size();
+  std::string out;
+  out.reserve(total);
+  for (std::string& c : chunks) {
+    out += c;
+    std::string().swap(c);
+  }
   core::put_u32(base::crc32c(out), out);
   return out;
 }
@@ -166,6 +184,25 @@ std::string write_file_atomically(const std::string& path, std::string_view byte
   return error;
 }
 
+std::string read_state_file(const std::string& path, std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? "missing" : "cannot open " + path + ": " + std::strerror(errno);
+  struct stat st;
+  std::string error;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) error = path + " is not a regular file";
+  bytes.clear();
+  if (error.empty()) bytes.resize(static_cast<std::size_t>(st.st_size));
+  for (std::size_t done = 0; error.empty() && done < bytes.size();) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) error = "cannot read " + path + ": " + std::strerror(errno);
+    else if (n == 0) bytes.resize(done);  // it shrank meanwhile: what there is (the checksum will tell)
+    else done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return error;
+}
+
 std::string check_state_path(const std::string& path) {
   if (path.empty() || path.back() == '/') return "'" + path + "' is not a file name";
   const std::size_t slash = path.rfind('/');
@@ -184,11 +221,13 @@ std::string check_state_path(const std::string& path) {
 StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRule keep,
                        std::shared_ptr<const Clock> clock, Nanos interval)
     : path_(std::move(path)), reloader_(reloader), keep_(std::move(keep)), clock_(std::move(clock)) {
-  std::ifstream file(path_, std::ios::binary);
   const auto set = reloader_.current();
-  if (file && set) {
-    const auto started = std::chrono::steady_clock::now();
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  const auto started = std::chrono::steady_clock::now();
+  const std::string read_error = set ? read_state_file(path_, bytes) : "";
+  if (set && !read_error.empty() && read_error != "missing") {
+    logging::log(logging::Level::kError, "state file ignored, starting fresh", {{"file", path_}, {"error", read_error}});
+  } else if (set && read_error.empty()) {
     const auto result = restore_state_file(bytes, *set, keep_);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     if (const auto* e = std::get_if<std::string>(&result)) {
@@ -204,6 +243,7 @@ StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRu
   } else if (set) {
     logging::log(logging::Level::kInfo, "no state file yet, starting fresh", {{"file", path_}});
   }
+  std::string().swap(bytes);
   periodic_.start(interval, [this] { save_now(); });
 }
 

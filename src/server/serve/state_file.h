@@ -56,6 +56,9 @@ std::variant<StateCounts, std::string> restore_state_file(std::string_view bytes
 // the directory. Returns the error, or "".
 std::string write_file_atomically(const std::string& path, std::string_view bytes);
 
+// The file's bytes into `bytes`: "" if read, else why not ("missing" alone when there is no such file).
+std::string read_state_file(const std::string& path, std::string& bytes);
+
 // Why `path` cannot be a state file (its directory missing or not writable, or it is a directory), or "".
 std::string check_state_path(const std::string& path);
 
