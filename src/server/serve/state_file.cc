@@ -226,7 +226,8 @@ StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRu
   const auto started = std::chrono::steady_clock::now();
   const std::string read_error = set ? read_state_file(path_, bytes) : "";
   if (set && !read_error.empty() && read_error != "missing") {
-    logging::log(logging::Level::kError, "state file ignored, starting fresh", {{"file", path_}, {"error", read_error}});
+    logging::log(logging::Level::kError, "state file ignored, starting fresh",
+                 {{"file", path_}, {"error", read_error}});
   } else if (set && read_error.empty()) {
     const auto result = restore_state_file(bytes, *set, keep_);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
