@@ -21,6 +21,8 @@
 
 namespace rk {
 
+struct LimiterAccess;  // internal: the library's own access to a limiter's states
+
 class RK_EXPORT Limiter {
  public:
   // clock == nullptr means SystemClock.
@@ -51,6 +53,7 @@ class RK_EXPORT Limiter {
   struct Impl;  // hidden in limiter.cc
 
  private:
+  friend struct LimiterAccess;
   std::unique_ptr<Impl> impl_;
 };
 

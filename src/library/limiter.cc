@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/algorithms.h"
+#include "core/state_codec.h"
+#include "library/limiter_states.h"
 #include "store/memory/sharded_store.h"
 
 namespace rk {
@@ -64,6 +66,8 @@ struct Limiter::Impl {
   virtual bool reset(std::string_view key) = 0;
   virtual std::size_t sweep(std::int64_t now) = 0;
   virtual StoreStats stats() const = 0;
+  virtual void export_states(const library::StateVisitor& f) const = 0;
+  virtual bool import_state(std::string_view key, std::string_view state, bool apply) = 0;
 
   void check_key(std::string_view key) const {
     if (key.size() > max_key_bytes) {
@@ -113,6 +117,22 @@ class Keyed final : public Limiter::Impl {
   }
 
   StoreStats stats() const override { return store_.stats(); }
+
+  void export_states(const library::StateVisitor& f) const override {
+    std::string bytes;
+    store_.for_each([&](std::string_view key, const typename Algo::State& s) {
+      bytes.clear();
+      core::encode_state<Algo>(s, bytes);
+      f(key, bytes);
+    });
+  }
+
+  bool import_state(std::string_view key, std::string_view state, bool apply) override {
+    typename Algo::State s;
+    if (key.size() > kDigestAbove || !core::decode_state<Algo>(state, s) || !state.empty()) return false;
+    if (apply) store_.update(key, [&](typename Algo::State& held) { held = std::move(s); });
+    return true;
+  }
 
  private:
   typename Algo::Params params_;
@@ -169,5 +189,23 @@ std::size_t Limiter::sweep_at(Nanos now) { return impl_->sweep(now.count()); }
 StoreStats Limiter::stats() const { return impl_->stats(); }
 const LimitSpec& Limiter::spec() const { return impl_->spec; }
 const Clock& Limiter::clock() const { return *impl_->clock; }
+
+struct LimiterAccess {
+  static Limiter::Impl& impl(const Limiter& l) { return *l.impl_; }
+};
+
+namespace library {
+
+void export_states(const Limiter& limiter, const StateVisitor& f) { LimiterAccess::impl(limiter).export_states(f); }
+
+bool import_state(Limiter& limiter, std::string_view key, std::string_view state) {
+  return LimiterAccess::impl(limiter).import_state(key, state, true);
+}
+
+bool state_valid(const Limiter& limiter, std::string_view key, std::string_view state) {
+  return LimiterAccess::impl(limiter).import_state(key, state, false);
+}
+
+}  // namespace library
 
 }  // namespace rk

@@ -167,6 +167,9 @@ class Service {
   std::vector<std::optional<Decision>> peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
                                                  const std::vector<std::string>& keys);
 
+  // Whether the domain's decisions are the remote store's (its rules' limiters then hold nothing worth keeping).
+  bool uses_remote(const rules::DomainConfig* domain) const;
+
   const RemoteStats& remote_stats() const { return remote_stats_; }
   const CircuitBreaker* breaker() const { return breaker_.get(); }
 
@@ -186,7 +189,6 @@ class Service {
   void count_remote(const std::vector<store::RemoteResult>& results);
   void finish(Job& job);
   Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
-  bool uses_remote(const rules::DomainConfig* domain) const;
 
   rules::Reloader& rules_;
   std::shared_ptr<const Clock> clock_;

@@ -337,6 +337,80 @@ descriptors:
 """
 
 
+class StateFileTest(unittest.TestCase):
+    """--state-file: the in-process store's counters survive a restart, for the rules that did not change."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rk-state-")
+        self.path = os.path.join(self.dir, "ratekeeper.state")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_server(self, rules, during):
+        """Starts serve on the state file, runs during(server), stops it with SIGTERM; returns its log."""
+        server = Server(rules, extra=["--state-file", self.path, "--state-interval", "1h"])
+        try:
+            during(server)
+            server.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(server.proc.wait(timeout=15), 0)
+            return server.output()
+        finally:
+            server.stop()
+
+    def codes(self, server, user, n):
+        return [server.check(user)[0] for _ in range(n)]
+
+    def test_counters_survive_a_restart_unless_the_rule_changed(self):
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 4), [200, 200, 200, 429]))
+        self.assertIn('"msg":"no state file yet, starting fresh"', log)
+        self.assertIn('"msg":"state saved"', log)
+        self.assertTrue(os.path.exists(self.path))
+        self.assertEqual(os.stat(self.path).st_mode & 0o077, 0)  # keys are clients' names: the owner's alone
+
+        # The same rules: ann is still limited, bob is fresh.
+        log = self.run_server(RULES, lambda s: (self.assertEqual(self.codes(s, "ann", 1), [429]),
+                                                self.assertEqual(self.codes(s, "bob", 1), [200])))
+        self.assertIn('"msg":"state restored"', log)
+        self.assertIn('"keys":"1"', log)
+
+        # ann's limit changed (its identity with it): fresh counters, as after a live reload.
+        changed = RULES.replace("requests_per_unit: 3", "requests_per_unit: 4")
+        log = self.run_server(changed, lambda s: self.assertEqual(self.codes(s, "ann", 5), [200] * 4 + [429]))
+        self.assertIn('"rules_changed":"1"', log)
+
+    def test_a_damaged_file_is_logged_and_ignored(self):
+        self.run_server(RULES, lambda s: self.codes(s, "ann", 4))
+        with open(self.path, "r+b") as f:
+            data = bytearray(f.read())
+            data[len(data) // 2] ^= 0x10
+            f.seek(0)
+            f.write(data)
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [200]))
+        self.assertIn('"msg":"state file ignored, starting fresh"', log)
+        self.assertIn("checksum mismatch", log)
+        with open(self.path, "wb") as f:
+            f.write(b"not a state file at all")
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [200]))
+        self.assertIn("not a ratekeeper state file", log)
+
+    def test_bad_state_flags_stop_the_start(self):
+        rules = os.path.join(self.dir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(RULES)
+        missing = os.path.join(self.dir, "missing", "x.state")
+        for flags, message in ((["--state-file", missing], "--state-file: the directory of '%s'" % missing),
+                               (["--state-file", self.dir], "--state-file: '%s' is not a regular file" % self.dir),
+                               (["--state-file", self.path, "--state-interval", "0s"],
+                                "--state-interval: '0s' is not a duration from 1s to 24h"),
+                               (["--state-file", self.path, "--state-interval", "2d"],
+                                "--state-interval: '2d' is not a duration from 1s to 24h")):
+            r = subprocess.run([BINARY, "serve", "--config", rules, *flags], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(message, r.stderr)
+
+
 class EnvoyRatelimitSurfaceTest(unittest.TestCase):
     """envoyproxy/ratelimit's own HTTP surface (/json, /healthcheck) and per-descriptor counters, through the real
     binary: its test/integration/integration_test.go (testBasicBaseConfig) with the requests sent to /json."""

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <string>
 #include <thread>
@@ -239,6 +240,31 @@ TEST(ShardedStore, LockFreeLookupsRaceEvictionAndErasure) {
 }
 
 // Keys compare by words for common lengths: every byte counts, at every length (inline and on the heap).
+// for_each (the state file's save): every key tracked before it starts and not erased is visited once, with a
+// state no older than the last update before the visit began, while other threads decide on the same keys and
+// insert new ones (which grow the shard's tables under it).
+TEST(ShardedStore, ForEachVisitsEveryKeyOnceWhileOthersDecideAndInsert) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1'000'000, .shards = 4, .hash_seed = 7});
+  constexpr int kKeys = 5'000;
+  for (int i = 0; i < kKeys; ++i) m.update(key(i), [](Counter& c) { c.value = 1; });
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+      m.update(key(n % kKeys), [](Counter& c) { ++c.value; });
+      m.update("new:" + std::to_string(n), [](Counter& c) { c.value = 1; });
+    }
+  });
+  std::unordered_map<std::string, int> seen;
+  m.for_each([&](std::string_view k, const Counter& c) {
+    EXPECT_GE(c.value, 1);
+    ++seen[std::string(k)];
+  });
+  stop = true;
+  writer.join();
+  for (int i = 0; i < kKeys; ++i) ASSERT_EQ(seen[key(i)], 1) << key(i);
+  for (const auto& [k, n] : seen) EXPECT_EQ(n, 1) << k;  // nothing erased meanwhile: nothing seen twice
+}
+
 TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
   for (std::size_t n = 0; n <= 40; ++n) {
     std::string a(n, 'k');

@@ -5,6 +5,7 @@
 
 #include "server/http/server.h"
 #include "server/serve/settings.h"
+#include "server/serve/state_file.h"
 
 namespace rk::serve {
 
@@ -148,6 +149,16 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
               });
   flags.value("--reload-interval", "DUR", "how often the rules are checked for changes (default 250ms)",
               duration(f.reload_interval, std::chrono::milliseconds(10), Nanos::max(), "a duration of at least 10ms"));
+  flags.value("--state-file", "PATH",
+              "keep the in-process store's keys across restarts: restored at start,\n"
+              "saved every --state-interval and at shutdown (default: none)",
+              [&f](const std::string& v) {
+                if (std::string e = check_state_path(v); !e.empty()) return e;
+                f.state_file = v;
+                return std::string();
+              });
+  flags.value("--state-interval", "DUR", "how often --state-file is saved (default 30s)",
+              duration(f.state_interval, std::chrono::seconds(1), std::chrono::hours(24), "a duration from 1s to 24h"));
 }
 
 void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {

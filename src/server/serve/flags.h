@@ -43,6 +43,8 @@ struct ServeFlags {
   std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
+  std::string state_file;  // empty: the in-process store starts fresh at every start
+  Nanos state_interval = std::chrono::seconds(30);
   Nanos header_timeout = std::chrono::seconds(10);
   std::string redis;  // empty: every domain in memory
   bool redis_local_clock = false;

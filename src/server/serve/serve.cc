@@ -15,6 +15,7 @@
 #include "server/serve/flags.h"
 #include "server/serve/listeners.h"
 #include "server/serve/serve_metrics.h"
+#include "server/serve/state_file.h"
 #include "server/serve/sweeper.h"
 #include "service/service.h"
 #include "store/redis/remote.h"
@@ -116,7 +117,7 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
 void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
-           rules::Reloader& reloader, Sweeper& sweeper) {
+           rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
   logging::log(logging::Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
@@ -125,6 +126,7 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
   if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
   reloader.stop();
   sweeper.stop();
+  if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
   logging::log(logging::Level::kInfo, "stopped");
 }
 
@@ -168,6 +170,16 @@ int run_serve(const std::vector<std::string>& args) {
     metrics.watch_remote(service);
     logging::log(logging::Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});
   }
+  // Restored before the listeners open, so that no decision is made on a key that is about to be restored.
+  std::unique_ptr<StateSaver> saver;
+  if (!flags.state_file.empty()) {
+    saver = std::make_unique<StateSaver>(
+        flags.state_file, *reloader,
+        [&service](const rules::RuleSet& set, const rules::Rule& rule) {
+          return !service.uses_remote(set.domain(rule.domain));
+        },
+        clock, flags.state_interval);
+  }
   std::atomic<bool> draining{false};
   api::Hooks hooks = metrics.hooks();
   hooks.ready = [&] { return !draining.load() && reloader->current() != nullptr; };
@@ -180,7 +192,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 1;
   }
   Sweeper sweeper(*reloader, flags.sweep_interval);
-  drain(signals, draining, *listeners, remote.get(), *reloader, sweeper);
+  drain(signals, draining, *listeners, remote.get(), *reloader, sweeper, saver.get());
   return 0;
 }
 

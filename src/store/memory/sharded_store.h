@@ -135,6 +135,27 @@ class ShardedStore {
     return removed;
   }
 
+  // Runs f(std::string_view key, const State&) for every tracked key, under that key's entry lock, for a copy of the
+  // state (a save): decisions on other keys go on. The shard's lock is held for kVisitBatch entries at a time, so
+  // inserts wait at most one batch. A key inserted or erased meanwhile may be missed, or (erased and inserted again
+  // at a later entry) seen twice; f must not call back into the store.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < shard_count(); ++i) {
+      const Shard& s = shards_[i];
+      for (std::uint32_t from = 0;; from += kVisitBatch) {
+        std::lock_guard guard(s.lock);
+        if (from >= s.allocated) break;
+        const std::uint32_t to = std::min(s.allocated, from + kVisitBatch);
+        for (std::uint32_t id = from; id < to; ++id) {
+          if (s.at(id).next != kLive) continue;
+          EntryHold hold(s.at(id));
+          f(s.at(id).key.view(), static_cast<const State&>(s.at(id).state));
+        }
+      }
+    }
+  }
+
   StoreStats stats() const {
     StoreStats st;
     st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard);
@@ -234,6 +255,7 @@ class ShardedStore {
   static constexpr std::size_t kMaxPerShard = std::size_t{1} << 29;  // index <= 2^30 slots: homes fit kHashBits
   static constexpr unsigned kChunkBits = 8;
   static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+  static constexpr std::uint32_t kVisitBatch = 64;  // for_each's entries per hold of a shard's lock
   static constexpr std::uint32_t kLive = 0xFFFFFFFEu;     // an entry's `next` while it holds a key
   static constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
   static constexpr std::uint32_t kUsedBit = 0x40000000u;  // in an entry's word: decided on since the hand passed

@@ -1,0 +1,33 @@
+// library/limiter_states.h: a Limiter's tracked keys and their states out and back in, for `serve --state-file`
+// (server/serve/state_file.h). Internal: not installed, not exported from the shared library.
+//
+//   rk::library::export_states(limiter, [&](std::string_view key, std::string_view state) { save(key, state); });
+//   ...
+//   if (!rk::library::import_state(limiter, key, state)) ...   // malformed: nothing changed
+//
+// Keys are in their stored form: a key longer than 64 bytes is stored as a digest under a per-process secret, so
+// after a restart no request maps to it again (it is forgotten like any idle key). States are in
+// core/state_codec.h's encoding of the limiter's algorithm; they hold times of the limiter's clock.
+#pragma once
+
+#include <functional>
+#include <string_view>
+
+#include "ratekeeper/limiter.h"
+
+namespace rk::library {
+
+using StateVisitor = std::function<void(std::string_view key, std::string_view state)>;
+
+// Calls f for every tracked key, one key at a time under its lock (decisions on other keys go on); f must not call
+// back into the limiter.
+void export_states(const Limiter& limiter, const StateVisitor& f);
+
+// Puts `state` for `key`, replacing what the limiter tracks for it. False, and nothing changed, if the key cannot be
+// a stored key or the state is not exactly one state of the limiter's algorithm.
+bool import_state(Limiter& limiter, std::string_view key, std::string_view state);
+
+// Whether import_state would accept the pair, without changing anything.
+bool state_valid(const Limiter& limiter, std::string_view key, std::string_view state);
+
+}  // namespace rk::library
