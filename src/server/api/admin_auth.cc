@@ -117,7 +117,7 @@ bool same_secret(std::string_view given, std::string_view secret) {
   if (secret.empty()) return false;
   volatile unsigned char diff = given.size() != secret.size() ? 1 : 0;  // volatile: no early exit compiled in
   for (std::size_t i = 0; i < given.size(); ++i) {
-    diff = diff | static_cast<unsigned char>(given[i] ^ secret[i % secret.size()]);
+    diff = static_cast<unsigned char>(diff | static_cast<unsigned char>(given[i] ^ secret[i % secret.size()]));
   }
   return diff == 0;
 }

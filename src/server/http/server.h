@@ -166,8 +166,8 @@ struct TlsFiles {
 class TlsFileError : public std::runtime_error {
  public:
   enum class Which { kCert, kKey, kClientCa };
-  TlsFileError(Which which, std::string path, const std::string& problem)
-      : std::runtime_error(path + ": " + problem), which(which), path(std::move(path)) {}
+  TlsFileError(Which w, std::string file, const std::string& problem)
+      : std::runtime_error(file + ": " + problem), which(w), path(std::move(file)) {}
   Which which;
   std::string path;
 };

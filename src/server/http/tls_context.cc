@@ -4,6 +4,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -44,13 +45,17 @@ void load_certificate(SSL_CTX* ctx, const std::string& path) {
 
 void load_key(SSL_CTX* ctx, const std::string& path, const std::string& cert) {
   readable(Which::kKey, path);
-  if (SSL_CTX_use_PrivateKey_file(ctx, path.c_str(), SSL_FILETYPE_PEM) != 1) {
-    throw TlsFileError(Which::kKey, path, "not an unencrypted PEM private key (" + openssl_reason() + ")");
-  }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
+  const bool loaded = SSL_CTX_use_PrivateKey_file(ctx, path.c_str(), SSL_FILETYPE_PEM) == 1;
+  // Loading checks the key against the certificate already: its failure may be that rather than the file.
+  const unsigned long e = ERR_peek_last_error();
+  const bool mismatch = loaded ? SSL_CTX_check_private_key(ctx) != 1
+                               : ERR_GET_LIB(e) == ERR_LIB_X509 && (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
+                                                                    ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH);
+  if (mismatch) {
     ERR_clear_error();
     throw TlsFileError(Which::kKey, path, "does not match the certificate in " + cert);
   }
+  if (!loaded) throw TlsFileError(Which::kKey, path, "not an unencrypted PEM private key (" + openssl_reason() + ")");
 }
 
 void require_client_certificates(SSL_CTX* ctx, const std::string& path) {
@@ -78,7 +83,7 @@ std::shared_ptr<ssl::context> make_tls_context(const TlsFiles& files) {
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   // Sessions resumed under client verification need a context id, else OpenSSL refuses them.
   static constexpr unsigned char kSessionContext[] = "ratekeeper";
-  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, static_cast<unsigned>(sizeof kSessionContext - 1));
   load_certificate(ctx, files.cert);
   load_key(ctx, files.key, files.cert);
   if (!files.client_ca.empty()) require_client_certificates(ctx, files.client_ca);
