@@ -159,7 +159,10 @@ class TlsTest(unittest.TestCase):
         return flags + (["--tls-client-ca", self.f("ca.crt")] if client_ca else [])
 
     def test_https_on_every_listener_and_plaintext_counted_as_a_failed_handshake(self):
-        s = self.serve(self.tls_flags(), grpc=WITH_GRPC)
+        settings = self.f("settings.yaml")  # the flags from a settings file, as every serve flag
+        with open(settings, "w") as f:
+            f.write("tls-cert: %s\ntls-key: %s\n" % (self.f("server.crt"), self.f("server.key")))
+        s = self.serve(["--settings", settings], grpc=WITH_GRPC)
         r = curl("--cacert", self.f("ca.crt"), "https://127.0.0.1:%d/healthz" % s.http_port)
         self.assertEqual(r.stdout, '{"status":"ok"}', r.stderr)
         r = curl("--cacert", self.f("ca.crt"), "https://localhost:%d/metrics" % s.admin_port)
