@@ -236,7 +236,7 @@ class TlsTest(unittest.TestCase):
             open_channel.close()
 
     def test_handshakes_that_never_finish_exhaust_nothing(self):
-        s = self.serve(self.tls_flags() + ["--max-connections", "16", "--header-timeout", "500ms"])
+        s = self.serve(self.tls_flags() + ["--max-connections", "16", "--header-timeout", "500ms"], grpc=WITH_GRPC)
         stalled = []
         for i in range(64):
             c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
@@ -253,6 +253,15 @@ class TlsTest(unittest.TestCase):
                 self.assertEqual(c.recv(1), b"")  # closed: shed, or timed out at --header-timeout
             except ConnectionResetError:
                 pass
+            c.close()
+        if WITH_GRPC:  # gRPC's listener closes a connection whose handshake does not end within --header-timeout
+            c = socket.create_connection(("127.0.0.1", s.grpc_port), timeout=10)
+            began = time.monotonic()
+            try:
+                self.assertEqual(c.recv(1), b"")
+            except ConnectionResetError:
+                pass
+            self.assertGreaterEqual(time.monotonic() - began, 0.4)
             c.close()
 
     def test_bad_tls_and_token_flags_stop_the_start_naming_the_flag_and_the_file(self):

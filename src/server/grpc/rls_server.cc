@@ -197,6 +197,7 @@ void GrpcServer::start() {
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, impl_->options.handshake_timeout_ms);
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();

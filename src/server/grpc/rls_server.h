@@ -33,6 +33,9 @@ struct GrpcOptions {
   std::string tls_cert, tls_key;
   std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
   unsigned tls_refresh_seconds = 1;
+  // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
+  // header timeout), so that connections that never finish one hold nothing for long.
+  int handshake_timeout_ms = 10000;
 };
 
 struct GrpcHooks {

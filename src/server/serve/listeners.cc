@@ -5,12 +5,15 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "logging/log.h"
 #ifdef RK_HAVE_GRPC
@@ -176,7 +179,10 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
                            .tls_cert = flags.tls_cert,
                            .tls_key = flags.tls_key,
                            .tls_client_ca = flags.tls_client_ca,
-                           .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count())},
+                           .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
+                           .handshake_timeout_ms = static_cast<int>(std::min<std::int64_t>(
+                               std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout).count(),
+                               std::numeric_limits<int>::max()))},
       hooks);
   server->start();
   logging::log(logging::Level::kInfo, "serving gRPC",
