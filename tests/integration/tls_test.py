@@ -236,7 +236,11 @@ class TlsTest(unittest.TestCase):
             open_channel.close()
 
     def test_handshakes_that_never_finish_exhaust_nothing(self):
-        s = self.serve(self.tls_flags() + ["--max-connections", "16", "--header-timeout", "500ms"], grpc=WITH_GRPC)
+        # One thread: a new connection sheds only its own thread's connections (an idle one, or one still in its
+        # handshake), so with two, one landing on the thread that holds none would be refused until the others' header
+        # timeout.
+        s = self.serve(self.tls_flags() + ["--max-connections", "16", "--header-timeout", "500ms", "--threads", "1"],
+                       grpc=WITH_GRPC)
         stalled = []
         for i in range(64):
             c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
@@ -280,7 +284,8 @@ class TlsTest(unittest.TestCase):
              "--tls-key %s: does not match the certificate in %s" % (self.f("client.key"), self.f("server.crt"))),
             (["--tls-cert", self.f("server.key"), "--tls-key", self.f("server.key")],
              "--tls-cert %s: not a PEM certificate chain" % self.f("server.key")),
-            (self.tls_flags() + ["--tls-client-ca", self.f("server.key")], "--tls-client-ca %s: " % self.f("server.key")),
+            (self.tls_flags() + ["--tls-client-ca", self.f("server.key")],
+             "--tls-client-ca %s: " % self.f("server.key")),
             (["--admin-token-file", empty], "--admin-token-file %s: is empty" % empty),
             (["--admin-token-file", self.f("none")],
              "--admin-token-file %s: cannot read: No such file or directory" % self.f("none")),
