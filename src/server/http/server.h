@@ -37,7 +37,8 @@
 //   a new connection that sends nothing within header_timeout    close                 "timeout"
 //   with TLS: a handshake that fails (plaintext sent, no common  close                 "tls_handshake"
 //     protocol, a client certificate missing or untrusted) or
-//     that has not ended within header_timeout
+//     that has not ended within header_timeout (a connection
+//     closed having sent nothing is not counted)
 //   a client that does not read its answers for idle_timeout     close                 "timeout"
 //   a kept-alive connection idle for idle_timeout [60 s]         close                 (not counted)
 //   a connection beyond max_connections_per_ip [256] from one    503, then close       "too_many_connections_from_ip"

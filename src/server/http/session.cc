@@ -89,7 +89,11 @@ void Session::handshake() {
       self->handshaking_ = false;
       if (self->phase_ == Phase::kClosed) return;  // timed out, shed or stopped meanwhile: counted there if at all
       if (ec) {
-        self->server_.bad_request("tls_handshake");
+        // Closed having sent nothing (a TCP health check, a port scan) is no failed handshake, as a plaintext
+        // connection closed before its request is no bad request.
+        const bool probe = ec == asio::ssl::error::stream_truncated &&
+                           BIO_number_read(SSL_get_rbio(self->tls_->native_handle())) == 0;
+        if (!probe) self->server_.bad_request("tls_handshake");
         return self->close();
       }
       self->read();
