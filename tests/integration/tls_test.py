@@ -82,7 +82,11 @@ class Serve:
             args += ["--grpc", "127.0.0.1:%d" % self.grpc_port]
         self.log = open(os.path.join(d, "log-%d" % self.http_port), "w+")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.request("GET", "/readyz")[0] == 200, "ratekeeper to be ready")
+        try:
+            wait_until(lambda: self.request("GET", "/readyz")[0] == 200, "ratekeeper to be ready")
+        except AssertionError:
+            self.stop()  # not left running when it never became ready
+            raise
 
     def connection(self, admin=False, ctx=None):
         port = self.admin_port if admin else self.http_port
