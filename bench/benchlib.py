@@ -12,11 +12,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_http(url, seconds=10):
+def wait_http(url, seconds=10, context=None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(url, timeout=1).read()
+            urllib.request.urlopen(url, timeout=1, context=context).read()
             return
         except Exception:
             time.sleep(0.05)

@@ -3,16 +3,23 @@
 against nginx answering `return 200` directly and with `limit_req`, at equal worker threads. Prints requests/s
 and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed loop, fewer connections).
 
-  bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1]
+  bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1] [--tls]
+
+--tls adds a second ratekeeper serving the same over TLS (--tls-cert, a P-256 certificate made by
+tests/tls/make_certs.sh), wrk speaking HTTPS over keep-alive connections (so the handshakes are few; each request's
+cost is the record layer's), and prints its ratio to the plaintext one.
 """
 import argparse
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 
 from benchlib import free_port, run_wrk, wait_http
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RULES = """
 domain: bench
@@ -66,10 +73,12 @@ def main():
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="server threads, and nginx worker processes")
     ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--tls", action="store_true", help="also ratekeeper over TLS (HTTPS)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")
     procs = []
+    nginx = None
     try:
         rules = os.path.join(work, "rules.yaml")
         with open(rules, "w") as f:
@@ -80,16 +89,28 @@ def main():
                                        "--log-level", "error"]))
         with open(os.path.join(work, "nginx.conf"), "w") as f:
             f.write(NGINX % {"threads": args.threads, "dir": work, "port": nginx_port})
-        procs.append(subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-e", "stderr"],
-                                      stderr=subprocess.DEVNULL))
+        nginx = subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-e", "stderr"],
+                                 stderr=subprocess.DEVNULL)
+        procs.append(nginx)
         wait_http("http://127.0.0.1:%d/readyz" % rk_port)
         wait_http("http://127.0.0.1:%d/plain" % nginx_port)
+        if args.tls:
+            subprocess.run(["sh", os.path.join(ROOT, "tests", "tls", "make_certs.sh"), work], check=True)
+            tls_port = free_port()
+            procs.append(subprocess.Popen([args.binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % tls_port,
+                                           "--admin", "127.0.0.1:%d" % free_port(), "--threads", str(args.threads),
+                                           "--log-level", "error", "--tls-cert", os.path.join(work, "server.crt"),
+                                           "--tls-key", os.path.join(work, "server.key")]))
+            wait_http("https://127.0.0.1:%d/readyz" % tls_port, context=ssl.create_default_context(
+                cafile=os.path.join(work, "ca.crt")))
 
         targets = [
             ("nginx return 200", "http://127.0.0.1:%d/plain" % nginx_port),
             ("nginx limit_req", "http://127.0.0.1:%d/limit_req" % nginx_port),
             ("ratekeeper /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % rk_port),
         ]
+        if args.tls:
+            targets.append(("ratekeeper TLS", "https://127.0.0.1:%d/v1/auth/bench" % tls_port))
         script = os.path.join(work, "clients.lua")
         for _, url in targets:  # warm up
             wrk(url, 1, args.connections, script)
@@ -104,6 +125,8 @@ def main():
         rk = saturated["ratekeeper /v1/auth"][0]
         print("ratekeeper / nginx return 200: %.2fx   (target >= 0.80)" % (rk / saturated["nginx return 200"][0]))
         print("ratekeeper / nginx limit_req:  %.2fx" % (rk / saturated["nginx limit_req"][0]))
+        if args.tls:
+            print("ratekeeper TLS / plaintext:    %.2fx" % (saturated["ratekeeper TLS"][0] / rk))
 
         # Half of each one's saturating load: fewer connections, each sending its next request as soon as the
         # answer is in (closed loop), as many as come closest to half the saturating rate. (wrk's own pauses are
@@ -121,10 +144,10 @@ def main():
                     break
             rps, p99, _ = wrk(url, args.seconds, best[0], script)
             print("%-22s %12.0f %10.3f %12d%s" % (name, rps, p99, best[0],
-                                                  "   (target < 1 ms)" if name.startswith("ratekeeper") else ""))
+                                                  "   (target < 1 ms)" if name == "ratekeeper /v1/auth" else ""))
     finally:
         for p in procs:
-            p.send_signal(signal.SIGTERM if p is procs[0] else signal.SIGQUIT)
+            p.send_signal(signal.SIGQUIT if p is nginx else signal.SIGTERM)
         for p in procs:
             try:
                 p.wait(timeout=10)

@@ -42,6 +42,9 @@ inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules r
 // gauge, no labels.
 inline constexpr Name kConfigLastReloadSuccess{"ratekeeper_config_last_reload_success_timestamp_seconds",
                                                "When the active rules were loaded (Unix time)."};
+// counter {result}: success or failure (the files kept as they were: unreadable, or a key not matching).
+inline constexpr Name kTlsReloads{"ratekeeper_tls_reloads_total",
+                                  "Rotated TLS certificate files read for the HTTP listeners, by result."};
 // counter {route, code}.
 inline constexpr Name kHttpRequests{"ratekeeper_http_requests_total", "HTTP requests, by route and status code."};
 // counter {protocol, reason}.

@@ -35,6 +35,7 @@ descriptors:
   - key: api_key
     rate_limit: {unit: minute, requests_per_unit: 100, algorithm: gcra, burst: 20, name: per_api_key}
 `;
+const TOKEN = "ui-test-token-0123456789";  // --admin-token-file: the page signs in with it
 const ABUSER = "198.51.100.23";
 const POLITE = "192.0.2.10";
 
@@ -84,11 +85,13 @@ function step(name) {
 
 try {
   fs.writeFileSync(path.join(tmp, "rules.yaml"), RULES);
+  fs.writeFileSync(path.join(tmp, "admin.token"), TOKEN + "\n");
   const httpPort = await freePort();
   const adminPort = await freePort();
   const log = fs.openSync(path.join(tmp, "server.log"), "w");
   server = spawn(BINARY, ["serve", "--config", path.join(tmp, "rules.yaml"), "--http", `127.0.0.1:${httpPort}`,
-    "--admin", `127.0.0.1:${adminPort}`], { stdio: ["ignore", log, log] });
+    "--admin", `127.0.0.1:${adminPort}`, "--admin-token-file", path.join(tmp, "admin.token")],
+  { stdio: ["ignore", log, log] });
   const exited = new Promise((resolve) => server.on("exit", (code, signal) => resolve({ code, signal })));
   await until("ratekeeper to be ready", async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`)).ok);
   const admin = `http://127.0.0.1:${adminPort}`;
@@ -103,8 +106,16 @@ try {
   const outside = [];
   page.on("request", (r) => { if (!r.url().startsWith(admin + "/")) outside.push(r.url()); });
 
-  const response = await page.goto(admin + "/ui");
+  // Behind --admin-token-file the page answers with its login form; the cookie the form sets then carries every
+  // request the page makes.
+  const login = await page.goto(admin + "/ui");
+  assert.equal(login.status(), 401);
+  await page.fill("input[name=token]", TOKEN);
+  const [response] = await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
   assert.equal(response.status(), 200);
+  assert.equal(new URL(page.url()).pathname, "/ui");
+  problems.length = 0;  // the 401 of the page before signing in is the point, not a problem
+  step("signed in with the admin token through the login form");
   assert.match(response.headers()["content-security-policy"], /default-src 'none'/);
   await page.waitForFunction(() => document.getElementById("status").textContent === "live", null, { timeout: 10000 });
   await page.waitForSelector("#rules td:text-is('per_client')", { timeout: 10000 });
@@ -171,7 +182,8 @@ try {
   step("a bad what-if shows the field it names: " + (await page.textContent("#whatif-error")));
 
   // The dashboard's reads charged nothing: the polite client still has its room.
-  const rates = await (await fetch(admin + "/v1/admin/rates")).json();
+  const rates = await (await fetch(admin + "/v1/admin/rates", { headers: { Authorization: "Bearer " + TOKEN } }))
+    .json();
   const perClient = rates.rules.find((r) => r.name === "per_client");
   assert.equal(perClient.ok + perClient.over_limit, 43, "every decision counted once, the page's reads none");
 

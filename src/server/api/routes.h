@@ -8,6 +8,8 @@
 //                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 //
+// With a token (--admin-token-file), the admin listener answers only requests that carry it, /healthz and /readyz
+// aside (server/api/admin_auth.h: a header, or the cookie of the dashboard's login form at /ui/login).
 // The admin listener answers browsers' requests only when they are its own (docs/security.md): a Host that is an IP
 // literal, a localhost name or a configured name (else 403: DNS rebinding), an Origin that is the Host itself or a
 // configured name (else 403: cross-site requests), and POST bodies only as application/json (else 415: a form or
@@ -44,6 +46,9 @@ struct AdminOptions {
   // Host names, besides IP literals and localhost names, that the admin listener is reached by (--admin-hosts):
   // the name a reverse proxy or a scraper uses. Compared without port, case-insensitively.
   std::vector<std::string> hosts;
+  // Not empty: every request but /healthz and /readyz needs this token (server/api/admin_auth.h).
+  std::string token;
+  bool secure_cookie = false;  // the listener speaks TLS: the login cookie is marked Secure
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});

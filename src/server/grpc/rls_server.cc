@@ -2,6 +2,9 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
 #include <mutex>
@@ -162,6 +165,26 @@ GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks
 
 GrpcServer::~GrpcServer() { stop(); }
 
+namespace {
+
+// Plaintext, or TLS from files gRPC watches itself (its FileWatcherCertificateProvider rereads them every refresh
+// interval and keeps the last good pair when a read fails).
+std::shared_ptr<grpc::ServerCredentials> credentials(const GrpcOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  namespace gx = grpc::experimental;
+  auto files = std::make_shared<gx::FileWatcherCertificateProvider>(o.tls_key, o.tls_cert, o.tls_client_ca,
+                                                                    o.tls_refresh_seconds);
+  gx::TlsServerCredentialsOptions tls(files);
+  tls.watch_identity_key_cert_pairs();
+  if (!o.tls_client_ca.empty()) {
+    tls.watch_root_certs();
+    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return gx::TlsServerCredentials(tls);
+}
+
+}  // namespace
+
 void GrpcServer::start() {
   // Debian builds abseil without NDEBUG, so every absl::Mutex inside gRPC also maintains a lock-order graph for
   // deadlock detection (absl's GraphCycles, a few % of the server's CPU under load; upstream release builds skip
@@ -169,11 +192,12 @@ void GrpcServer::start() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &impl_->port);
+  builder.AddListeningPort(impl_->options.address, credentials(impl_->options), &impl_->port);
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, impl_->options.handshake_timeout_ms);
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();

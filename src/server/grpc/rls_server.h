@@ -28,6 +28,14 @@ struct GrpcOptions {
   int max_message_bytes = 64 * 1024;       // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
   int max_streams_per_connection = 256;    // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
   int max_watch_streams = 1024;            // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
+  // TLS: PEM files, checked by the caller beforehand (gRPC only logs a bad one). Empty tls_cert: plaintext. The
+  // files are watched every tls_refresh_seconds: new connections get rotated ones, connections open keep theirs.
+  std::string tls_cert, tls_key;
+  std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
+  unsigned tls_refresh_seconds = 1;
+  // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
+  // header timeout), so that connections that never finish one hold nothing for long.
+  int handshake_timeout_ms = 10000;
 };
 
 struct GrpcHooks {

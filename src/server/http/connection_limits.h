@@ -16,6 +16,7 @@
 #include <boost/asio/ip/network_v4.hpp>
 #include <boost/asio/ip/network_v6.hpp>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,10 @@
 
 #include "server/http/net.h"
 #include "server/http/server.h"
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace rk::http::detail {
 
@@ -40,6 +45,7 @@ class Networks {
 // What a new connection was admitted under; nothing for one that is refused.
 struct Admission {
   asio::ip::address peer;
+  std::shared_ptr<boost::asio::ssl::context> tls;  // the TLS context the connection is served with; null: plaintext
   bool counted = false;  // holds a place under max_connections
   std::string ip_key;    // holds one under max_connections_per_ip too ("": none)
 };

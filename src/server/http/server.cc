@@ -8,6 +8,7 @@
 //   reply_channel.h      answers given later (Reply), from any thread
 //   request_parser.h     Beast's parser into a connection's reusable storage
 //   response_writer.h    a Response as HTTP/1.1 bytes
+//   tls_context.h        with TLS, the context new connections use, replaced by reload_tls()
 #include "server/http/server.h"
 
 #include <boost/asio/post.hpp>
@@ -23,7 +24,7 @@ thread_local const Server::Impl* tls_server = nullptr;  // the server whose thre
 }  // namespace
 
 Server::Impl::Impl(ServerOptions o, Handler h, ServerEvents e)
-    : options(std::move(o)), handler(std::move(h)), events(std::move(e)), limits(options) {
+    : options(std::move(o)), handler(std::move(h)), events(std::move(e)), limits(options), tls(options.tls) {
   for (int i = 0; i < options.threads; ++i) workers.push_back(std::make_unique<detail::Worker>(*this));
   std::vector<detail::tcp::acceptor*> acceptors;
   for (auto& w : workers) acceptors.push_back(&*w->acceptor);
@@ -95,6 +96,8 @@ void Server::start() {
 }
 
 std::uint16_t Server::port() const { return impl_->listener.port(); }
+
+void Server::reload_tls() { impl_->tls.reload(); }
 
 void Server::stop() {
   Impl& s = *impl_;

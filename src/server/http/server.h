@@ -14,6 +14,9 @@
 //   ...
 //   server.stop();   // refuses new connections, lets requests in flight finish, joins its threads
 //
+// TLS (ServerOptions::tls): every connection handshakes first, on its worker's event loop like any read (a client
+// that stalls holds no thread), under the limits below; reload_tls() swaps in rotated files for new connections.
+//
 // How it serves: `threads` threads, each with its own event loop, all accepting from one listening socket; a
 // connection stays on the thread that accepted it (no thread per connection, no locks per request). HTTP/1.1
 // connections are kept alive, HTTP/1.0 ones when the request asks; pipelined requests are answered in order.
@@ -32,6 +35,10 @@
 //   request head not in within header_timeout [10 s] of its      408, then close       "timeout"
 //     first byte, or its body not within a further header_timeout
 //   a new connection that sends nothing within header_timeout    close                 "timeout"
+//   with TLS: a handshake that fails (plaintext sent, no common  close                 "tls_handshake"
+//     protocol, a client certificate missing or untrusted) or
+//     that has not ended within header_timeout (a connection
+//     closed having sent nothing is not counted)
 //   a client that does not read its answers for idle_timeout     close                 "timeout"
 //   a kept-alive connection idle for idle_timeout [60 s]         close                 (not counted)
 //   a connection beyond max_connections_per_ip [256] from one    503, then close       "too_many_connections_from_ip"
@@ -64,7 +71,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -146,6 +155,27 @@ struct Response {
 // throws becomes a 500.
 using Handler = std::function<void(const Request&, Response&)>;
 
+// TLS on a listener: PEM files, read when the Server is made and again by Server::reload_tls().
+struct TlsFiles {
+  std::string cert;       // the server's certificate chain, leaf first
+  std::string key;        // its private key (unencrypted)
+  std::string client_ca;  // "": no client certificate asked for; else one is required, issued by these CAs
+};
+
+// A TLS file that cannot be used: `path` names it, `which` says which of TlsFiles it is, what() what is wrong
+// ("tls.crt: not a PEM certificate chain (no start line)").
+class TlsFileError : public std::runtime_error {
+ public:
+  enum class Which { kCert, kKey, kClientCa };
+  TlsFileError(Which w, std::string file, const std::string& problem)
+      : std::runtime_error(file + ": " + problem), which(w), path(std::move(file)) {}
+  Which which;
+  std::string path;
+};
+
+// Reads and checks the files as the Server would (the key matches the certificate); throws TlsFileError.
+void check_tls_files(const TlsFiles& files);
+
 struct ServerOptions {
   std::string address = "127.0.0.1";  // an IPv4 or IPv6 address, not a host name
   std::uint16_t port = 0;             // 0: a free port, see port()
@@ -161,12 +191,17 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
   std::chrono::milliseconds busy_idle_timeout{5000};  // ...and this long while 3/4 of max_connections are taken
   std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
+  // Set: every connection speaks TLS (HTTPS). The handshake counts as the start of the first request: it must end
+  // within header_timeout of the connection, and the connection holds its place under the limits meanwhile. A
+  // connection the limits refuse is closed without an answer (a 503 would need a handshake first).
+  std::optional<TlsFiles> tls;
 };
 
 // Optional hooks, for metrics and logs; called on the server's threads. An exception they throw is ignored.
 struct ServerEvents {
-  // "malformed", "body_too_large", "header_too_large", "timeout", "too_many_connections" or
-  // "too_many_connections_from_ip".
+  // "malformed", "body_too_large", "header_too_large", "timeout", "too_many_connections",
+  // "too_many_connections_from_ip" or, with TLS, "tls_handshake" (a handshake that failed: no common protocol, a
+  // missing or untrusted client certificate, plaintext sent to the TLS port).
   std::function<void(std::string_view reason)> on_bad_request;
   std::function<void(int delta)> on_connection;  // +1 when a connection is accepted, -1 when it is gone
   // The handler threw (what() of the exception) or answered something that cannot be sent. The client gets a
@@ -188,6 +223,11 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   void start();                // starts the threads; does nothing if started or stopped already
+  // Rereads ServerOptions::tls's files (a certificate rotated): connections from now on use them, connections open
+  // keep what they began with. Throws TlsFileError, keeping the files in use, if they cannot be used (a key that
+  // does not match the certificate, as when one file is rewritten before the other); does nothing without TLS.
+  // From any thread.
+  void reload_tls();
   std::uint16_t port() const;  // the port listened on, valid from construction on
   // Stops accepting, closes idle connections, lets requests in flight finish and answers them with
   // `Connection: close` (up to drain_timeout), then joins the threads.

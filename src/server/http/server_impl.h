@@ -1,9 +1,10 @@
 // server/http/server_impl.h (internal): Server::Impl, what the server's threads share: the options, the handler
-// and the event hooks, the connection limits, the listening socket, and the workers with their threads.
+// and the event hooks, the connection limits, the TLS context, the listening socket, and the workers with their
+// threads.
 //
-// Thread safety: `limits` is safe from any thread (connection_limits.h); `stopping` is set once by stop(); `mu`
-// serialises start() and stop() from outside the server's threads; `running` is under `done_mu`. The rest is
-// written by the constructor, before the threads start, and only read after.
+// Thread safety: `limits` and `tls` are safe from any thread (connection_limits.h, tls_context.h); `stopping` is
+// set once by stop(); `mu` serialises start() and stop() from outside the server's threads; `running` is under
+// `done_mu`. The rest is written by the constructor, before the threads start, and only read after.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "server/http/connection_limits.h"
 #include "server/http/listener.h"
 #include "server/http/server.h"
+#include "server/http/tls_context.h"
 #include "server/http/worker.h"
 
 namespace rk::http {
@@ -46,6 +48,7 @@ struct Server::Impl {
   Handler handler;
   ServerEvents events;
   detail::ConnectionLimits limits;  // after options, which it is made from
+  detail::TlsContexts tls;          // likewise; current() is null without TLS
   std::atomic<bool> stopping{false};
 
   std::mutex mu;  // start() and stop() from outside the server's threads

@@ -41,9 +41,11 @@ Session::Session(tcp::socket socket, Worker& worker, Admission admission)
       server_(worker.server),
       counted_(admission.counted),
       ip_key_(std::move(admission.ip_key)),
-      linger_time_(kLingerTime) {
+      linger_time_(kLingerTime),
+      tls_context_(std::move(admission.tls)) {
   error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
+  if (tls_context_) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls_context_);
   if (!admission.peer.is_unspecified()) remote_ip_ = admission.peer.to_string();
   worker_.link(this);  // last: nothing after it throws
   if (counted_) server_.connection(+1);
@@ -73,7 +75,29 @@ void Session::start() noexcept {
   guarded([&] {
     channel_ = std::make_shared<ReplyChannel>(worker_.ioc->get_executor(), weak_from_this(), this);
     wait_for_request(server_.options.header_timeout);
+    if (tls_) return handshake();
     read();
+  });
+}
+
+// Under the first request's deadline (on_tick closes a handshake not done by then) and sheddable like an idle
+// connection, so that connections that never finish their handshake hold nothing for long.
+void Session::handshake() {
+  handshaking_ = true;
+  tls_->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
+    self->guarded([&] {
+      self->handshaking_ = false;
+      if (self->phase_ == Phase::kClosed) return;  // timed out, shed or stopped meanwhile: counted there if at all
+      if (ec) {
+        // Closed having sent nothing (a TCP health check, a port scan) is no failed handshake, as a plaintext
+        // connection closed before its request is no bad request.
+        const bool probe = ec == asio::ssl::error::stream_truncated &&
+                           BIO_number_read(SSL_get_rbio(self->tls_->native_handle())) == 0;
+        if (!probe) self->server_.bad_request("tls_handshake");
+        return self->close();
+      }
+      self->read();
+    });
   });
 }
 
@@ -89,9 +113,11 @@ void Session::reject(std::string_view reason, std::string_view message) noexcept
 void Session::read() {
   reading_ = true;
   const std::size_t size = std::max(kReadSize, buffer_.capacity() - buffer_.size());
-  socket_.async_read_some(buffer_.prepare(size), [self = shared_from_this()](error_code ec, std::size_t n) {
+  auto done = [self = shared_from_this()](error_code ec, std::size_t n) {
     self->guarded([&] { self->on_read(ec, n); });
-  });
+  };
+  if (tls_) return tls_->async_read_some(buffer_.prepare(size), std::move(done));
+  socket_.async_read_some(buffer_.prepare(size), std::move(done));
 }
 
 void Session::on_read(error_code ec, std::size_t n) {
@@ -288,9 +314,11 @@ void Session::fail(error_code ec) {
 void Session::write() {
   writing_ = true;
   write_deadline_ = Clock::now() + server_.options.idle_timeout;
-  asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](error_code ec, std::size_t) {
+  auto done = [self = shared_from_this()](error_code ec, std::size_t) {
     self->guarded([&] { self->on_write(ec); });
-  });
+  };
+  if (tls_) return asio::async_write(*tls_, asio::buffer(out_), std::move(done));
+  asio::async_write(socket_, asio::buffer(out_), std::move(done));
 }
 
 void Session::on_write(error_code ec) {
@@ -322,11 +350,21 @@ void Session::wait_for_request(Clock::duration timeout) {
 void Session::linger() {
   phase_ = Phase::kLinger;
   buffer_.clear();
+  deadline_ = Clock::now() + std::min<Clock::duration>(linger_time_, server_.options.idle_timeout);
+  if (tls_) return tls_linger();
   error_code ec;
   socket_.shutdown(tcp::socket::shutdown_send, ec);
   if (ec) return close();
-  deadline_ = Clock::now() + std::min<Clock::duration>(linger_time_, server_.options.idle_timeout);
   if (!reading_) read();
+}
+
+// TLS ends with a close_notify, which only the TLS stream can send. Its shutdown sends one and then reads until the
+// client's own (or its close), discarding what comes meanwhile, which is what lingering is for; the deadline bounds
+// it. A read still in flight (a 408 written while a request was arriving) cannot share the stream with a shutdown:
+// that client is not reading its answers anyway, and the connection closes.
+void Session::tls_linger() {
+  if (reading_) return close();
+  tls_->async_shutdown([self = shared_from_this()](error_code) { self->guarded([&] { self->close(); }); });
 }
 
 // True once the client's TCP has acknowledged everything we sent, our FIN included (or if that cannot be told).
@@ -363,7 +401,8 @@ void Session::on_tick(Clock::time_point now, bool busy) noexcept {
     if (phase_ == Phase::kWaiting || now < deadline_) return;  // a deferred answer is the handler's to bound
     switch (phase_) {
       case Phase::kIdle:
-        if (first_) server_.bad_request("timeout");  // connected, and sent nothing within header_timeout
+        // Connected, and sent nothing (or did not finish its TLS handshake) within header_timeout.
+        if (first_) server_.bad_request(handshaking_ ? "tls_handshake" : "timeout");
         return close();
       case Phase::kHead:
       case Phase::kBody:

@@ -13,8 +13,12 @@
 // - Its worker's sweep calls on_tick() for the timeouts; a session never arms a timer of its own.
 // - After its last answer it lingers: it shuts its side and discards what the client still sends, for a bounded
 //   time, so that closing does not reset the connection before the client has the answer (linger() in session.cc).
+// - With TLS, the handshake comes first, in phase kIdle under the header timeout like a first request, and is
+//   shed like an idle connection when the server is full; the TLS stream has one read and one write in flight at
+//   most, as the socket does.
 #pragma once
 
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -86,6 +90,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() noexcept;
   bool quiet();
   void wait_for_request(Clock::duration timeout);
+  void handshake();
+  void tls_linger();
 
   tcp::socket socket_;
   Worker& worker_;
@@ -113,6 +119,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint64_t seq_ = 0;                  // of the request whose answer is deferred
   bool deferring_ = false;                 // the running handler called defer()
   std::shared_ptr<Session> held_;          // while kWaiting: nothing else keeps the session alive
+  // With TLS: the stream over socket_ (declared after it, so gone before it), and the context it was made from,
+  // kept for the connection's life whatever Server::reload_tls() does meanwhile. Null for plaintext: each read and
+  // write asks which, and that is all plaintext pays.
+  std::shared_ptr<asio::ssl::context> tls_context_;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;
+  bool handshaking_ = false;
 };
 
 }  // namespace rk::http::detail

@@ -124,10 +124,11 @@ void Worker::accept() {
 
 void Worker::on_accept(tcp::socket socket) {
   ConnectionLimits& limits = server.limits;
-  Admission admission{.peer = peer_address(socket)};
+  Admission admission{.peer = peer_address(socket), .tls = server.tls.current()};
   std::string key = limits.ip_key(admission.peer);
   if (!key.empty() && !limits.take_ip(key)) {
     server.bad_request("too_many_connections_from_ip");
+    if (admission.tls) return;  // a 503 would cost a handshake, which is what a flood wants: the socket closes
     std::make_shared<Session>(std::move(socket), *this, std::move(admission))
         ->reject("too_many_connections_from_ip",
                  "too many connections from this address (" + std::to_string(server.options.max_connections_per_ip) +
@@ -140,6 +141,7 @@ void Worker::on_accept(tcp::socket socket) {
     limits.give();
     if (!key.empty()) limits.give_ip(key);
     server.bad_request("too_many_connections");
+    if (admission.tls) return;
     std::make_shared<Session>(std::move(socket), *this, std::move(admission))
         ->reject("too_many_connections", "the server has too many connections; try again later");
     return;

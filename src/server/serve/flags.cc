@@ -95,6 +95,21 @@ void add_listener_flags(cli::FlagSet& flags, ServeFlags& f) {
               admin_hosts(f.admin_hosts));
 }
 
+// The files are read, and their combination checked, by check_security_flags() (listeners.h) once every flag is in.
+void add_security_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--tls-cert", "FILE",
+              "serve HTTPS, gRPC over TLS and the admin listener over HTTPS with this PEM\n"
+              "certificate chain (with --tls-key; a rotated file is picked up by new connections)",
+              text(f.tls_cert));
+  flags.value("--tls-key", "FILE", "the private key of --tls-cert (PEM, unencrypted)", text(f.tls_key));
+  flags.value("--tls-client-ca", "FILE", "require client certificates issued by these CAs (PEM; mutual TLS)",
+              text(f.tls_client_ca));
+  flags.value("--admin-token-file", "FILE",
+              "admin requests but /healthz and /readyz need 'Authorization: Bearer <the token\n"
+              "in FILE>'; required for an --admin address that is not loopback",
+              text(f.admin_token_file));
+}
+
 void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--max-connections", "N", "HTTP connections at once (default 10000)",
               whole_number(f.max_connections, 1, 1'000'000));
@@ -233,6 +248,7 @@ void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
                 cli::text_list(f.settings));
   }
   add_listener_flags(flags, f);
+  add_security_flags(flags, f);
   add_connection_flags(flags, f);
   add_rule_flags(flags, f);
   add_redis_flags(flags, f);

@@ -58,6 +58,10 @@ struct ServeFlags {
   bool keep_path_params = false;
   bool path_case_insensitive = false;
   std::vector<std::string> admin_hosts;
+  std::string tls_cert;          // with tls_key: every listener speaks TLS
+  std::string tls_key;
+  std::string tls_client_ca;     // and asks for client certificates issued by these CAs
+  std::string admin_token_file;  // the admin listener's bearer token
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
 };
 

@@ -1,7 +1,19 @@
-// server/serve/listeners.cc: serve's listeners, from flags to started servers, and their one log line.
+// server/serve/listeners.cc: serve's listeners, from flags to started servers, and their one log line; the TLS and
+// admin token files read and checked; rotated TLS files picked up.
 #include "server/serve/listeners.h"
 
+#include <arpa/inet.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
 
 #include "logging/log.h"
 #ifdef RK_HAVE_GRPC
@@ -26,6 +38,100 @@ bool split_address(const std::string& s, std::string& host, std::uint16_t& port)
   return true;
 }
 
+bool loopback(const std::string& address) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
+  return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+}
+
+const char* flag_of(http::TlsFileError::Which which) {
+  switch (which) {
+    case http::TlsFileError::Which::kCert: return "--tls-cert";
+    case http::TlsFileError::Which::kKey: return "--tls-key";
+    case http::TlsFileError::Which::kClientCa: return "--tls-client-ca";
+  }
+  return "--tls-cert";
+}
+
+// --tls-cert, --tls-key and --tls-client-ca, together and read: a listener must not start on half of them.
+bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std::string& error) {
+  if (flags.tls_cert.empty() && flags.tls_key.empty()) {
+    if (!flags.tls_client_ca.empty()) {
+      error = "--tls-client-ca " + flags.tls_client_ca + ": needs --tls-cert and --tls-key (client certificates "
+              "are asked for over TLS)";
+    }
+    return flags.tls_client_ca.empty();
+  }
+  if (flags.tls_cert.empty() || flags.tls_key.empty()) {
+    error = flags.tls_cert.empty()
+                ? "--tls-key " + flags.tls_key + ": needs --tls-cert, the certificate it is the key of"
+                : "--tls-cert " + flags.tls_cert + ": needs --tls-key, its private key";
+    return false;
+  }
+  http::TlsFiles files{.cert = flags.tls_cert, .key = flags.tls_key, .client_ca = flags.tls_client_ca};
+  try {
+    http::check_tls_files(files);
+  } catch (const http::TlsFileError& e) {
+    error = std::string(flag_of(e.which)) + " " + e.what();
+    return false;
+  }
+  tls = std::move(files);
+  return true;
+}
+
+// The token of --admin-token-file, its trailing newline trimmed. Without one, the admin listener must be loopback:
+// its API resets limits and shows the rules and who is being limited.
+bool admin_token(const ServeFlags& flags, const std::string& admin_address, std::string& token, std::string& error) {
+  const std::string& file = flags.admin_token_file;
+  if (file.empty()) {
+    if (loopback(admin_address)) return true;
+    error = "--admin " + flags.admin + ": not a loopback address, and the admin API resets limits: give " +
+            "--admin-token-file FILE too (docs/service.md)";
+    return false;
+  }
+  const std::string where = "--admin-token-file " + file + ": ";
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    error = where + "is a directory, not a file holding the token";
+    return false;
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    error = where + "cannot read: " + std::strerror(errno);
+    return false;
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty()) {
+    error = where + "is empty; it must hold the token";
+    return false;
+  }
+  for (const char c : text) {
+    if (c < 0x21 || c > 0x7e) {  // what an Authorization header and a cookie can carry as they are
+      error = where + "the token must be one line of visible ASCII (no space, tab or control character)";
+      return false;
+    }
+  }
+  token = std::move(text);
+  return true;
+}
+
+// A file's identity and version as far as stat() tells: a certificate manager replaces it (a new inode, as a
+// rename or a Kubernetes secret's symlink swap does) or rewrites it (a new size or modification time).
+std::string stamp(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "-";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+std::string stamps(const http::TlsFiles& files) {
+  return stamp(files.cert) + "|" + stamp(files.key) + "|" + stamp(files.client_ca);
+}
+
 http::ServerEvents http_events(ServeMetrics& metrics) {
   http::ServerEvents events;
   events.on_bad_request = [&metrics](std::string_view reason) { metrics.bad_request("http", reason); };
@@ -33,6 +139,16 @@ http::ServerEvents http_events(ServeMetrics& metrics) {
   events.on_handler_error = [&metrics](std::string_view what) {
     metrics.bad_request("http", "handler_error");
     logging::log(logging::Level::kError, "request handler failed; answered 500", {{"error", std::string(what)}});
+  };
+  return events;
+}
+
+// The admin listener counts failed TLS handshakes (someone cannot reach it) and its handler's failures; its other
+// refusals are an operator's own tools being turned away, not traffic.
+http::ServerEvents admin_events(ServeMetrics& metrics, const http::ServerEvents& public_events) {
+  http::ServerEvents events{.on_handler_error = public_events.on_handler_error};
+  events.on_bad_request = [&metrics](std::string_view reason) {
+    if (reason == "tls_handshake") metrics.bad_request("admin", reason);
   };
   return events;
 }
@@ -59,7 +175,14 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
                            .response_headers = flags.grpc_headers,
                            .max_message_bytes = flags.grpc_max_message_bytes,
                            .max_streams_per_connection = flags.grpc_max_streams_per_connection,
-                           .max_watch_streams = flags.grpc_max_watch_streams},
+                           .max_watch_streams = flags.grpc_max_watch_streams,
+                           .tls_cert = flags.tls_cert,
+                           .tls_key = flags.tls_key,
+                           .tls_client_ca = flags.tls_client_ca,
+                           .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
+                           .handshake_timeout_ms = static_cast<int>(std::min<std::int64_t>(
+                               std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout).count(),
+                               std::numeric_limits<int>::max()))},
       hooks);
   server->start();
   logging::log(logging::Level::kInfo, "serving gRPC",
@@ -72,8 +195,9 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
 struct Listeners::Grpc {};
 #endif
 
-bool listener_options(const ServeFlags& flags, http::ServerOptions& public_options, http::ServerOptions& admin_options,
-                      std::string& error) {
+bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error) {
+  http::ServerOptions& public_options = options.public_http;
+  http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
       !split_address(flags.admin, admin_options.address, admin_options.port)) {
     error = "--http and --admin take ADDR:PORT (like 127.0.0.1:8080)";
@@ -92,34 +216,67 @@ bool listener_options(const ServeFlags& flags, http::ServerOptions& public_optio
   public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
   public_options.header_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout);
   admin_options.threads = 1;
-  return true;
+  // The admin listener speaks TLS too when it is configured: its token, rules and hot keys must not cross the
+  // network in the clear either.
+  if (!tls_files(flags, public_options.tls, error)) return false;
+  admin_options.tls = public_options.tls;
+  return admin_token(flags, admin_options.address, options.admin_token, error);
 }
 
-Listeners::Listeners(const ServeFlags& flags, const http::ServerOptions& public_options,
-                     const http::ServerOptions& admin_options, service::Service& service, ServeMetrics& metrics,
-                     const api::Hooks& hooks)
+Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service,
+                     ServeMetrics& metrics, const api::Hooks& hooks)
     : grpc_(std::make_unique<Grpc>()) {
+  const http::ServerOptions& public_options = options.public_http;
+  const http::ServerOptions& admin_options = options.admin_http;
+  if (public_options.tls) tls_seen_ = stamps(*public_options.tls);  // before the servers read the files
   api::ForwardAuthOptions forward = flags.forward;
   forward.path = {.strip_params = !flags.keep_path_params, .fold_case = flags.path_case_insensitive};
   const http::ServerEvents events = http_events(metrics);
   public_server_ = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks, forward), events);
   admin_server_ = std::make_unique<http::Server>(admin_options,
-                                                 api::admin_routes(service, hooks, {.hosts = flags.admin_hosts}),
-                                                 http::ServerEvents{.on_handler_error = events.on_handler_error});
+                                                 api::admin_routes(service, hooks,
+                                                                   {.hosts = flags.admin_hosts,
+                                                                    .token = options.admin_token,
+                                                                    .secure_cookie = admin_options.tls.has_value()}),
+                                                 admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();
 #ifdef RK_HAVE_GRPC
   if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, service, metrics);
 #endif
+  if (public_options.tls) {
+    tls_watch_.start(kTlsRefresh,
+                     [this, files = *public_options.tls, &metrics] { reload_tls_if_rotated(files, metrics); });
+  }
   logging::log(logging::Level::kInfo, "serving",
                {{"http", public_options.address + ":" + std::to_string(public_server_->port())},
                 {"admin", admin_options.address + ":" + std::to_string(admin_server_->port())},
+                {"tls", public_options.tls ? (flags.tls_client_ca.empty() ? "on" : "on, client certificates") : "off"},
                 {"config", flags.config}});
+}
+
+// Both HTTP listeners take the rotated files (gRPC watches them itself). A read that fails (a key rewritten before
+// its certificate, say) keeps the files in use and is tried again when a file changes next.
+void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
+  std::string now = stamps(files);
+  if (now == tls_seen_) return;
+  tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
+  try {
+    public_server_->reload_tls();
+    admin_server_->reload_tls();
+    metrics.tls_reloaded(true);
+    logging::log(logging::Level::kInfo, "TLS certificate files reloaded", {{"tls_cert", files.cert}});
+  } catch (const http::TlsFileError& e) {
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
+                 {{"error", std::string(flag_of(e.which)) + " " + e.what()}});
+  }
 }
 
 Listeners::~Listeners() { stop(); }
 
 void Listeners::stop() {
+  tls_watch_.stop();
 #ifdef RK_HAVE_GRPC
   if (grpc_->server) grpc_->server->stop();
 #endif

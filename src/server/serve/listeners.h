@@ -1,16 +1,19 @@
 // server/serve/listeners.h: serve's listeners: the public HTTP one (decision API, forward-auth), the admin one
-// (metrics, rules, dashboard, admin API) and, with --grpc, Envoy's rate-limit gRPC API, started and stopped as one.
+// (metrics, rules, dashboard, admin API) and, with --grpc, Envoy's rate-limit gRPC API, started and stopped as one;
+// with --tls-cert, all three speak TLS, and rotated certificate files are picked up while serving.
 //
-//   http::ServerOptions public_options, admin_options;
-//   if (!listener_options(flags, public_options, admin_options, error)) ...    // exit 2: nothing started
-//   Listeners listeners(flags, public_options, admin_options, service, metrics, hooks);  // throws: exit 1
+//   ListenerOptions options;
+//   if (!listener_options(flags, options, error)) ...                  // exit 2: nothing started
+//   Listeners listeners(flags, options, service, metrics, hooks);      // throws: exit 1
 //   ...
 //   listeners.stop();   // stops accepting; requests in flight finish
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
+#include "base/periodic.h"
 #include "server/api/routes.h"
 #include "server/http/server.h"
 #include "server/serve/flags.h"
@@ -19,24 +22,38 @@
 
 namespace rk::serve {
 
-// The HTTP listeners' options from the flags; false with `error` for an address that is not ADDR:PORT, or --grpc
-// in a build without gRPC.
-bool listener_options(const ServeFlags& flags, http::ServerOptions& public_options, http::ServerOptions& admin_options,
-                      std::string& error);
+// What the listeners are made of, from the flags.
+struct ListenerOptions {
+  http::ServerOptions public_http, admin_http;
+  std::string admin_token;  // from --admin-token-file; "": the admin listener asks for none
+};
+
+// How often the TLS files are looked at for a rotation (their inode, size and modification time), by the HTTP
+// listeners and by gRPC alike.
+inline constexpr std::chrono::seconds kTlsRefresh{1};
+
+// The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag
+// (and the file), for: an address that is not ADDR:PORT; --grpc in a build without gRPC; --tls-key without
+// --tls-cert or the reverse, --tls-client-ca without them, a TLS file unreadable or not PEM, a key that does not
+// match its certificate; an --admin-token-file unreadable, empty or with a character a header cannot carry; an
+// --admin address that is not loopback without --admin-token-file.
+bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error);
 
 class Listeners {
  public:
   // Listens and starts serving; throws std::runtime_error saying why it cannot (a port in use).
-  Listeners(const ServeFlags& flags, const http::ServerOptions& public_options,
-            const http::ServerOptions& admin_options, service::Service& service, ServeMetrics& metrics,
+  Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service, ServeMetrics& metrics,
             const api::Hooks& hooks);
   ~Listeners();
   void stop();
 
  private:
   struct Grpc;  // empty without gRPC
+  void reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics);
   std::unique_ptr<http::Server> public_server_, admin_server_;
   std::unique_ptr<Grpc> grpc_;
+  std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only
+  base::Periodic tls_watch_;  // last member: stopped first, while the servers are alive
 };
 
 }  // namespace rk::serve

@@ -135,9 +135,9 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
 int run_serve(const std::vector<std::string>& args) {
   ServeFlags flags;
   if (const int code = read_flags(args, flags); code >= 0) return code;
-  http::ServerOptions public_options, admin_options;
+  ListenerOptions listener;
   std::string error;
-  if (!listener_options(flags, public_options, admin_options, error)) {
+  if (!listener_options(flags, listener, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
@@ -186,7 +186,7 @@ int run_serve(const std::vector<std::string>& args) {
   hooks.tracker = tracker;
   std::unique_ptr<Listeners> listeners;
   try {
-    listeners = std::make_unique<Listeners>(flags, public_options, admin_options, service, metrics, hooks);
+    listeners = std::make_unique<Listeners>(flags, listener, service, metrics, hooks);
   } catch (const std::exception& e) {
     std::cerr << "ratekeeper serve: " << e.what() << "\n";
     return 1;

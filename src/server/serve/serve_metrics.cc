@@ -142,6 +142,10 @@ void ServeMetrics::grpc_answered(std::string_view code) {
   if (code != "OK") bad_request("grpc", "invalid_argument");
 }
 
+void ServeMetrics::tls_reloaded(bool ok) {  // rare: the registry's lock each time is no cost
+  registry_.counter(n::kTlsReloads.name, n::kTlsReloads.help, {{"result", ok ? "success" : "failure"}}).inc();
+}
+
 std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double near_limit_ratio) {
   return std::make_shared<metrics::envoy::DescriptorStats>(
       registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});

@@ -38,6 +38,7 @@ class ServeMetrics {
   void decided(std::string_view protocol, std::string_view domain, const service::CheckResponse& r, Nanos took);
   void bad_request(std::string_view protocol, std::string_view reason);
   void grpc_answered(std::string_view code);
+  void tls_reloaded(bool ok);
   void connections(int delta) { connections_.add(delta); }
   // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), to be fed every decision.
   std::shared_ptr<service::DecisionObserver> descriptor_stats(double near_limit_ratio);

@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""TLS on the listeners and the admin token, end to end: the real `ratekeeper serve` with --tls-cert, --tls-key,
+--tls-client-ca and --admin-token-file, on certificates tests/tls/make_certs.sh makes with the openssl command,
+against curl, Python's ssl and grpcio. Run by ctest: tls_test.py BINARY grpc|nogrpc. Ports are free ports, files
+live in a temporary directory, every process started is stopped by its pid.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BINARY = None
+WITH_GRPC = False
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MAKE_CERTS = os.path.join(ROOT, "tests", "tls", "make_certs.sh")
+DOC = os.path.join(ROOT, "docs", "service.md")
+
+RULES = """
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 100}
+"""
+TOKEN = "s3cret-Token_0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, what, seconds=15.0):
+    """Polls a condition on a real process, bounded."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (OSError, ssl.SSLError, http.client.HTTPException):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def make_certs(d, *args):
+    subprocess.run(["sh", MAKE_CERTS, d, *args], check=True)
+
+
+def context(ca, cert=None, key=None):
+    ctx = ssl.create_default_context(cafile=ca)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+class Serve:
+    """`ratekeeper serve` on free ports with `extra` flags; ready once /readyz answers on the public listener."""
+
+    def __init__(self, d, extra, tls=True, grpc=False, admin_address="127.0.0.1", client_cert=False):
+        self.dir = d
+        self.client_cert = client_cert
+        self.rules = os.path.join(d, "rules.yaml")
+        with open(self.rules, "w") as f:
+            f.write(RULES)
+        self.http_port, self.admin_port = free_port(), free_port()
+        self.grpc_port = free_port() if grpc else None
+        self.tls = tls
+        args = [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
+                "--admin", "%s:%d" % (admin_address, self.admin_port), *extra]
+        if grpc:
+            args += ["--grpc", "127.0.0.1:%d" % self.grpc_port]
+        self.log = open(os.path.join(d, "log-%d" % self.http_port), "w+")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: self.request("GET", "/readyz")[0] == 200, "ratekeeper to be ready")
+        except AssertionError:
+            self.stop()  # not left running when it never became ready
+            raise
+
+    def connection(self, admin=False, ctx=None):
+        port = self.admin_port if admin else self.http_port
+        if not self.tls:
+            return http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        if ctx is None and self.client_cert:
+            ctx = context(*(os.path.join(self.dir, n) for n in ("ca.crt", "client.crt", "client.key")))
+        ctx = ctx or context(os.path.join(self.dir, "ca.crt"))
+        return http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
+
+    def request(self, method, path, admin=False, headers=None, body=None, conn=None):
+        own = conn is None
+        conn = conn or self.connection(admin)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.getheaders(), r.read()
+        finally:
+            if own:
+                conn.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+
+def curl(*args):
+    return subprocess.run(["curl", "-sS", "--max-time", "10", *args], capture_output=True, text=True)
+
+
+def grpc_health(port, credentials):
+    """gRPC health Check (service ""), as raw bytes: an empty request; SERVING is field 1 = 1."""
+    import grpc
+    with grpc.secure_channel("127.0.0.1:%d" % port, credentials) as channel:
+        return channel.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=10)
+
+
+class TlsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rk-tls-")
+        make_certs(self.dir)
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def f(self, name):
+        return os.path.join(self.dir, name)
+
+    def read(self, name):
+        with open(self.f(name), "rb") as f:
+            return f.read()
+
+    def serve(self, extra, **kw):
+        s = Serve(self.dir, extra, **kw)
+        self.servers.append(s)
+        return s
+
+    def tls_flags(self, client_ca=False):
+        flags = ["--tls-cert", self.f("server.crt"), "--tls-key", self.f("server.key")]
+        return flags + (["--tls-client-ca", self.f("ca.crt")] if client_ca else [])
+
+    def test_https_on_every_listener_and_plaintext_counted_as_a_failed_handshake(self):
+        settings = self.f("settings.yaml")  # the flags from a settings file, as every serve flag
+        with open(settings, "w") as f:
+            f.write("tls-cert: %s\ntls-key: %s\n" % (self.f("server.crt"), self.f("server.key")))
+        s = self.serve(["--settings", settings], grpc=WITH_GRPC)
+        r = curl("--cacert", self.f("ca.crt"), "https://127.0.0.1:%d/healthz" % s.http_port)
+        self.assertEqual(r.stdout, '{"status":"ok"}', r.stderr)
+        r = curl("--cacert", self.f("ca.crt"), "https://localhost:%d/metrics" % s.admin_port)
+        self.assertIn("ratekeeper_build_info", r.stdout, r.stderr)  # the admin listener speaks TLS too
+        self.assertNotEqual(curl("http://127.0.0.1:%d/healthz" % s.http_port).returncode, 0)
+        metrics = curl("--cacert", self.f("ca.crt"), "https://127.0.0.1:%d/metrics" % s.admin_port).stdout
+        self.assertIn('ratekeeper_bad_requests_total{protocol="http",reason="tls_handshake"} 1', metrics)
+        if WITH_GRPC:
+            import grpc
+            ca = self.read("ca.crt")
+            self.assertEqual(grpc_health(s.grpc_port, grpc.ssl_channel_credentials(ca)), b"\x08\x01")
+            with grpc.insecure_channel("127.0.0.1:%d" % s.grpc_port) as plain:
+                with self.assertRaises(grpc.RpcError):
+                    plain.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=3)
+
+    def test_client_certificates_are_required_with_tls_client_ca(self):
+        s = self.serve(self.tls_flags(client_ca=True), grpc=WITH_GRPC, client_cert=True)
+        url = "https://127.0.0.1:%d/healthz" % s.http_port
+        ca = ["--cacert", self.f("ca.crt")]
+        self.assertEqual(curl(*ca, "--cert", self.f("client.crt"), "--key", self.f("client.key"), url).stdout,
+                         '{"status":"ok"}')
+        self.assertNotEqual(curl(*ca, url).returncode, 0)
+        self.assertNotEqual(curl(*ca, "--cert", self.f("other.crt"), "--key", self.f("other.key"), url).returncode, 0)
+        if WITH_GRPC:
+            import grpc
+            read = self.read
+            good = grpc.ssl_channel_credentials(read("ca.crt"), read("client.key"), read("client.crt"))
+            self.assertEqual(grpc_health(s.grpc_port, good), b"\x08\x01")
+            for creds in (grpc.ssl_channel_credentials(read("ca.crt")),
+                          grpc.ssl_channel_credentials(read("ca.crt"), read("other.key"), read("other.crt"))):
+                with self.assertRaises(grpc.RpcError):
+                    grpc_health(s.grpc_port, creds)
+
+    def test_a_rotated_certificate_is_served_to_new_connections_while_open_ones_go_on(self):
+        s = self.serve(self.tls_flags(), grpc=WITH_GRPC)
+        before = s.connection()
+        self.assertEqual(s.request("GET", "/healthz", conn=before)[0], 200)
+        self.assertEqual(before.sock.getpeercert()["serialNumber"], "01")
+        if WITH_GRPC:
+            import grpc
+            old_ca = self.read("ca.crt")
+            open_channel = grpc.secure_channel("127.0.0.1:%d" % s.grpc_port, grpc.ssl_channel_credentials(old_ca))
+            health = open_channel.unary_unary("/grpc.health.v1.Health/Check")
+            self.assertEqual(health(b"", timeout=10), b"\x08\x01")
+        # A certificate manager's rotation: a new key and certificate (serial 2), from another CA, so that which one
+        # a connection gets shows in what its client must trust.
+        make_certs(self.dir, "server", "2", "other-ca")
+        new_ctx = context(self.f("other-ca.crt"))
+
+        def new_connection_sees_it():
+            conn = s.connection(ctx=new_ctx)
+            try:
+                conn.connect()
+                return conn.sock.getpeercert()["serialNumber"] == "02"
+            finally:
+                conn.close()
+        wait_until(new_connection_sees_it, "the rotated certificate on a new HTTPS connection")
+        sock = before.sock
+        self.assertEqual(s.request("GET", "/healthz", conn=before)[0], 200)  # the same connection, still served
+        self.assertIs(before.sock, sock)
+        before.close()
+        admin = s.connection(True, new_ctx)
+        metrics = s.request("GET", "/metrics", conn=admin)[2].decode()
+        admin.close()
+        self.assertRegex(metrics, r'ratekeeper_tls_reloads_total\{result="success"\} [1-9]')
+        if WITH_GRPC:
+            other_ca = self.read("other-ca.crt")
+            wait_until(lambda: grpc_health(s.grpc_port, grpc.ssl_channel_credentials(other_ca)) == b"\x08\x01",
+                       "the rotated certificate on a new gRPC connection")
+            self.assertEqual(health(b"", timeout=10), b"\x08\x01")  # the channel opened before goes on
+            open_channel.close()
+
+    def test_handshakes_that_never_finish_exhaust_nothing(self):
+        # One thread: a new connection sheds only its own thread's connections (an idle one, or one still in its
+        # handshake), so with two, one landing on the thread that holds none would be refused until the others' header
+        # timeout.
+        s = self.serve(self.tls_flags() + ["--max-connections", "16", "--header-timeout", "500ms", "--threads", "1"],
+                       grpc=WITH_GRPC)
+        stalled = []
+        for i in range(64):
+            c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
+            if i % 2:
+                c.sendall(b"\x16\x03\x01\x02\x00\x01")  # half a ClientHello's record header and more never comes
+            stalled.append(c)
+        began = time.monotonic()
+        r = curl("--cacert", self.f("ca.crt"), "https://127.0.0.1:%d/healthz" % s.http_port)
+        self.assertEqual(r.stdout, '{"status":"ok"}', r.stderr)
+        self.assertLess(time.monotonic() - began, 5, "a real client waited behind stalled handshakes")
+        for c in stalled:
+            c.settimeout(10)
+            try:
+                self.assertEqual(c.recv(1), b"")  # closed: shed, or timed out at --header-timeout
+            except ConnectionResetError:
+                pass
+            c.close()
+        if WITH_GRPC:  # gRPC's listener closes a connection whose handshake does not end within --header-timeout
+            c = socket.create_connection(("127.0.0.1", s.grpc_port), timeout=10)
+            began = time.monotonic()
+            try:
+                self.assertEqual(c.recv(1), b"")
+            except ConnectionResetError:
+                pass
+            self.assertGreaterEqual(time.monotonic() - began, 0.4)
+            c.close()
+
+    def test_bad_tls_and_token_flags_stop_the_start_naming_the_flag_and_the_file(self):
+        empty = self.f("empty.token")
+        with open(empty, "w") as f:
+            f.write("\n")
+        missing = self.f("missing.crt")
+        port = free_port()
+        cases = [
+            (["--tls-key", self.f("server.key")], "--tls-key %s: needs --tls-cert" % self.f("server.key")),
+            (["--tls-cert", self.f("server.crt")], "--tls-cert %s: needs --tls-key" % self.f("server.crt")),
+            (["--tls-client-ca", self.f("ca.crt")], "--tls-client-ca %s: needs --tls-cert" % self.f("ca.crt")),
+            (["--tls-cert", missing, "--tls-key", self.f("server.key")],
+             "--tls-cert %s: cannot read: No such file or directory" % missing),
+            (["--tls-cert", self.f("server.crt"), "--tls-key", self.f("client.key")],
+             "--tls-key %s: does not match the certificate in %s" % (self.f("client.key"), self.f("server.crt"))),
+            (["--tls-cert", self.f("server.key"), "--tls-key", self.f("server.key")],
+             "--tls-cert %s: not a PEM certificate chain" % self.f("server.key")),
+            (self.tls_flags() + ["--tls-client-ca", self.f("server.key")],
+             "--tls-client-ca %s: " % self.f("server.key")),
+            (["--admin-token-file", empty], "--admin-token-file %s: is empty" % empty),
+            (["--admin-token-file", self.f("none")],
+             "--admin-token-file %s: cannot read: No such file or directory" % self.f("none")),
+            (["--admin", "0.0.0.0:%d" % port], "--admin 0.0.0.0:%d: not a loopback address" % port),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = subprocess.run([BINARY, "serve", "--config", os.path.join(ROOT, "examples", "rules.yaml"),
+                                    "--http", "127.0.0.1:%d" % free_port(), *args], capture_output=True, text=True,
+                                   timeout=30)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("ratekeeper serve: " + message, r.stderr)
+                if "--admin" in args:
+                    self.assertIn("--admin-token-file", r.stderr)
+
+    def test_admin_token(self):
+        token = self.f("admin.token")
+        with open(token, "w") as f:
+            f.write(TOKEN + "\n")  # the trailing newline is not part of the token
+        s = self.serve(["--admin-token-file", token], tls=False, admin_address="0.0.0.0")  # not loopback: allowed
+        self.assertEqual(s.request("GET", "/healthz", admin=True)[0], 200)  # probes carry no token
+        self.assertEqual(s.request("GET", "/readyz", admin=True)[0], 200)
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer " + TOKEN + "x"},
+                        {"Authorization": "Basic " + TOKEN}, {"Cookie": "ratekeeper_admin_token=nope"}):
+            status, h, body = s.request("GET", "/v1/rules", admin=True, headers=headers)
+            self.assertEqual(status, 401, headers)
+            self.assertEqual(dict(h)["WWW-Authenticate"], 'Bearer realm="ratekeeper admin"')
+            self.assertEqual(json.loads(body)["error"]["reason"], "unauthorized")
+        status, _, body = s.request("GET", "/v1/rules", admin=True, headers={"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(status, 200)
+        self.assertIn("domains", json.loads(body))
+        r = curl("-H", "Authorization: bearer " + TOKEN, "http://127.0.0.1:%d/metrics" % s.admin_port)
+        self.assertIn("ratekeeper_bad_requests_total{protocol=\"admin\",reason=\"unauthorized\"} 5", r.stdout)
+
+        # The dashboard in a browser: the page answers with the login form, which sets the cookie.
+        status, h, body = s.request("GET", "/ui", admin=True)
+        self.assertEqual(status, 401)
+        self.assertIn(b'<form method="post" action="/ui/login">', body)
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        self.assertEqual(s.request("POST", "/ui/login", admin=True, headers=form, body="token=wrong")[0], 401)
+        status, h, _ = s.request("POST", "/ui/login", admin=True, headers=form, body="token=" + TOKEN)
+        self.assertEqual(status, 303)
+        h = dict(h)
+        self.assertEqual(h["Location"], "/ui")
+        self.assertEqual(h["Set-Cookie"], "ratekeeper_admin_token=%s; Path=/; HttpOnly; SameSite=Strict" % TOKEN)
+        cookie = {"Cookie": "theme=dark; ratekeeper_admin_token=" + TOKEN}
+        self.assertEqual(s.request("GET", "/ui", admin=True, headers=cookie)[0], 200)
+        self.assertEqual(s.request("GET", "/v1/admin/hot-keys", admin=True, headers=cookie)[0], 200)
+        # Another site's page cannot log a browser in (its Origin is refused before the token is looked at).
+        status, _, _ = s.request("POST", "/ui/login", admin=True, body="token=" + TOKEN,
+                                 headers=dict(form, Origin="https://evil.example"))
+        self.assertEqual(status, 403)
+
+    def test_the_documented_example(self):
+        """docs/service.md's TLS example, its block marked `docs-test: by` this file, run as a reader would."""
+        with open(DOC) as f:
+            text = f.read()
+        block = re.search(r"<!-- docs-test: by tests/integration/tls_test.py -->\n```sh\n(.*?)```", text, re.S)
+        self.assertIsNotNone(block, "the TLS example of docs/service.md")
+        h, a = free_port(), free_port()
+        # As tests/docs/docs_test.py runs a documented serve line: on free ports rather than 8080 and 9090.
+        script = block.group(1).replace(":8080", ":%d" % h).replace(":9090", ":%d" % a).replace(
+            "ratekeeper serve ", "ratekeeper serve --http 127.0.0.1:%d --admin 127.0.0.1:%d " % (h, a))
+        os.symlink(os.path.join(ROOT, "examples"), self.f("examples"))
+        env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(BINARY)) + ":" + os.environ["PATH"])
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=self.dir, env=env, capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn('{"status":"ok"}', r.stdout)
+
+
+if __name__ == "__main__":
+    BINARY = os.path.abspath(sys.argv.pop(1))
+    WITH_GRPC = sys.argv.pop(1) == "grpc"
+    unittest.main()
