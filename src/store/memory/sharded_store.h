@@ -33,6 +33,7 @@
 #include <new>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ratekeeper/store.h"
@@ -60,7 +61,40 @@ class ShardedStore {
   // used lately, by CLOCK, if the shard is full). Returns what f returns.
   template <class F>
   auto update(std::string_view key, F&& f) {
-    const std::uint64_t h = hash_key(key, seed_);
+    return update_hashed(key, hash_key(key, seed_), std::forward<F>(f));
+  }
+
+  // update(keys[i], f(i, State&)) for i = 0..n-1 in order, with the memory each will read fetched ahead: the keys
+  // are hashed and their index slots prefetched a group at a time, then the entries those slots name, so that a
+  // group's cache misses overlap instead of following one another. The prefetches are hints (a slot may be
+  // changing, or not the key's): each update() then finds its key as it would alone.
+  template <class F>
+  void update_many(const std::string_view* keys, std::size_t n, F&& f) {
+    std::uint64_t h[kGroup];
+    epoch::Guard guard;  // the tables read for the prefetches stay allocated until it ends
+    for (std::size_t base = 0; base < n; base += kGroup) {
+      const std::size_t m = std::min(kGroup, n - base);
+      const std::atomic<std::uint32_t>* slot[kGroup];
+      for (std::size_t i = 0; i < m; ++i) {
+        h[i] = hash_key(keys[base + i], seed_);
+        slot[i] = shard_for(h[i]).home_slot(static_cast<std::uint32_t>(h[i]));
+        if (slot[i] != nullptr) __builtin_prefetch(slot[i]);
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        if (slot[i] == nullptr) continue;
+        if (const Entry* e = shard_for(h[i]).entry_named(*slot[i])) {
+          __builtin_prefetch(e, 1);
+          __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1, 1);  // its last byte's line, if another
+        }
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        update_hashed(keys[base + i], h[i], [&](State& s) { return f(base + i, s); });
+      }
+    }
+  }
+
+  template <class F>
+  auto update_hashed(std::string_view key, std::uint64_t h, F&& f) {
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
     const Found found = s.lookup(key, h32);
@@ -228,6 +262,7 @@ class ShardedStore {
   }
 
  private:
+  static constexpr std::size_t kGroup = 16;  // update_many's keys in flight at once
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;
   static constexpr std::size_t kMinPerShard = 64;
@@ -422,6 +457,21 @@ class ShardedStore {
         return r;
       }
       return r;
+    }
+
+    // For update_many's prefetches, inside an epoch::Guard: the index slot where a lookup of hash h starts, and
+    // the entry a slot's value names (or nullptr). Read without the lock, so possibly stale; never outside the
+    // tables.
+    const std::atomic<std::uint32_t>* home_slot(std::uint32_t h) const {
+      const Index* ix = index.load(std::memory_order_seq_cst);
+      return ix == nullptr ? nullptr : ix->data() + (h & ix->mask());
+    }
+    const Entry* entry_named(const std::atomic<std::uint32_t>& slot) const {
+      const std::uint32_t v = slot.load(std::memory_order_relaxed);
+      const Chunks* ch = chunks.load(std::memory_order_seq_cst);
+      if (v == 0 || ch == nullptr || ((v - 1) >> kChunkBits) >= ch->size) return nullptr;
+      const Entry* chunk = ch->data()[(v - 1) >> kChunkBits].load(std::memory_order_acquire);
+      return chunk == nullptr ? nullptr : chunk + ((v - 1) & (kChunk - 1));
     }
 
     void begin_change() {
