@@ -586,12 +586,14 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
 
   if (!memory.empty()) {
     std::printf("\nBytes per key, 1,000,000 keys of 16 bytes: heap growth (mallinfo2 uordblks + hblkhd) / keys, and "
-                "the store's own count\n(stats().memory_bytes / keys). Target <= 48 for the fixed-size states (issue 18).\n");
+                "the store's own count\n(stats().memory_bytes / keys). Target <= 48 for the fixed-size states (issue "
+                "18), by the larger of the two:\nmallinfo2 does not see the 2 MiB regions a large store maps for its "
+                "entries itself (store/memory/slabs.h); its own count does.\n");
     std::printf("%-16s %10s %10s  %s\n", "store", "heap B/key", "own B/key", "");
     for (const MemoryRow& m : memory) {
       std::printf("%-16s %10.1f %10s  %s\n", m.name.c_str(), m.heap_per_key, fmt("%.1f", m.own_per_key).c_str(),
                   m.name == kBaselineName ? "(std::unordered_map + std::list)"
-                  : m.fixed_size          ? (m.heap_per_key <= 48 ? "met" : "NOT MET")
+                  : m.fixed_size          ? (std::max(m.heap_per_key, m.own_per_key) <= 48 ? "met" : "NOT MET")
                                           : "(not fixed-size: one request logged per key)");
     }
   }
@@ -626,7 +628,8 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
     const double single = ns(std::string(rk::algorithm_name(a)), Keys::kMillion, 1);
     std::printf("  %-52s %8s ns  <= 50 ns   %s (%s x one check a key)\n",
                 (std::string(rk::algorithm_name(a)) + ", 1M keys, check_many of 16, 1 thread").c_str(),
-                fmt("%.1f", v).c_str(), verdict(v > 0, v <= 50), fmt("%.2f", v > 0 && single > 0 ? single / v : 0).c_str());
+                fmt("%.1f", v).c_str(), verdict(v > 0, v <= 50),
+                fmt("%.2f", v > 0 && single > 0 ? single / v : 0).c_str());
   }
   for (Keys k : cases) {
     if (k == Keys::kHot) continue;
