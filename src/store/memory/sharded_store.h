@@ -16,6 +16,11 @@
 // not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
 // evicted, and each pass over a key is separated by a visit to every other key of the shard.
 //
+// Memory: once a store has 4 MiB of entries on the heap, its further chunks are cut from 2 MiB regions madvised for
+// huge pages (slabs.h), which stats() and worst_bytes() count with their slack; chunks are freed with the store.
+// update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
+// epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
+//
 // Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
 // under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
 // Invariants (per shard, under its lock): size <= capacity; every live entry (next == kLive) is in the index exactly
