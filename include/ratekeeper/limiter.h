@@ -12,6 +12,7 @@
 #include "ratekeeper/export.h"
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "ratekeeper/clock.h"
@@ -34,6 +35,18 @@ class RK_EXPORT Limiter {
   // Decides one attempt of `cost` (0 is allowed: it reports without spending) and records it.
   Decision check(std::string_view key, std::uint64_t cost = 1);
   Decision check_at(std::string_view key, Nanos now, std::uint64_t cost = 1);
+
+  // Decides keys[i] at costs[i] (1 each when `costs` is empty) and writes out[i], for every i: what check_at would
+  // answer for each in turn (a key given twice sees its first attempt), all at one `now`. Faster than one check a
+  // key over keys not in cache: their fetches from memory overlap. Throws InvalidArgument, deciding nothing, when
+  // the sizes differ or a key is too long.
+  //   std::string_view keys[] = {"user:42", "ip:203.0.113.7"};
+  //   rk::Decision out[2];
+  //   limiter.check_many(keys, {}, out);
+  void check_many(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs,
+                  std::span<Decision> out);
+  void check_many_at(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs, Nanos now,
+                     std::span<Decision> out);
 
   // What check would answer now, without recording anything.
   Decision peek(std::string_view key, std::uint64_t cost = 1) const;

@@ -90,6 +90,13 @@ RK_EXPORT rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_
 /* The same at an explicit time, in nanoseconds on the caller's own clock (simulations, tests). */
 RK_EXPORT rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
                                         uint64_t cost, rk_decision* out);
+/* Decides n attempts at once: key keys[i] (key_lens[i] bytes) at cost costs[i] (costs NULL: 1 each) into out[i],
+ * as n calls of rk_limiter_check in order would answer (a key given twice sees its first attempt), all at one time.
+ * Faster than n calls over keys not in cache: their fetches from memory overlap. On an error nothing is decided. */
+RK_EXPORT rk_status rk_limiter_check_many(rk_limiter* limiter, const char* const* keys, const size_t* key_lens,
+                                          const uint64_t* costs, size_t n, rk_decision* out);
+RK_EXPORT rk_status rk_limiter_check_many_at(rk_limiter* limiter, const char* const* keys, const size_t* key_lens,
+                                             const uint64_t* costs, size_t n, int64_t now_ns, rk_decision* out);
 /* What check would answer, recording nothing. */
 RK_EXPORT rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
                                     rk_decision* out);

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <new>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -121,6 +122,50 @@ rk_status peek_at(const Handle* h, const char* key, size_t len, std::optional<rk
   });
 }
 
+// check_many over C arrays: the views and decisions on the stack for the usual handful, on the heap beyond.
+rk_status check_many(rk_limiter* l, const char* const* keys, const size_t* lens, const uint64_t* costs, size_t n,
+                     std::optional<rk::Nanos> now, rk_decision* out) noexcept {
+  return guarded([&] {
+    if (l == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
+    if (n == 0) return RK_OK;
+    if (keys == nullptr || lens == nullptr || out == nullptr) {
+      return fail(RK_INVALID_ARGUMENT, std::string(keys == nullptr ? "keys" : lens == nullptr ? "key_lens" : "out") +
+                                           " is NULL but n is " + std::to_string(n));
+    }
+    constexpr size_t kOnStack = 32;
+    std::string_view views_here[kOnStack];
+    rk::Decision decisions_here[kOnStack];
+    std::vector<std::string_view> views_heap;
+    std::vector<rk::Decision> decisions_heap;
+    std::string_view* views = views_here;
+    rk::Decision* decisions = decisions_here;
+    if (n > kOnStack) {
+      views_heap.resize(n);
+      decisions_heap.resize(n);
+      views = views_heap.data();
+      decisions = decisions_heap.data();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!key_view(keys[i], lens[i], views[i])) {
+        return fail(RK_INVALID_ARGUMENT,
+                    "keys[" + std::to_string(i) + "] is NULL but key_lens[" + std::to_string(i) + "] is " +
+                        std::to_string(lens[i]));
+      }
+    }
+    const std::span<const std::uint64_t> c = costs ? std::span<const std::uint64_t>(costs, n)
+                                                   : std::span<const std::uint64_t>();
+    const std::span<const std::string_view> k(views, n);
+    const std::span<rk::Decision> d(decisions, n);
+    if (now) {
+      l->limiter.check_many_at(k, c, *now, d);
+    } else {
+      l->limiter.check_many(k, c, d);
+    }
+    for (size_t i = 0; i < n; ++i) to_c(decisions[i], &out[i]);
+    return RK_OK;
+  });
+}
+
 // The C spec as a checked rk::LimitSpec, with max_keys and max_key_bytes checked too.
 rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
   if (spec == nullptr) return fail(RK_INVALID_ARGUMENT, "spec is NULL");
@@ -201,6 +246,16 @@ rk_status rk_limiter_check(rk_limiter* limiter, const char* key, size_t key_len,
 rk_status rk_limiter_check_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
                               rk_decision* out) {
   return check_at(limiter, key, key_len, rk::Nanos{now_ns}, cost, out);
+}
+
+rk_status rk_limiter_check_many(rk_limiter* limiter, const char* const* keys, const size_t* key_lens,
+                                const uint64_t* costs, size_t n, rk_decision* out) {
+  return check_many(limiter, keys, key_lens, costs, n, std::nullopt, out);
+}
+
+rk_status rk_limiter_check_many_at(rk_limiter* limiter, const char* const* keys, const size_t* key_lens,
+                                   const uint64_t* costs, size_t n, int64_t now_ns, rk_decision* out) {
+  return check_many(limiter, keys, key_lens, costs, n, rk::Nanos{now_ns}, out);
 }
 
 rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,

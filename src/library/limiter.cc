@@ -1,5 +1,7 @@
 #include "ratekeeper/limiter.h"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -62,6 +64,9 @@ struct Limiter::Impl {
       : spec(s), clock(std::move(c)), max_key_bytes(max_key) {}
   virtual ~Impl() = default;
   virtual Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) = 0;
+  // keys, costs and out of one size (costs[i] for each key), every key checked by check_key.
+  virtual void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
+                          Decision* out) = 0;
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
   virtual bool reset(std::string_view key) = 0;
   virtual std::size_t sweep(std::int64_t now) = 0;
@@ -96,6 +101,20 @@ class Keyed final : public Limiter::Impl {
     char buf[16];
     return store_.update(stored_key(key, buf),
                          [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
+  }
+
+  void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
+                  Decision* out) override {
+    constexpr std::size_t kAtOnce = 16;  // the store's group: digests of long keys are made this many at a time
+    char buf[kAtOnce][16];
+    std::string_view stored[kAtOnce];
+    for (std::size_t base = 0; base < n; base += kAtOnce) {
+      const std::size_t m = std::min(kAtOnce, n - base);
+      for (std::size_t i = 0; i < m; ++i) stored[i] = stored_key(keys[base + i], buf[i]);
+      store_.update_many(stored, m, [&](std::size_t i, typename Algo::State& s) {
+        out[base + i] = Algo::decide(params_, s, now, costs[base + i]);
+      });
+    }
   }
 
   Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const override {
@@ -177,6 +196,35 @@ Decision Limiter::check(std::string_view key, std::uint64_t cost) { return check
 Decision Limiter::check_at(std::string_view key, Nanos now, std::uint64_t cost) {
   return impl_->check(key, now.count(), cost);
 }
+void Limiter::check_many(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs,
+                         std::span<Decision> out) {
+  check_many_at(keys, costs, impl_->clock->now(), out);
+}
+
+void Limiter::check_many_at(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs, Nanos now,
+                            std::span<Decision> out) {
+  if (out.size() != keys.size() || (!costs.empty() && costs.size() != keys.size())) {
+    throw InvalidArgument("check_many: " + std::to_string(keys.size()) + " keys, " + std::to_string(costs.size()) +
+                          " costs and " + std::to_string(out.size()) +
+                          " decisions; the costs (unless none) and the decisions must be one per key");
+  }
+  for (const std::string_view key : keys) impl_->check_key(key);
+  if (!costs.empty()) {
+    impl_->check_many(keys.data(), costs.data(), keys.size(), now.count(), out.data());
+    return;
+  }
+  constexpr std::size_t kOnes = 64;
+  static constexpr auto ones = [] {
+    std::array<std::uint64_t, kOnes> a{};
+    a.fill(1);
+    return a;
+  }();
+  for (std::size_t base = 0; base < keys.size(); base += kOnes) {
+    impl_->check_many(keys.data() + base, ones.data(), std::min(kOnes, keys.size() - base), now.count(),
+                      out.data() + base);
+  }
+}
+
 Decision Limiter::peek(std::string_view key, std::uint64_t cost) const {
   return peek_at(key, impl_->clock->now(), cost);
 }

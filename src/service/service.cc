@@ -61,6 +61,46 @@ struct Pending {
   bool look_only = false;    // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
 };
 
+// The in-process answers for the asked limits (positions in `pending`): a run of charges on one limiter goes to it
+// as one check_many, so that the keys' fetches from memory overlap. Each limiter still sees its charges and peeks
+// in the order asked (a run ends at a peek on its limiter); limiters are independent of one another.
+template <class Peeks>
+void ask_in_process(const std::vector<Pending>& pending, const std::vector<std::size_t>& asked, std::int64_t now,
+                    Peeks&& peeks, std::vector<store::RemoteResult>& results) {
+  std::vector<bool> answered(asked.size());
+  std::vector<std::size_t> run;
+  std::vector<std::string_view> keys;
+  std::vector<std::uint64_t> costs;
+  std::vector<Decision> out;
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    if (answered[i]) continue;
+    const Pending& p = pending[asked[i]];
+    if (peeks(asked[i])) {
+      results[i].status = store::RemoteResult::Status::kOk;
+      results[i].decision = p.limiter->peek_at(p.key, Nanos{now}, p.hits);
+      continue;
+    }
+    run.clear();
+    keys.clear();
+    costs.clear();
+    for (std::size_t m = i; m < asked.size(); ++m) {
+      const Pending& q = pending[asked[m]];
+      if (answered[m] || q.limiter != p.limiter) continue;
+      if (peeks(asked[m])) break;
+      run.push_back(m);
+      keys.push_back(q.key);
+      costs.push_back(q.hits);
+      answered[m] = true;
+    }
+    out.resize(run.size());
+    p.limiter->check_many_at(keys, costs, Nanos{now}, out);
+    for (std::size_t r = 0; r < run.size(); ++r) {
+      results[run[r]].status = store::RemoteResult::Status::kOk;
+      results[run[r]].decision = out[r];
+    }
+  }
+}
+
 // Above any requests_per_unit (32 bits) and within a double's exact integers, so that ceiling - remaining is the
 // window's count exactly.
 constexpr double kOverrideCeiling = 1e12;
@@ -529,6 +569,10 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
   const auto peeks = [&](std::size_t k) { return looking || !job.charged_in_final(k); };
   if (!uses_remote(job.domain)) {
     std::vector<store::RemoteResult> results(asked.size());
+    if (asked.size() > 1) {
+      ask_in_process(job.pending, asked, job.now, peeks, results);
+      return done(std::move(results));
+    }
     for (std::size_t i = 0; i < asked.size(); ++i) {
       const Pending& p = job.pending[asked[i]];
       results[i].status = store::RemoteResult::Status::kOk;

@@ -4,6 +4,7 @@ handles, error codes and messages. Run by ctest: ctypes_test.py path/to/libratek
 import ctypes
 import math
 import os
+import random
 import sys
 import threading
 import unittest
@@ -44,6 +45,9 @@ def load(path):
                                        ctypes.c_uint64, ctypes.POINTER(Decision)]
     lib.rk_limiter_check.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64,
                                      ctypes.POINTER(Decision)]
+    lib.rk_limiter_check_many_at.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
+                                             ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_uint64),
+                                             ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(Decision)]
     lib.rk_limiter_reset.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]
     lib.rk_limiter_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(Stats)]
     return lib
@@ -70,6 +74,17 @@ class Limiter:
         if status != RK_OK:
             raise ValueError(LIB.rk_last_error().decode())
         return d
+
+    def check_many_at(self, keys, now_ns, costs=None):
+        n = len(keys)
+        c_keys = (ctypes.c_char_p * n)(*keys)
+        lens = (ctypes.c_size_t * n)(*[len(k) for k in keys])
+        c_costs = (ctypes.c_uint64 * n)(*costs) if costs is not None else None
+        out = (Decision * n)()
+        status = LIB.rk_limiter_check_many_at(self.handle, c_keys, lens, c_costs, n, now_ns, out)
+        if status != RK_OK:
+            raise ValueError(LIB.rk_last_error().decode())
+        return list(out)
 
     def stats(self):
         s = Stats()
@@ -132,6 +147,37 @@ class CApiFromPython(unittest.TestCase):
             self.assertEqual(LIB.rk_last_error(), b"limiter is NULL")
         finally:
             lim.close()
+
+    def test_check_many_decides_as_single_checks(self):
+        rng = random.Random(5)
+        for algorithm in ("earrrl", "gcra", "leaky_queue", "token_bucket", "leaky_bucket", "fixed_window",
+                          "sliding_log", "sliding_window"):
+            params = {"half_life_ns": 10**9} if algorithm == "earrrl" else {}
+            batched, single = Limiter(algorithm, 4, **params), Limiter(algorithm, 4, **params)
+            pool = [b"k%d" % i for i in range(30)] + [b"x" * 80, b""]
+            now = 0
+            for _ in range(60):
+                keys = [rng.choice(pool) for _ in range(rng.randint(1, 24))]
+                costs = [rng.randint(0, 3) for _ in keys]
+                now += rng.randint(0, 300_000_000)
+                many = batched.check_many_at(keys, now, costs)
+                for key, cost, d in zip(keys, costs, many):
+                    one = single.check_at(key, now, cost)
+                    for field, _ in Decision._fields_:
+                        self.assertEqual(getattr(d, field), getattr(one, field), (algorithm, key, cost, field))
+            batched.close()
+            single.close()
+
+    def test_check_many_costs_default_to_one_and_errors_decide_nothing(self):
+        lim = Limiter("fixed_window", 2)
+        self.assertEqual([d.allowed for d in lim.check_many_at([b"a", b"a", b"a"], 0)], [1, 1, 0])
+        lens = (ctypes.c_size_t * 2)(1, 3)
+        keys = (ctypes.c_char_p * 2)(b"b", None)
+        self.assertEqual(LIB.rk_limiter_check_many_at(lim.handle, keys, lens, None, 2, 0, (Decision * 2)()),
+                         RK_INVALID_ARGUMENT)
+        self.assertIn(b"keys[1] is NULL", LIB.rk_last_error())
+        self.assertEqual(lim.stats().keys, 1)  # "b" was not decided
+        lim.close()
 
     def test_threads_share_one_limiter_exactly(self):
         lim = Limiter("fixed_window", 500, window_ns=3600 * 10**9)

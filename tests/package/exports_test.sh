@@ -11,7 +11,7 @@ if [ -n "$leaks" ]; then
   exit 1
 fi
 # ...and does export the API: the C entry points and the C++ classes.
-for sym in rk_limiter_check rk_shared_check rk_format_headers 'rk::Limiter::check(' 'rk::SharedLimiter::open(' 'rk::validate('; do
+for sym in rk_limiter_check rk_limiter_check_many rk_shared_check rk_format_headers 'rk::Limiter::check(' 'rk::Limiter::check_many(' 'rk::SharedLimiter::open(' 'rk::validate('; do
   grep -qF "$sym" <<<"$exported" || { echo "$lib does not export $sym" >&2; exit 1; }
 done
 echo "$(wc -l <<<"$exported") symbols exported, none internal"

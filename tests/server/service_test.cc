@@ -165,6 +165,27 @@ TEST_F(ServiceTest, EveryDescriptorIsChargedUnlessAllOrNothing) {
   EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
 }
 
+// Several descriptors on one rule are charged together (Limiter::check_many): in the order given, the same key
+// twice seeing its first charge, other keys and other rules untouched by it.
+TEST_F(ServiceTest, SeveralDescriptorsOnOneRuleAreChargedInOrder) {
+  Service& s = service();
+  const CheckResponse r = ok(s.check(req({{{"remote_address", "3.3.3.3"}},
+                                          {{"api_key", "a"}},
+                                          {{"remote_address", "3.3.3.3"}},
+                                          {{"remote_address", "4.4.4.4"}},
+                                          {{"remote_address", "3.3.3.3"}},
+                                          {{"remote_address", "3.3.3.3"}}})));
+  ASSERT_EQ(r.statuses.size(), 6u);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 2u);
+  EXPECT_EQ(r.statuses[1].limit_remaining, 1u);
+  EXPECT_EQ(r.statuses[2].limit_remaining, 1u);
+  EXPECT_EQ(r.statuses[3].limit_remaining, 2u);
+  EXPECT_EQ(r.statuses[4].limit_remaining, 0u);
+  EXPECT_EQ(r.statuses[4].code, Code::kOk);
+  EXPECT_EQ(r.statuses[5].code, Code::kOverLimit);
+  EXPECT_EQ(r.overall, Code::kOverLimit);
+}
+
 TEST_F(ServiceTest, EarrrlThroughRules) {
   Service& s = service();
   CheckResponse r;

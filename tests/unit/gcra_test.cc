@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <random>
 
 #include "test_util.h"
 
@@ -83,6 +84,25 @@ TEST(Gcra, ExtremeCostsAndClocksSaturate) {
 
 // nginx limit_req rate=1r/s burst=3 (no nodelay): 4 requests at once pass with delays 0, 1, 2, 3 s; the 5th is
 // refused until one has left the queue.
+// `remaining` is floor((tau - (TAT - now)) / T) exactly at every scale, from a nanosecond's interval to a year's,
+// with tolerances up to the end of the range.
+TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 200'000; ++i) {
+    GcraParams p;
+    p.interval_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)) + 1;
+    p.tolerance_ns = sat_mul(rng() >> (rng() % 64), p.interval_ns);
+    p.limit = 1;
+    GcraState s{.tat_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63))};
+    const std::int64_t now = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
+    const GcraState before = s;
+    const Decision d = gcra_decide(p, s, now, rng() % 3);
+    const std::int64_t room = sat_sub(p.tolerance_ns, d.reset_after.count());
+    ASSERT_EQ(d.remaining, room > 0 ? static_cast<double>(room / p.interval_ns) : 0.0)
+        << "T " << p.interval_ns << " tau " << p.tolerance_ns << " tat " << before.tat_ns << " now " << now;
+  }
+}
+
 TEST(LeakyQueue, DelaysInsteadOfRefusing) {
   const auto p = params(Algorithm::kLeakyQueue, 1, 1, 3);
   GcraState s;
