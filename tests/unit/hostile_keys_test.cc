@@ -204,20 +204,6 @@ TEST(HostileKeys, AFloodOfLongKeysStaysWithinTheMemoryBudget) {
   EXPECT_GE(st.evictions, kFlood - bound);
 }
 
-// The same with a budget large enough that the store's chunks come from 2 MiB regions (store/memory/slabs.h):
-// their slack is counted and the budget still holds.
-TEST(HostileKeys, AFloodWithinABudgetPastTheSlabsSwitch) {
-  constexpr std::size_t kBudget = 24u << 20;
-  Limiter limiter(LimitSpec{.algorithm = Algorithm::kGcra, .limit = 5, .window = std::chrono::seconds(1)},
-                  StoreOptions{.max_memory_bytes = kBudget});
-  const std::size_t bound = limiter.stats().max_keys;
-  EXPECT_GE(bound, 100'000u);
-  for (std::size_t i = 0; i < bound + bound / 4; ++i) limiter.check_at("k" + std::to_string(i), Nanos{0});
-  const StoreStats st = limiter.stats();
-  EXPECT_EQ(st.keys, bound);
-  EXPECT_LE(st.memory_bytes, kBudget);
-}
-
 // A sliding log holds up to `limit` timestamps a key: the budget counts them, so it holds fewer keys, and a flood
 // of keys that each fill their log stays within it too.
 TEST(HostileKeys, TheBudgetCountsASlidingLogsWholeLog) {

@@ -264,28 +264,6 @@ TEST(ShardedStore, ForEachVisitsEveryKeyOnceWhileOthersDecideAndInsert) {
   for (const auto& [k, n] : seen) EXPECT_EQ(n, 1) << k;  // nothing erased meanwhile: nothing seen twice
 }
 
-// Past 4 MiB of entries a store cuts its chunks from 2 MiB regions (huge pages, store/memory/slabs.h): keys on
-// either side of the switch keep their states, long keys held there are freed (the sanitizers' leak check), and the
-// count the store keeps, the regions' slack included, stays within its worst case.
-TEST(ShardedStore, ChunksPastAFewMegabytesComeFromSlabs) {
-  constexpr int kKeys = 200'000;  // about 8 MB of 40-byte entries: half past the switch
-  const StoreOptions options{.max_keys = 300'000, .shards = 4, .hash_seed = 8};
-  ShardedStore<Counter> m(options);
-  for (int i = 0; i < kKeys; ++i) {
-    m.update(i % 1000 == 0 ? std::string(100, 'x') + key(i) : key(i), [](Counter& c) { return ++c.value; });
-  }
-  m.update(key(7), [](Counter& c) { return ++c.value; });
-  m.update(key(kKeys - 7), [](Counter& c) { return ++c.value; });
-  EXPECT_EQ(m.read(key(7), [](const Counter* c) { return c ? c->value : -1; }), 2);
-  EXPECT_EQ(m.read(key(kKeys - 7), [](const Counter* c) { return c ? c->value : -1; }), 2);
-  EXPECT_EQ(m.read(std::string(100, 'x') + key(kKeys - 1000), [](const Counter* c) { return c ? c->value : -1; }), 1);
-  const StoreStats st = m.stats();
-  EXPECT_EQ(st.keys, std::size_t{kKeys});
-  EXPECT_GT(st.memory_bytes, kKeys * ShardedStore<Counter>::entry_bytes());
-  EXPECT_LE(st.memory_bytes, ShardedStore<Counter>::worst_bytes(options.max_keys, options.shards, 120));
-  EXPECT_EQ(m.erase_if([](const Counter& c) { return c.value == 1; }), std::size_t{kKeys - 2});
-}
-
 // Keys compare by words for common lengths: every byte counts, at every length (inline and on the heap).
 TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
   for (std::size_t n = 0; n <= 40; ++n) {

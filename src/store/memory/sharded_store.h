@@ -16,8 +16,6 @@
 // not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
 // evicted, and each pass over a key is separated by a visit to every other key of the shard.
 //
-// Memory: once a store has 4 MiB of entries on the heap, its further chunks are cut from 2 MiB regions madvised for
-// huge pages (slabs.h), which stats() and worst_bytes() count with their slack; chunks are freed with the store.
 // update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
 // epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
 //
@@ -45,7 +43,6 @@
 #include "store/memory/compact_key.h"
 #include "store/memory/epoch.h"
 #include "store/memory/hash.h"
-#include "store/memory/slabs.h"
 #include "store/memory/spin_lock.h"
 
 namespace rk::store {
@@ -57,11 +54,9 @@ class ShardedStore {
   explicit ShardedStore(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
-    if (uses_slabs(options.max_keys)) source_ = std::make_unique<ChunkSource>();
     shards_ = std::make_unique<Shard[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
-      shards_[i].source = source_.get();
     }
   }
 
@@ -200,7 +195,7 @@ class ShardedStore {
 
   StoreStats stats() const {
     StoreStats st;
-    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard) + (source_ ? source_->slabs.slack_bytes() : 0);
+    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard);
     for (std::size_t i = 0; i < shard_count(); ++i) {
       const Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
@@ -236,11 +231,6 @@ class ShardedStore {
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
     std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
-    if (uses_slabs(max_keys)) {  // the slack of the regions the chunks are cut from
-      std::size_t chunks = 0;
-      for (std::size_t i = 0; i < n; ++i) chunks += (max_keys / n + (i < max_keys % n ? 1 : 0) + kChunk - 1) / kChunk;
-      bytes += Slabs::worst_bytes(chunks, kChunkBytes) - chunks * kChunkBytes;
-    }
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;
@@ -296,16 +286,6 @@ class ShardedStore {
   }
 
  private:
-  // Once a store's chunks on the heap reach this many bytes, its further chunks come from Slabs (huge pages): a
-  // store that stays smaller maps nothing, and one that grows past it wastes at most a region's slack.
-  static constexpr std::size_t kSlabsFrom = std::size_t{4} << 20;
-  static bool uses_slabs(std::size_t max_keys) { return max_keys * sizeof(Entry) > kSlabsFrom; }
-
-  struct ChunkSource {
-    Slabs slabs;
-    std::atomic<std::size_t> heap_bytes{0};  // chunks taken from the heap, all shards together
-  };
-
   static constexpr std::size_t kGroup = 16;  // update_many's keys in flight at once
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;
@@ -353,8 +333,6 @@ class ShardedStore {
       word.store((word.load(std::memory_order_relaxed) & ~kLockBit) | kUsedBit, std::memory_order_release);
     }
   };
-
-  static constexpr std::size_t kChunkBytes = (kChunk * sizeof(Entry) + 63) & ~std::size_t{63};  // in a slab
 
   // Holds an entry's lock for a scope; `used` marks the key used for the clock hand as it unlocks.
   struct EntryHold {
@@ -420,7 +398,6 @@ class ShardedStore {
     std::atomic<Index*> index{nullptr};
     std::atomic<Chunks*> chunks{nullptr};
     std::uint32_t capacity = 0;
-    ChunkSource* source = nullptr;  // nullptr: every chunk from the heap
 
     // The rest only under the lock.
     alignas(64) mutable SpinLock lock;
@@ -428,7 +405,6 @@ class ShardedStore {
     std::uint32_t allocated = 0;  // ids below this have been handed out at least once
     std::uint32_t free_head = kNil;
     std::uint32_t hand = 0;  // the clock hand: the next entry eviction looks at
-    std::uint32_t first_slab_chunk = kNil;  // chunks from here on were cut from source->slabs
     std::uint64_t evictions = 0;
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
@@ -439,32 +415,11 @@ class ShardedStore {
     Shard& operator=(const Shard&) = delete;
     ~Shard() {
       if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        for (std::uint32_t i = 0; i < c->size; ++i) free_chunk(i, c->data()[i].load(std::memory_order_relaxed));
+        for (std::uint32_t i = 0; i < c->size; ++i) delete[] c->data()[i].load(std::memory_order_relaxed);
         Chunks::destroy(c);
       }
       if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
       for (const Retired& r : retired) r.destroy(r.table);
-    }
-
-    // Chunk number `number`: from the heap while the store's heap chunks are few, then (for good: a shard's chunks
-    // below first_slab_chunk are the heap's) from the slabs.
-    Entry* new_chunk(std::uint32_t number) {
-      if (source == nullptr || (number < first_slab_chunk &&
-                                source->heap_bytes.fetch_add(kChunkBytes, std::memory_order_relaxed) < kSlabsFrom)) {
-        return new Entry[kChunk];
-      }
-      if (number < first_slab_chunk) first_slab_chunk = number;
-      auto* chunk = static_cast<Entry*>(source->slabs.allocate(kChunkBytes));
-      for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;  // noexcept
-      return chunk;
-    }
-    void free_chunk(std::uint32_t number, Entry* chunk) const {
-      if (chunk == nullptr) return;
-      if (number < first_slab_chunk) {
-        delete[] chunk;
-        return;
-      }
-      for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Entry();  // the slab's memory goes with the store
     }
 
     Entry& at(std::uint32_t id) const {
@@ -617,7 +572,7 @@ class ShardedStore {
         c = bigger;
       }
       if (c->data()[chunk].load(std::memory_order_relaxed) == nullptr) {
-        c->data()[chunk].store(new_chunk(chunk), std::memory_order_release);
+        c->data()[chunk].store(new Entry[kChunk], std::memory_order_release);
       }
       return allocated++;
     }
@@ -694,7 +649,6 @@ class ShardedStore {
 
   std::uint64_t seed_;
   unsigned shard_bits_ = 0;
-  std::unique_ptr<ChunkSource> source_;  // before shards_: some of their chunks may live in its slabs
   std::unique_ptr<Shard[]> shards_;
 };
 
