@@ -749,6 +749,8 @@ class BadRedisFlagsTest(unittest.TestCase):
                 (["--redis", "redis://127.0.0.1:1", "--redis-clock", "sundial"], "--redis-clock: 'sundial'"),
                 (["--redis", "redis://127.0.0.1:1", "--redis-failure", "panic"], "--redis-failure: 'panic'"),
                 (["--redis", "redis://127.0.0.1:1", "--redis-timeout", "0ms"], "--redis-timeout: '0ms'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "500us"], "--redis-batch-interval: '500us'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "11s"], "--redis-batch-interval: '11s'"),
             ]:
                 out = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:0", "--admin",
                                       "127.0.0.1:0", *args], capture_output=True, text=True, timeout=10)

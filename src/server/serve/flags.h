@@ -49,6 +49,7 @@ struct ServeFlags {
   bool redis_near_cache = false;
   Nanos redis_timeout = std::chrono::milliseconds(100);
   int redis_connections = 2;
+  Nanos redis_batch_interval = std::chrono::milliseconds(20);  // sharing: batched (docs/redis.md)
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
   api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
   bool keep_path_params = false;
