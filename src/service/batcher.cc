@@ -20,9 +20,10 @@ constexpr std::uint32_t kMaxServerIdBytes = 64;
 
 using Counts = std::unordered_map<std::string, std::uint64_t>;
 
-// What a count that moved from `before` to `now` adds: the difference; all of it when it went backwards (the key
-// expired in the store and started again).
-std::uint64_t grown(std::uint64_t before, std::uint64_t now) { return now >= before ? now - before : now; }
+// What a count that moved from `before` to `now` adds. A count never goes backwards for good: a server whose own count
+// came back lower than it sent (Redis lost the key) sends the difference again, so a lower count is one on its way
+// back up, and adds nothing until it passes what was seen.
+std::uint64_t grown(std::uint64_t before, std::uint64_t now) { return now > before ? now - before : 0; }
 
 }  // namespace
 
@@ -83,7 +84,9 @@ Nanos Batcher::ttl_for(const KeyState& state, std::int64_t now) const {
 
 struct Batcher::Entry {
   std::unique_ptr<KeyState> state;
-  Counts seen;                     // per server: the cumulative count `state` includes
+  Counts seen;                     // per other server: the cumulative count `state` includes (at most
+                                   // kMaxSnapshotCounts; kept while absent, for a Redis that lost the key)
+  std::uint64_t own_total = 0;     // this server's cumulative count, as the store holds it
   std::uint64_t pending = 0;       // recorded here, not yet sent
   std::uint64_t inflight = 0;      // sent in the sync in flight
   bool joined = false;             // `state` was built from the store's snapshot and counts
@@ -181,7 +184,7 @@ store::CounterSync Batcher::take_op(const std::string& key, Entry& e, std::int64
     // The state with the counts it includes; this server's own as it will be once this sync has counted.
     std::string frame;
     Counts counts = e.seen;
-    counts[counters_->server_id()] += e.inflight;
+    counts[counters_->server_id()] = e.own_total + e.inflight;
     core::put_u32(static_cast<std::uint32_t>(std::min<std::size_t>(counts.size(), kMaxSnapshotCounts)), frame);
     std::uint32_t n = 0;
     for (const auto& [id, c] : counts) {
@@ -233,7 +236,11 @@ void Batcher::apply(const std::string& key, const store::CounterReply& reply, st
       e.pending += e.inflight;  // sent again next time: counted twice if Redis did count it (errs towards refusing)
       e.inflight = 0;
     } else {
-      std::uint64_t absorbed = 0;
+      const std::string& own = counters_->server_id();
+      std::uint64_t absorbed = 0, own_count = 0;
+      for (const auto& [id, c] : reply.counts) {
+        if (id == own) own_count = c;
+      }
       if (!e.joined) {
         // The snapshot's state, then every count past what it includes (this server's own too: its state here is
         // replaced), then what was recorded here while the fetch was out.
@@ -249,19 +256,29 @@ void Batcher::apply(const std::string& key, const store::CounterReply& reply, st
         }
         absorbed += e.pending;
         e.joined = true;
+        e.seen.clear();
+        e.own_total = own_count;
       } else {
-        const std::string& own = counters_->server_id();
         for (const auto& [id, c] : reply.counts) {
           if (id == own) continue;
           const auto b = e.seen.find(id);
           absorbed += grown(b == e.seen.end() ? 0 : b->second, c);
         }
+        // Redis holds less of this server's count than it sent: it lost the key (a restart, an eviction). Sent again,
+        // so that the others, who remember the count, see it pass what they saw rather than stall below it.
+        const std::uint64_t sent = e.own_total + e.inflight;
+        if (own_count < sent && !e.state->forgettable(now)) e.pending += sent - own_count;
+        e.own_total = own_count;
       }
       // One absorb of the sum: the hits' order among servers is unknown anyway, and they land at `now`.
       if (absorbed > 0) e.state->absorb(now, absorbed);
       e.changed |= absorbed > 0;
-      e.seen.clear();
-      for (const auto& [id, c] : reply.counts) e.seen[id] = c;
+      for (const auto& [id, c] : reply.counts) {
+        if (id == own) continue;
+        auto b = e.seen.find(id);
+        if (b != e.seen.end()) b->second = std::max(b->second, c);
+        else if (e.seen.size() < kMaxSnapshotCounts) e.seen.emplace(id, c);
+      }
       e.inflight = 0;
       e.synced_ns = started;
     }
