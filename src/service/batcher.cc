@@ -114,11 +114,14 @@ void Batcher::evict_one(Shard& s) {
     Entry& e = *it->second;
     if (!e.waiters.empty()) continue;
     if (e.pending > 0) {
-      std::lock_guard lock(orphans_mu_);
-      if (orphans_.size() < options_.max_keys) {
+      // Kept for the next batch; a full backlog goes out at once (its replies unread: nothing here to learn them).
+      std::vector<store::CounterSync> full;
+      {
+        std::lock_guard lock(orphans_mu_);
         orphans_.push_back({.key = it->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
+        if (orphans_.size() >= options_.max_keys) full.swap(orphans_);
       }
-      else stats_.lost_hits.fetch_add(e.pending, std::memory_order_relaxed);
+      send_orphans(std::move(full));
     }
     s.keys.erase(it);
     stats_.evicted.fetch_add(1, std::memory_order_relaxed);
@@ -315,6 +318,13 @@ void Batcher::send(std::vector<store::CounterSync> ops, std::int64_t started, st
   });
 }
 
+// Evicted keys' hits: counted in Redis, their replies for no one (the key may be back here, with a sync of its own).
+void Batcher::send_orphans(std::vector<store::CounterSync> ops) {
+  if (ops.empty()) return;
+  stats_.keys_sent.fetch_add(ops.size(), std::memory_order_relaxed);
+  counters_->sync(std::move(ops), [](const std::vector<store::CounterReply>&) {});
+}
+
 void Batcher::batch_once(std::function<void()> after) {
   const std::int64_t now = clock_->now().count();
   std::int64_t previous;
@@ -339,11 +349,12 @@ void Batcher::batch_once(std::function<void()> after) {
       ++it;
     }
   }
+  std::vector<store::CounterSync> orphans;
   {
     std::lock_guard lock(orphans_mu_);
-    for (auto& o : orphans_) ops.push_back(std::move(o));
-    orphans_.clear();
+    orphans.swap(orphans_);
   }
+  send_orphans(std::move(orphans));
   send(std::move(ops), now, std::move(after));
 }
 

@@ -17,8 +17,8 @@
 //
 // Thread safety: every member from any thread. Keys live in kShards shards, each under its own mutex; the batch
 // thread takes one shard's lock at a time; callbacks run with no lock held. Memory: at most max_keys keys (an
-// evicted key's unsent hits go out with the next batch, at most max_keys of them), so no client can grow anything
-// without bound.
+// evicted key's unsent hits go out with the next batch, or at once when max_keys of them wait), so no client can
+// grow anything without bound.
 #pragma once
 
 #include <array>
@@ -53,7 +53,6 @@ struct BatcherStats {
   std::atomic<std::uint64_t> failed{0};       // keys the store did not answer
   std::atomic<std::uint64_t> fetches{0};      // keys whose decisions waited for a fetch
   std::atomic<std::uint64_t> evicted{0};      // keys dropped to make room
-  std::atomic<std::uint64_t> lost_hits{0};    // evicted keys' hits beyond the bounded backlog
   std::atomic<std::int64_t> last_keys{0};     // keys in the last batch
   std::atomic<std::int64_t> lag_ns{0};        // how old the last answered batch was when it came back
   std::atomic<std::int64_t> keys{0};          // keys held now
@@ -101,6 +100,7 @@ class Batcher {
   void send(std::vector<store::CounterSync> ops, std::int64_t started, std::function<void()> after);
   void apply(const std::string& key, const store::CounterReply& reply, std::int64_t now, std::int64_t started);
   void batch_once(std::function<void()> after);
+  void send_orphans(std::vector<store::CounterSync> ops);
   void loop();
 
   std::shared_ptr<store::SharedCounters> counters_;
