@@ -78,8 +78,9 @@ std::unique_ptr<Batcher::KeyState> make_state(const LimitSpec& spec) {
 // How long a key's counts stay in the store after a sync: the state's own lifetime, and long enough past it for
 // every server's next syncs to find them.
 Nanos Batcher::ttl_for(const KeyState& state, std::int64_t now) const {
-  return Nanos{std::max<std::int64_t>(0, state.lifetime_ns(now))} + options_.interval * (2 * kStaleIntervals) +
-         std::chrono::seconds(1);
+  constexpr std::int64_t kLongest = std::chrono::nanoseconds(std::chrono::days(400)).count();  // far from overflow
+  return Nanos{std::clamp<std::int64_t>(state.lifetime_ns(now), 0, kLongest)} +
+         options_.interval * (2 * kStaleIntervals) + std::chrono::seconds(1);
 }
 
 struct Batcher::Entry {
@@ -95,6 +96,7 @@ struct Batcher::Entry {
   Waiters waiters;                 // decisions waiting for the sync in flight
   std::int64_t synced_ns = kNeverNs;  // when the last answered sync was sent
   std::int64_t used_ns = kNeverNs;
+  std::uint64_t generation = 0;    // tells this entry from an evicted one's under the same key, for late replies
 };
 
 Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock,
@@ -136,6 +138,7 @@ Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const std
   if (s.keys.size() >= per_shard) evict_one(s);
   auto e = std::make_unique<Entry>();
   e->state = make_state(spec);
+  e->generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
   stats_.keys.fetch_add(1, std::memory_order_relaxed);
   return s.keys.emplace(key, std::move(e)).first->second.get();
 }
@@ -173,9 +176,10 @@ void Batcher::decide(const LimitSpec& spec, const std::string& key, std::uint64_
   });
   if (e->busy) return;
   std::vector<store::CounterSync> ops{take_op(key, *e, t)};
+  std::vector<std::uint64_t> generations{e->generation};
   lock.unlock();
   stats_.fetches.fetch_add(1, std::memory_order_relaxed);
-  send(std::move(ops), t, nullptr);
+  send(std::move(ops), std::move(generations), t, nullptr);
 }
 
 store::CounterSync Batcher::take_op(const std::string& key, Entry& e, std::int64_t now) {
@@ -224,14 +228,15 @@ bool read_frame(std::string_view in, Counts& counts, std::string_view& state) {
 
 }  // namespace
 
-void Batcher::apply(const std::string& key, const store::CounterReply& reply, std::int64_t now,
-                    std::int64_t started) {
+void Batcher::apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply,
+                    std::int64_t now, std::int64_t started) {
   Shard& s = shard_of(key);
   Waiters waiters;
   {
     std::lock_guard lock(s.mu);
     const auto it = s.keys.find(key);
-    if (it == s.keys.end()) return;  // evicted meanwhile: what it sent is counted, what it learnt is moot
+    // Evicted meanwhile (and perhaps back, with a sync of its own): what it sent is counted, what it learnt is moot.
+    if (it == s.keys.end() || it->second->generation != generation) return;
     Entry& e = *it->second;
     e.busy = false;
     waiters.swap(e.waiters);
@@ -289,7 +294,8 @@ void Batcher::apply(const std::string& key, const store::CounterReply& reply, st
   for (auto& w : waiters) w();
 }
 
-void Batcher::send(std::vector<store::CounterSync> ops, std::int64_t started, std::function<void()> after) {
+void Batcher::send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
+                   std::function<void()> after) {
   if (ops.empty()) {
     if (after) after();
     return;
@@ -300,7 +306,7 @@ void Batcher::send(std::vector<store::CounterSync> ops, std::int64_t started, st
   stats_.batches.fetch_add(1, std::memory_order_relaxed);
   stats_.keys_sent.fetch_add(ops.size(), std::memory_order_relaxed);
   stats_.last_keys.store(static_cast<std::int64_t>(ops.size()), std::memory_order_relaxed);
-  counters_->sync(std::move(ops), [this, keys = std::move(keys), started,
+  counters_->sync(std::move(ops), [this, keys = std::move(keys), generations = std::move(generations), started,
                                    after = std::move(after)](std::vector<store::CounterReply> replies) {
     const std::int64_t now = clock_->now().count();
     replies.resize(keys.size());
@@ -309,7 +315,7 @@ void Batcher::send(std::vector<store::CounterSync> ops, std::int64_t started, st
     for (std::size_t i = 0; i < keys.size(); ++i) {
       any |= replies[i].ok;
       failed += !replies[i].ok;
-      apply(keys[i], replies[i], now, started);
+      apply(keys[i], generations[i], replies[i], now, started);
     }
     stats_.failed.fetch_add(failed, std::memory_order_relaxed);
     store_up_.store(any, std::memory_order_release);
@@ -334,12 +340,14 @@ void Batcher::batch_once(std::function<void()> after) {
     last_batch_ns_ = now;
   }
   std::vector<store::CounterSync> ops;
+  std::vector<std::uint64_t> generations;
   for (Shard& s : shards_) {
     std::lock_guard lock(s.mu);
     for (auto it = s.keys.begin(); it != s.keys.end();) {
       Entry& e = *it->second;
       if (!e.busy && (e.pending > 0 || !e.joined || e.used_ns >= previous)) {
         ops.push_back(take_op(it->first, e, now));
+        generations.push_back(e.generation);
       } else if (!e.busy && e.waiters.empty() && e.state->forgettable(now)) {
         // Nothing to send, nothing to remember: gone, as a sweep forgets a fresh key.
         it = s.keys.erase(it);
@@ -355,7 +363,7 @@ void Batcher::batch_once(std::function<void()> after) {
     orphans.swap(orphans_);
   }
   send_orphans(std::move(orphans));
-  send(std::move(ops), now, std::move(after));
+  send(std::move(ops), std::move(generations), now, std::move(after));
 }
 
 void Batcher::loop() {

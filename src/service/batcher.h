@@ -97,8 +97,10 @@ class Batcher {
   void evict_one(Shard& s);
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
-  void send(std::vector<store::CounterSync> ops, std::int64_t started, std::function<void()> after);
-  void apply(const std::string& key, const store::CounterReply& reply, std::int64_t now, std::int64_t started);
+  void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
+            std::function<void()> after);
+  void apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply, std::int64_t now,
+             std::int64_t started);
   void batch_once(std::function<void()> after);
   void send_orphans(std::vector<store::CounterSync> ops);
   void loop();
@@ -108,7 +110,8 @@ class Batcher {
   const BatcherOptions options_;
   static constexpr std::size_t kShards = 16;
   std::array<Shard, kShards> shards_;
-  std::atomic<bool> store_up_{true};  // the last sync was answered: unjoined and stale keys wait for a fetch
+  std::atomic<bool> store_up_{true};
+  std::atomic<std::uint64_t> next_generation_{0};  // the last sync was answered: unjoined and stale keys wait for a fetch
 
   std::mutex orphans_mu_;
   std::vector<store::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
@@ -118,7 +121,6 @@ class Batcher {
   bool stopping_ = false;   // under loop_mu_
   bool in_flight_ = false;  // a batch is out; under loop_mu_
   std::int64_t last_batch_ns_ = 0;  // start of the last batch sent; under loop_mu_
-  std::atomic<std::int64_t> batch_started_ns_{0};
   BatcherStats stats_;
   std::thread thread_;  // last: started once the rest is built
 };
