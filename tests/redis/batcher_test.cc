@@ -76,6 +76,19 @@ TEST(Batcher, AKeyJoinsFromTheSnapshotAndTheCountsPastIt) {
   EXPECT_EQ(f.servers[1]->stats().fetches.load(), 1u);
 }
 
+// Concurrent first decisions on a key wait on one fetch, and every one of them is counted.
+TEST(Batcher, FirstDecisionsShareOneFetch) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  const LimitSpec spec = fixed(100);
+  f.decide(0, spec, "rk:t:warm");  // the store is seen to answer
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&] { f.decide(0, spec, "rk:t:c"); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(f.servers[0]->stats().fetches.load(), 2u);  // "warm", then "c" once: later threads find it synced
+  EXPECT_EQ(f.decide(0, spec, "rk:t:c", 1, true).remaining, 100 - 9);
+}
+
 // Each algorithm's hits, recorded on one server, refuse on the other once shared.
 TEST(Batcher, EveryAlgorithmShares) {
   RedisProcess redis;
