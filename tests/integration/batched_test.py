@@ -140,12 +140,12 @@ class OutageTest(unittest.TestCase):
                 fields = cli(redis.port, "HGETALL", keys[0]).split()
                 return sorted(int(v) for v in fields[1::2]) == [40, 40]
             wait_until(caught_up, "both servers' counts (40 each) back in Redis", 15)
-            time.sleep(10 * INTERVAL)
+            time.sleep(25 * INTERVAL)
             for server, used in ((a, 81), (b, 82)):
                 status, body = server.check(value)
                 self.assertEqual(status, 200, body)
                 self.assertEqual(body["statuses"][0]["limit_remaining"], self.LIMIT - used, body)
-                time.sleep(10 * INTERVAL)
+                time.sleep(25 * INTERVAL)
         finally:
             a.stop()
             b.stop()
