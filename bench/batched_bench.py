@@ -180,7 +180,8 @@ def main():
             results[sharing] = rps
             print("%s. fleet of 3, %-8s sharing %9.0f decisions/s   Redis calls per decision %.4f   (load %s)"
                   % ("3" if sharing == "exact" else "4", sharing, rps, calls / max(1, requests), load()))
-        print("   batched over exact            %9.2fx             (target >= 5)" % (results["batched"] / results["exact"]))
+        print("   batched over exact            %9.2fx             (target >= 5)"
+              % (results["batched"] / results["exact"]))
         redis.stop()
         # 5: Redis Cluster of 1 and 3 primaries, the fleet of 3, exact and batched.
         for primaries in (1, 3):
