@@ -1,5 +1,9 @@
-// core/algorithms.h: each algorithm as one type naming its parameters, its state and its two functions, so that a
+// core/algorithms.h: each algorithm as one type naming its parameters, its state and its functions, so that a
 // store can be written once for all of them.
+//
+// absorb(p, s, now, hits) counts `hits` recorded elsewhere (another server's, under `sharing: batched`) into the
+// state as if they had been admitted at `now`, whatever the limit says: what a decision that admitted them would
+// have left, without its test. Absorbing what a fleet recorded makes the state the fleet's (docs/redis.md).
 #pragma once
 
 #include <cstdint>
@@ -12,21 +16,25 @@
 
 namespace rk::core {
 
-template <class P, class S, auto Decide, auto Forgettable>
+template <class P, class S, auto Decide, auto Forgettable, auto Absorb>
 struct AlgorithmOf {
   using Params = P;
   using State = S;
   static Decision decide(const P& p, S& s, std::int64_t now, std::uint64_t cost) { return Decide(p, s, now, cost); }
   static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }
+  static void absorb(const P& p, S& s, std::int64_t now, std::uint64_t hits) { Absorb(p, s, now, hits); }
 };
 
-using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable>;
-using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable>;
-using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable>;
-using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable>;
-using FixedWindow = AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable>;
-using SlidingLog = AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable>;
-using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable>;
+using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb>;
+using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb>;
+using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb>;
+using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb>;
+using FixedWindow =
+    AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable, fixed_window_absorb>;
+using SlidingLog =
+    AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable, sliding_log_absorb>;
+using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable,
+                                  sliding_window_absorb>;
 
 // The one switch from an rk::Algorithm to its type: calls f.template operator()<Algo>(params) with the spec's
 // precomputed parameters and returns what it returns. The spec must be valid (rk::validate).

@@ -56,6 +56,12 @@ Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, 
   return d;
 }
 
+void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t hits) {
+  const double n_before = decayed(p, s, now);
+  s.n = std::min(kMaxN, n_before + static_cast<double>(hits));
+  s.t_ns = (n_before == 0) ? now : std::max(s.t_ns, now);
+}
+
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now) {
   return decayed(p, s, now) < p.n_forget;
 }

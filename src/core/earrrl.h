@@ -21,6 +21,7 @@ struct EarrrlState {
 };
 
 Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost);
+void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t hits);
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now);
 
 }  // namespace rk::core

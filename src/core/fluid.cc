@@ -64,6 +64,17 @@ Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now, std
   return d;
 }
 
+// The admitted path of fluid_decide without its test: the level may rise past the capacity, and then refuses until
+// it has drained.
+void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t hits) {
+  if (hits == 0) return;
+  const Backlog b = backlog(s, now);
+  const double x = b.frac + static_cast<double>(hits) * p.interval;
+  const std::int64_t whole = floor_ns(x);
+  s.empty_ns = sat_add(sat_add(now, b.whole), whole);
+  s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
+}
+
 bool fluid_forgettable(const FluidParams&, const FluidState& s, std::int64_t now) {
   return s.empty_ns < now || (s.empty_ns == now && s.frac == 0);
 }

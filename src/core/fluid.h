@@ -31,6 +31,7 @@ struct FluidState {
 };
 
 Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t cost);
+void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t hits);
 bool fluid_forgettable(const FluidParams& p, const FluidState& s, std::int64_t now);
 
 }  // namespace rk::core

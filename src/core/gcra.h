@@ -24,6 +24,7 @@ struct GcraState {
 
 Decision gcra_decide(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t cost);
 Decision leaky_queue_decide(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t cost);
+void gcra_absorb(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t hits);
 bool gcra_forgettable(const GcraParams& p, const GcraState& s, std::int64_t now);
 
 }  // namespace rk::core

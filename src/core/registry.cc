@@ -86,6 +86,10 @@ bool counts_refused(const LimitSpec& spec) {
   return takes(spec.algorithm, Param::kCountRefused) && spec.count_refused.value_or(info(spec.algorithm).count_refused);
 }
 
+std::uint64_t hits_recorded(const LimitSpec& spec, const Decision& d, std::uint64_t cost) {
+  return d.allowed || counts_refused(spec) ? cost : 0;
+}
+
 std::optional<std::string> store_refuses(const LimitSpec& spec, StoreKind s) {
   if (runs_on(spec.algorithm, s)) return std::nullopt;
   return std::string(info(spec.algorithm).name) + " cannot run in the " + std::string(store_name(s)) + " store: " +

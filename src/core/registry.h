@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
 
 namespace rk::core {
@@ -57,6 +58,10 @@ LimitSpec with_defaults(const LimitSpec& spec);
 // Whether a refused attempt is still added to the key's state (earrrl, and fixed_window with count_refused): then a
 // key can go past its limit, and an attempt of cost 0 tells whether it has (docs/compatibility.md).
 bool counts_refused(const LimitSpec& spec);
+
+// The hits a decision of `cost` recorded in the key's state: the cost when admitted, and when refused where refused
+// hits count; else none. What `sharing: batched` reports to the other servers.
+std::uint64_t hits_recorded(const LimitSpec& spec, const Decision& d, std::uint64_t cost);
 
 // Why `spec` cannot run on store `s`, or nullopt when it can.
 std::optional<std::string> store_refuses(const LimitSpec& spec, StoreKind s);

@@ -89,6 +89,19 @@ Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int6
   return d;
 }
 
+// Logged at the newest time seen, as an admitted request is. A log already holding `limit` entries adds to its
+// newest one instead, so that absorbing every few milliseconds cannot grow it past what deciding could (a later
+// time keeps the hits a little longer: it errs towards refusing). More than limit + 1 hits refuse alike.
+void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t hits) {
+  prune(p, s, now);
+  hits = std::min<std::uint64_t>(hits, sat_add_u(p.limit, 1));
+  if (hits == 0) return;
+  if (s.size() == 0) return s.push(now, hits);
+  const std::int64_t last = s.at(s.size() - 1).t_ns;
+  const std::uint64_t room = p.limit > s.sum() ? p.limit - s.sum() : 0;
+  s.push(s.size() >= std::max<std::uint64_t>(1, p.limit) ? last : std::max(now, last), std::min(hits, room + 1));
+}
+
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now) {
   return s.size() == 0 || sat_add(s.at(s.size() - 1).t_ns, p.window_ns) <= now;
 }

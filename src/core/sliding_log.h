@@ -45,6 +45,7 @@ class SlidingLogState {
 };
 
 Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t cost);
+void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t hits);
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now);
 
 }  // namespace rk::core

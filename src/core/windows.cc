@@ -98,6 +98,11 @@ Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::in
   return d;
 }
 
+void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t hits) {
+  roll_fixed(p, s, now);
+  s.count = sat_add_u(s.count, hits);
+}
+
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now) {
   return s.count == 0 || fixed_bounds(p, now).start > s.start_ns;
 }
@@ -134,6 +139,11 @@ Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std
   }
   d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
   return d;
+}
+
+void sliding_window_absorb(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t hits) {
+  roll_sliding(p, s, now);
+  s.curr = sat_add_u(s.curr, hits);
 }
 
 bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {

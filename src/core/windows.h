@@ -33,9 +33,11 @@ struct SlidingWindowState {
 };
 
 Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t cost);
+void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t hits);
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now);
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost);
+void sliding_window_absorb(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t hits);
 bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now);
 
 }  // namespace rk::core

@@ -71,6 +71,18 @@ inline constexpr Name kBreakerState{"ratekeeper_redis_breaker_state",
 // counter, no labels.
 inline constexpr Name kBreakerOpened{"ratekeeper_redis_breaker_opened_total",
                                      "Times the Redis circuit breaker opened."};
+// sharing: batched (docs/redis.md). counter, no labels: syncs sent (a batch, or one key's first fetch).
+inline constexpr Name kBatches{"ratekeeper_redis_batches_total", "Batches of shared counters sent to Redis."};
+// counter, no labels: keys in them together; keys per batch = this / batches.
+inline constexpr Name kBatchKeys{"ratekeeper_redis_batch_keys_total", "Keys sent in batches to Redis, together."};
+// counter, no labels.
+inline constexpr Name kBatchFailedKeys{"ratekeeper_redis_batch_failed_keys_total",
+                                       "Keys of batches Redis did not answer (decided locally meanwhile)."};
+// gauge, no labels.
+inline constexpr Name kBatchLag{"ratekeeper_redis_batch_lag_seconds",
+                                "From sending the last answered batch to absorbing its answer."};
+// gauge, no labels.
+inline constexpr Name kBatchedKeys{"ratekeeper_redis_batched_keys", "Keys of batched domains held in this process."};
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 

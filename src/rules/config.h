@@ -84,6 +84,10 @@ enum class FailurePolicy : std::uint8_t { kDefault, kFailOpen, kFailClosed, kLoc
 std::string_view failure_policy_name(FailurePolicy p);  // "fail_open", "fail_closed", "local"; "" for kDefault
 std::optional<FailurePolicy> parse_failure_policy(std::string_view name);
 
+// How servers share a domain's counters through Redis (docs/redis.md): each decision one round trip (kExact), or
+// decided in process and the hits sent every --redis-batch-interval (kBatched). kDefault: exact.
+enum class Sharing : std::uint8_t { kDefault, kExact, kBatched };
+
 struct DomainConfig {
   std::string domain;
   std::vector<Descriptor> descriptors;
@@ -91,6 +95,8 @@ struct DomainConfig {
   bool all_or_nothing = false;   // a request's descriptors are charged only if none is over the limit
   StoreKind store = StoreKind::kDefault;
   FailurePolicy redis_failure = FailurePolicy::kDefault;
+  Sharing sharing = Sharing::kDefault;
+  SourcePos sharing_pos;  // where `sharing:` was given, for the error when serve has no Redis
   ForwardAuth forward_auth;
   std::string file;
 };

@@ -68,6 +68,8 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
   merge_setting(into.all_or_nothing, from.all_or_nothing, "all_or_nothing", into, from, errors);
   merge_setting(into.store, from.store, "store", into, from, errors);
   merge_setting(into.redis_failure, from.redis_failure, "redis_failure", into, from, errors);
+  if (from.sharing != Sharing::kDefault) into.sharing_pos = from.sharing_pos;
+  merge_setting(into.sharing, from.sharing, "sharing", into, from, errors);
   if (from.forward_auth.enabled) {
     if (into.forward_auth.enabled) {
       errors.push_back({{from.file, 1, 1}, "domain '" + from.domain + "': forward_auth is also given in " + into.file +
@@ -121,6 +123,13 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
     }
     errors.insert(errors.end(), e.begin(), e.end());
     out.push_back(std::move(d));
+  }
+  if (options.without_redis) {
+    for (const DomainConfig& d : out) {
+      if (d.sharing != Sharing::kBatched) continue;
+      errors.push_back({d.sharing_pos, "sharing: batched needs Redis (serve --redis URL); domain '" + d.domain +
+                                           "' has none to share through"});
+    }
   }
   return errors;
 }

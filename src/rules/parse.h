@@ -19,6 +19,8 @@ struct LoadOptions {
   // envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG: the files of one domain make one domain (in file-name order); a
   // top-level key=value defined in two of them is an error naming both. Off: a domain in two files is an error.
   bool merge_domains = false;
+  // serve without --redis: a domain saying `sharing: batched` has nothing to share through, an error at that line.
+  bool without_redis = false;
 };
 
 // Loads a file, or every *.yaml / *.yml file of a directory (one domain a file unless merge_domains, sorted by

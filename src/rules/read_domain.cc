@@ -112,6 +112,17 @@ void store_settings(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
       else r.fail(root["store"], "store: unknown store '" + *s + "' (memory, redis)");
     }
   }
+  if (root["sharing"]) {
+    out.sharing_pos = r.pos(root["sharing"]);
+    if (auto s = r.string(root["sharing"], "sharing")) {
+      if (*s == "exact") out.sharing = Sharing::kExact;
+      else if (*s == "batched") out.sharing = Sharing::kBatched;
+      else r.fail(root["sharing"], "sharing: unknown sharing '" + *s + "' (exact, batched)");
+    }
+    if (out.sharing == Sharing::kBatched && out.store == StoreKind::kMemory) {
+      r.fail(root["sharing"], "sharing: batched shares counters through Redis, and store: memory keeps them here");
+    }
+  }
   if (root["redis_failure"]) {
     if (auto s = r.string(root["redis_failure"], "redis_failure")) {
       if (auto p = parse_failure_policy(*s)) out.redis_failure = *p;
@@ -129,7 +140,7 @@ void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
     return;
   }
   r.check_map(root, "rules", {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth",
-                              "store", "redis_failure"});
+                              "store", "redis_failure", "sharing"});
   if (!root["domain"]) {
     r.fail(yaml::Mark{1, 1}, "domain: missing (every rules file names its domain)");
   } else if (auto d = r.string(root["domain"], "domain")) {

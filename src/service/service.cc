@@ -306,12 +306,17 @@ bool Service::uses_remote(const rules::DomainConfig* domain) const {
   return domain && domain->store != rules::StoreKind::kMemory;  // an unknown domain has nothing to decide
 }
 
+bool Service::uses_batcher(const rules::DomainConfig* domain) const {
+  return options_.batcher && uses_remote(domain) && domain->sharing == rules::Sharing::kBatched;
+}
+
 std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
   if (auto e = validate(request)) return *e;
   std::vector<bool> out(request.descriptors.size(), false);
   const auto set = rules_.current();
   if (!set) return out;
   const bool remote = uses_remote(set->domain(request.domain));
+  const bool batched = uses_batcher(set->domain(request.domain));
   std::vector<rules::Entry> entries;
   std::vector<std::string> keys;
   std::vector<std::size_t> at;
@@ -326,7 +331,11 @@ std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest&
       at.push_back(i);
     }
   }
-  if (!keys.empty()) {
+  if (!keys.empty() && batched) {
+    std::promise<void> promise;
+    options_.batcher->reset(std::move(keys), [&promise] { promise.set_value(); });
+    promise.get_future().wait();
+  } else if (!keys.empty()) {
     std::promise<std::vector<std::optional<bool>>> promise;
     auto future = promise.get_future();
     options_.remote->reset(std::move(keys),
@@ -346,6 +355,15 @@ std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& se
   const Nanos now = clock_->now();
   if (!uses_remote(set.domain(rule.domain))) {
     for (std::size_t i = 0; i < keys.size(); ++i) out[i] = rule.limiter->peek_at(keys[i], now, 1);
+    return out;
+  }
+  if (uses_batcher(set.domain(rule.domain))) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::promise<Decision> promise;
+      options_.batcher->decide(rule.limiter->spec(), rule.store_prefix + keys[i], 1, true, now,
+                               [&promise](Decision d) { promise.set_value(d); });
+      out[i] = promise.get_future().get();
+    }
     return out;
   }
   if (breaker_ && !breaker_->allow()) return out;
@@ -567,6 +585,7 @@ void Service::decide(std::shared_ptr<Job> job, bool looking) {
 // the circuit breaker.
 void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
   const auto peeks = [&](std::size_t k) { return looking || !job.charged_in_final(k); };
+  if (uses_batcher(job.domain)) return ask_batcher(job, asked, looking, std::move(done));
   if (!uses_remote(job.domain)) {
     std::vector<store::RemoteResult> results(asked.size());
     if (asked.size() > 1) {
@@ -607,6 +626,33 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
                             if (breaker) breaker->record(available);
                             counted(std::move(results));
                           });
+}
+
+// A batched domain: each key decided here by the batcher, at once or once its first fetch is back.
+void Service::ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
+  struct Batch {
+    std::vector<store::RemoteResult> results;
+    std::atomic<std::size_t> left;
+    Answers done;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->results.resize(asked.size());
+  batch->left = asked.size() + 1;  // + 1: this loop's own, so that answers given at once cannot finish it early
+  batch->done = std::move(done);
+  const auto one_done = [batch] {
+    if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->results));
+  };
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const Pending& p = job.pending[asked[i]];
+    const bool peek = looking || !job.charged_in_final(asked[i]);
+    options_.batcher->decide(p.limiter->spec(), p.store_prefix + p.key, p.hits, peek, Nanos{job.now},
+                             [batch, i, one_done](Decision d) {
+                               batch->results[i].status = store::RemoteResult::Status::kOk;
+                               batch->results[i].decision = d;
+                               one_done();
+                             });
+  }
+  one_done();
 }
 
 // The remote store's answers counted (unavailable, refused) and its health logged.

@@ -23,6 +23,7 @@
 
 #include "ratekeeper/clock.h"
 #include "rules/reloader.h"
+#include "service/batcher.h"
 #include "service/breaker.h"
 #include "store/remote/remote_store.h"
 
@@ -120,6 +121,8 @@ struct ServiceOptions {
   BreakerOptions breaker;
   Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
   std::shared_ptr<DecisionObserver> observer;  // may be null
+  // `sharing: batched` domains decide here and share through it (service/batcher.h); null: they share exactly.
+  std::shared_ptr<Batcher> batcher;
 };
 
 // Counters of the remote store's use, for metrics.
@@ -172,6 +175,7 @@ class Service {
 
   const RemoteStats& remote_stats() const { return remote_stats_; }
   const CircuitBreaker* breaker() const { return breaker_.get(); }
+  const Batcher* batcher() const { return options_.batcher.get(); }
 
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
@@ -189,6 +193,8 @@ class Service {
   void count_remote(const std::vector<store::RemoteResult>& results);
   void finish(Job& job);
   Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
+  bool uses_batcher(const rules::DomainConfig* domain) const;
+  void ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done);
 
   rules::Reloader& rules_;
   std::shared_ptr<const Clock> clock_;

@@ -397,7 +397,7 @@ def run_sh(env, block):
 # YAML blocks: rules files, settings files, scenarios.
 
 RULES_KEYS = {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth", "store",
-              "redis_failure"}
+              "redis_failure", "sharing"}
 SCENARIO_KEYS = {"clients", "duration", "limiter"}
 
 

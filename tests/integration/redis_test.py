@@ -1056,6 +1056,8 @@ class BadRedisFlagsTest(unittest.TestCase):
                 (["--redis-password-file", empty], "--redis-password-file: '%s' given without --redis" % empty),
                 (["--redis", "redis://127.0.0.1:1", "--redis-password-file", missing],
                  "--redis-password-file: '%s' cannot be read" % missing),
+                (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "500us"], "--redis-batch-interval: '500us'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "11s"], "--redis-batch-interval: '11s'"),
             ]:
                 out = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:0", "--admin",
                                       "127.0.0.1:0", *args], capture_output=True, text=True, timeout=10)

@@ -61,6 +61,23 @@ TEST_P(ConfigErrorFile, GivesItsExactMessage) {
   EXPECT_EQ(errors[0].to_string(), GetParam() + ":" + expected);
 }
 
+// serve without --redis: `sharing: batched` is an error at its line (the file alone cannot know).
+TEST(ConfigError, BatchedSharingWithoutRedis) {
+  const std::string dir = ::testing::TempDir() + "/batched_without_redis";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/edge.yaml") << "domain: edge\n# shared\nsharing: batched\ndescriptors:\n"
+                                       "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+  std::vector<DomainConfig> domains;
+  EXPECT_TRUE(load_rules(dir, domains).empty());
+  ASSERT_EQ(domains.size(), 1u);
+  EXPECT_EQ(domains[0].sharing, Sharing::kBatched);
+  domains.clear();
+  const auto errors = load_rules(dir, domains, {.without_redis = true});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(), dir + "/edge.yaml:3:10: sharing: batched needs Redis (serve --redis URL); domain "
+                                         "'edge' has none to share through");
+}
+
 std::vector<std::string> error_files() {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(kDir)) names.push_back(e.path().filename().string());

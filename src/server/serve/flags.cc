@@ -200,6 +200,10 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
                 f.redis_failure = *p;
                 return std::string();
               });
+  flags.value("--redis-batch-interval", "DUR",
+              "how often `sharing: batched` domains send their hits to Redis (default 20ms)",
+              duration(f.redis_batch_interval, std::chrono::milliseconds(1), std::chrono::seconds(10),
+                       "a duration from 1ms to 10s"));
   flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
                f.redis_near_cache);
   // TLS and secrets (docs/redis.md): the files are read, and their combinations checked, when Redis is connected.

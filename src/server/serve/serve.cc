@@ -19,6 +19,7 @@
 #include "server/serve/sweeper.h"
 #include "service/service.h"
 #include "store/redis/remote.h"
+#include "store/redis/shared_counters.h"
 
 namespace rk::serve {
 
@@ -82,7 +83,21 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
             for (const auto& e : errors) logging::log(logging::Level::kError, what, {{"error", e.to_string()}});
           }};
   return std::make_unique<rules::Reloader>(flags.config, build, std::move(events),
-                                           rules::LoadOptions{.merge_domains = flags.merge_domains});
+                                           rules::LoadOptions{.merge_domains = flags.merge_domains,
+                                                              .without_redis = flags.redis.empty()});
+}
+
+redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
+  return {.url = flags.redis,
+          .tls = {.ca_file = flags.redis_tls_ca,
+                  .cert_file = flags.redis_tls_cert,
+                  .key_file = flags.redis_tls_key,
+                  .server_name = flags.redis_tls_server_name},
+          .password_file = flags.redis_password_file,
+          .caller_clock = flags.redis_local_clock,
+          .timeout = flags.redis_timeout,
+          .connections = flags.redis_connections,
+          .near_cache = flags.redis_near_cache};
 }
 
 // The Redis store of --redis (null without it); null with `error` for a URL, or a TLS or password file, it refuses,
@@ -99,31 +114,30 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
     return nullptr;
   }
   try {
-    return redis::make_redis_remote({.url = flags.redis,
-                                     .tls = {.ca_file = flags.redis_tls_ca,
-                                             .cert_file = flags.redis_tls_cert,
-                                             .key_file = flags.redis_tls_key,
-                                             .server_name = flags.redis_tls_server_name},
-                                     .password_file = flags.redis_password_file,
-                                     .caller_clock = flags.redis_local_clock,
-                                     .timeout = flags.redis_timeout,
-                                     .connections = flags.redis_connections,
-                                     .near_cache = flags.redis_near_cache});
+    return redis::make_redis_remote(redis_options(flags));
   } catch (const std::exception& e) {
     error = e.what();
     return nullptr;
   }
 }
 
+// `sharing: batched` domains' batcher over its own connections to the same Redis.
+std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
+  return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
+                                            service::BatcherOptions{.interval = flags.redis_batch_interval,
+                                                                    .max_keys = flags.max_keys});
+}
+
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
 void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
-           rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
+           service::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
   logging::log(logging::Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   draining = true;
   listeners.stop();
   if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
+  if (batcher) batcher->close();  // sends what was recorded since its last batch
   reloader.stop();
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
@@ -156,6 +170,8 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
     return 2;
   }
+  std::shared_ptr<service::Batcher> batcher;
+  if (remote) batcher = make_batcher(flags, clock);
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's
   // per-descriptor counters.
   auto tracker = std::make_shared<dashboard::Tracker>();
@@ -165,7 +181,8 @@ int run_serve(const std::vector<std::string>& args) {
        .store = store_options(flags, flags.max_memory / 8),  // the request overrides' share
        .remote = remote,
        .redis_failure = flags.redis_failure,
-       .observer = service::observe_all({tracker, metrics.descriptor_stats(flags.near_limit_ratio)})});
+       .observer = service::observe_all({tracker, metrics.descriptor_stats(flags.near_limit_ratio)}),
+       .batcher = batcher});
   if (remote) {
     metrics.watch_remote(service);
     logging::log(logging::Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});
@@ -192,7 +209,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 1;
   }
   Sweeper sweeper(*reloader, flags.sweep_interval);
-  drain(signals, draining, *listeners, remote.get(), *reloader, sweeper, saver.get());
+  drain(signals, draining, *listeners, remote.get(), batcher.get(), *reloader, sweeper, saver.get());
   return 0;
 }
 

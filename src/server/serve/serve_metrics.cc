@@ -79,6 +79,15 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                          {{"policy", std::string(rules::failure_policy_name(p))}},
                          [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
   }
+  if (const service::Batcher* b = service.batcher()) {
+    const service::BatcherStats& bs = b->stats();
+    registry_.counter_fn(n::kBatches.name, n::kBatches.help, {}, [&bs] { return bs.batches.load(); });
+    registry_.counter_fn(n::kBatchKeys.name, n::kBatchKeys.help, {}, [&bs] { return bs.keys_sent.load(); });
+    registry_.counter_fn(n::kBatchFailedKeys.name, n::kBatchFailedKeys.help, {}, [&bs] { return bs.failed.load(); });
+    registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return static_cast<double>(bs.lag_ns.load()) / 1e9; });
+    registry_.gauge_fn(n::kBatchedKeys.name, n::kBatchedKeys.help, {},
+                       [&bs] { return static_cast<double>(bs.keys.load()); });
+  }
   registry_.gauge_fn(n::kBreakerState.name, n::kBreakerState.help, {},
                      [&service] { return service.breaker() ? static_cast<double>(service.breaker()->state()) : 0.0; });
   registry_.counter_fn(n::kBreakerOpened.name, n::kBreakerOpened.help, {},

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""`sharing: batched` benchmark (issue 17), in one run on this machine, every figure against a baseline measured in
+the same run. wrk over loopback keep-alive sends forward-auth checks of ONE hot key (X-Client: hot) to
+`ratekeeper serve` processes:
+  1. one server, the embedded store alone (no --redis): the baseline;
+  2. one server deciding a `sharing: batched` domain through Redis: its ratio to 1 (target >= 0.9), and Redis calls
+     per decision (Redis's own INFO commandstats over the decisions wrk counted; target <= 0.01);
+  3. a fleet of 3 servers on one Redis, exact sharing (a round trip a decision), one wrk each, at once;
+  4. the same fleet with batched sharing: its combined decisions/s over 3's (target >= 5x);
+  5. exact sharing through a Redis Cluster of 1 and of 3 primaries (the same fleet): decisions/s, and Redis CPU
+     per decision (INFO cpu, user + sys, summed over the primaries).
+On a 2-core machine the servers, wrk and Redis share the cores: the load average is printed with every figure.
+
+  bench/batched_bench.py build/release/ratekeeper [--seconds 5] [--connections 32]
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from benchlib import free_port, run_wrk, wait_http
+
+RULES = """
+domain: bench
+%s
+descriptors:
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: gcra, burst: 1000}
+forward_auth:
+  descriptors:
+    - entries: [{key: client, from: header, header: X-Client}]
+"""
+
+HOT = 'request = function() return wrk.format("GET", nil, {["X-Client"] = "hot"}) end\n'
+
+
+def load():
+    return open("/proc/loadavg").read().split()[0]
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def info_field(port, section, name):
+    for line in cli(port, "INFO", section).splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def redis_calls(port):
+    """Commands Redis ran that the batcher or the exact path send (EVAL, EVALSHA), from INFO commandstats."""
+    total = 0
+    for line in cli(port, "INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_eval"):
+            total += int(line.split("calls=")[1].split(",")[0])
+    return total
+
+
+def redis_cpu(port):
+    return float(info_field(port, "cpu", "used_cpu_user")) + float(info_field(port, "cpu", "used_cpu_sys"))
+
+
+class Redis:
+    def __init__(self, d, cluster=False):
+        self.port = free_port()
+        while self.port > 55000:
+            self.port = free_port()
+        extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes-%d.conf" % self.port] if cluster else []
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", d, *extra], stdout=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                if "PONG" in cli(self.port, "PING"):
+                    return
+            except subprocess.CalledProcessError:
+                pass
+            time.sleep(0.05)
+        raise SystemExit("redis-server did not start")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def make_cluster(d, primaries):
+    nodes = [Redis(d, cluster=True) for _ in range(primaries)]
+    if primaries == 1:
+        cli(nodes[0].port, "CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+    else:
+        subprocess.run(["redis-cli", "--cluster", "create", *["127.0.0.1:%d" % n.port for n in nodes],
+                        "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=60)
+    deadline = time.monotonic() + 30
+    while not all("cluster_state:ok" in cli(n.port, "CLUSTER", "INFO") for n in nodes):
+        if time.monotonic() > deadline:
+            raise SystemExit("the cluster did not become ok")
+        time.sleep(0.1)
+    return nodes
+
+
+class Serve:
+    def __init__(self, binary, d, sharing, redis_url=None):
+        self.dir = tempfile.mkdtemp(dir=d)
+        rules = os.path.join(self.dir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(RULES % (("sharing: %s" % sharing) if sharing else ""))
+        self.port, admin = free_port(), free_port()
+        self.proc = subprocess.Popen([binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % self.port,
+                                      "--admin", "127.0.0.1:%d" % admin, "--log-level", "error",
+                                      *(["--redis", redis_url] if redis_url else [])],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = "http://127.0.0.1:%d/v1/auth/bench" % self.port
+        wait_http("http://127.0.0.1:%d/readyz" % admin)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+def fleet_rps(servers, seconds, connections, script):
+    """One wrk per server, all at once; their decisions/s summed."""
+    cmds = [["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "-s", script, s.url] for s in servers]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True) for c in cmds]
+    total, requests = 0.0, 0
+    for p in procs:
+        out = p.communicate()[0]
+        for line in out.splitlines():
+            if line.startswith("Requests/sec:"):
+                total += float(line.split()[1])
+            if " requests in " in line:
+                requests += int(line.split()[0])
+    return total, requests
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=32)
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="rk-batched-bench-")
+    script = os.path.join(d, "hot.lua")
+    with open(script, "w") as f:
+        f.write(HOT)
+    print("wrk -t1 -c%d -d%ds, one hot key, forward-auth; %d cores" % (a.connections, a.seconds, os.cpu_count()))
+    try:
+        # 1 and 2: one server.
+        s = Serve(a.binary, d, None)
+        run_wrk(s.url, 1, a.connections, script)  # warm up
+        mem = run_wrk(s.url, a.seconds, a.connections, script)
+        s.stop()
+        print("1. embedded store alone          %9.0f decisions/s   (load %s)" % (mem["rps"], load()))
+        redis = Redis(d)
+        url = "redis://127.0.0.1:%d" % redis.port
+        s = Serve(a.binary, d, "batched", url)
+        run_wrk(s.url, 1, a.connections, script)
+        calls0 = redis_calls(redis.port)
+        bat = run_wrk(s.url, a.seconds, a.connections, script)
+        calls = redis_calls(redis.port) - calls0
+        s.stop()
+        print("2. batched, one server           %9.0f decisions/s   %.2fx of 1 (target >= 0.9)   (load %s)"
+              % (bat["rps"], bat["rps"] / mem["rps"], load()))
+        print("   Redis calls per decision      %9.5f              (%d calls, %d decisions; target <= 0.01)"
+              % (calls / bat["requests"], calls, bat["requests"]))
+        # 3 and 4: fleets of 3.
+        results = {}
+        for sharing in ("exact", "batched"):
+            fleet = [Serve(a.binary, d, sharing, url) for _ in range(3)]
+            fleet_rps(fleet, 1, a.connections, script)
+            calls0 = redis_calls(redis.port)
+            rps, requests = fleet_rps(fleet, a.seconds, a.connections, script)
+            calls = redis_calls(redis.port) - calls0
+            for s in fleet:
+                s.stop()
+            results[sharing] = rps
+            print("%s. fleet of 3, %-8s sharing %9.0f decisions/s   Redis calls per decision %.4f   (load %s)"
+                  % ("3" if sharing == "exact" else "4", sharing, rps, calls / max(1, requests), load()))
+        print("   batched over exact            %9.2fx             (target >= 5)"
+              % (results["batched"] / results["exact"]))
+        redis.stop()
+        # 5: Redis Cluster of 1 and 3 primaries, the fleet of 3, exact and batched.
+        for primaries in (1, 3):
+            nodes = make_cluster(d, primaries)
+            curl = "redis+cluster://" + ",".join("127.0.0.1:%d" % n.port for n in nodes)
+            for sharing in ("exact", "batched"):
+                fleet = [Serve(a.binary, d, sharing, curl) for _ in range(3)]
+                fleet_rps(fleet, 1, a.connections, script)
+                cpu0 = sum(redis_cpu(n.port) for n in nodes)
+                rps, requests = fleet_rps(fleet, a.seconds, a.connections, script)
+                cpu = sum(redis_cpu(n.port) for n in nodes) - cpu0
+                for s in fleet:
+                    s.stop()
+                print("5. Cluster of %d primar%s, %-7s %9.0f decisions/s   Redis CPU %.2f us/decision   (load %s)"
+                      % (primaries, "y" if primaries == 1 else "ies", sharing, rps, cpu / max(1, requests) * 1e6,
+                         load()))
+            for n in nodes:
+                n.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

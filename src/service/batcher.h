@@ -1,0 +1,128 @@
+// service/batcher.h: `sharing: batched` domains (docs/redis.md): each key decided here, in process, from a state
+// that absorbs what the other servers recorded; this server's recorded hits sent to the shared counters
+// (store/remote/shared_counters.h) in one batch every `interval`, each key's reply absorbed on return.
+//
+//   Batcher batcher(counters, clock, {.interval = 20ms, .max_keys = 100'000});
+//   batcher.decide(spec, "rk:...:k", 1, false, now, [](Decision d) { ... });  // now, or after the key's first fetch
+//
+// Per key it keeps the state (the algorithm's, core/), the hits recorded here and not yet sent, and per server the
+// cumulative count its state already includes. A reply's count past that is absorbed (core/algorithms.h) at the
+// reply's time; a count that went backwards (the key expired in the store) is absorbed whole. A key not yet joined
+// (first use, or evicted) waits for one fetch, coalesced: its state becomes the snapshot in the store plus every
+// count past the snapshot's own. A key whose last sync is older than kStaleIntervals intervals is synced again before
+// it decides. While the store does not answer, keys decide from what they have and keep their hits to send.
+//
+// Error: a server decides without the hits the others recorded since its last sync: at most what the fleet records
+// in 2 × interval + one round trip (docs/redis.md gives the bound).
+//
+// Thread safety: every member from any thread. Keys live in kShards shards, each under its own mutex; the batch
+// thread takes one shard's lock at a time; callbacks run with no lock held. Memory: at most max_keys keys (an
+// evicted key's unsent hits go out with the next batch, or at once when max_keys of them wait), so no client can
+// grow anything without bound.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ratekeeper/clock.h"
+#include "ratekeeper/decision.h"
+#include "ratekeeper/params.h"
+#include "store/remote/shared_counters.h"
+
+namespace rk::service {
+
+struct BatcherOptions {
+  Nanos interval = std::chrono::milliseconds(20);  // --redis-batch-interval
+  std::size_t max_keys = 1'000'000;
+  bool start_thread = true;  // false: batches only when flush() is called (tests)
+};
+
+// For metrics (serve_metrics.cc) and tests.
+struct BatcherStats {
+  std::atomic<std::uint64_t> batches{0};      // syncs sent (a batch, or one key's fetch)
+  std::atomic<std::uint64_t> keys_sent{0};    // keys in them, together
+  std::atomic<std::uint64_t> failed{0};       // keys the store did not answer
+  std::atomic<std::uint64_t> fetches{0};      // keys whose decisions waited for a fetch
+  std::atomic<std::uint64_t> evicted{0};      // keys dropped to make room
+  std::atomic<std::int64_t> last_keys{0};     // keys in the last batch
+  std::atomic<std::int64_t> lag_ns{0};        // how old the last answered batch was when it came back
+  std::atomic<std::int64_t> keys{0};          // keys held now
+};
+
+class Batcher {
+ public:
+  static constexpr int kStaleIntervals = 4;
+
+  Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock, BatcherOptions options);
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Decides an attempt of `cost` on `key` under `spec` (valid: the rule's), recording it unless `peek`. `done`
+  // runs once: at once, or on the store's thread after the key's fetch.
+  void decide(const LimitSpec& spec, const std::string& key, std::uint64_t cost, bool peek, Nanos now,
+              std::function<void(Decision)> done);
+  // Forgets the key here and in the store; `done` once the store has answered (or failed).
+  void reset(std::vector<std::string> keys, std::function<void()> done);
+  // Sends a batch now and waits for its replies (tests; serve's drain).
+  void flush();
+  // Stops the batch thread (after one last batch) and the store. Idempotent.
+  void close();
+
+  const BatcherStats& stats() const { return stats_; }
+  Nanos interval() const { return options_.interval; }
+
+  struct KeyState;  // the typed state of one key: batcher.cc
+
+ private:
+  struct Entry;
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::unique_ptr<Entry>> keys;  // under mu
+  };
+  using Waiters = std::vector<std::function<void()>>;
+
+  Shard& shard_of(const std::string& key);
+  Nanos ttl_for(const KeyState& state, std::int64_t now) const;
+  Entry* find_or_make(Shard& s, const LimitSpec& spec, const std::string& key);
+  void evict_one(Shard& s);
+  Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
+  store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
+  void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
+            std::function<void()> after);
+  void apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply, std::int64_t now,
+             std::int64_t started);
+  void batch_once(std::function<void()> after);
+  void send_orphans(std::vector<store::CounterSync> ops);
+  void loop();
+
+  std::shared_ptr<store::SharedCounters> counters_;
+  std::shared_ptr<const Clock> clock_;
+  const BatcherOptions options_;
+  static constexpr std::size_t kShards = 16;
+  std::array<Shard, kShards> shards_;
+  std::atomic<bool> store_up_{true};
+  std::atomic<std::uint64_t> next_generation_{0};  // the last sync was answered: unjoined and stale keys wait for a fetch
+
+  std::mutex orphans_mu_;
+  std::vector<store::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
+
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool stopping_ = false;   // under loop_mu_
+  bool in_flight_ = false;  // a batch is out; under loop_mu_
+  std::int64_t last_batch_ns_ = 0;  // start of the last batch sent; under loop_mu_
+  BatcherStats stats_;
+  std::thread thread_;  // last: started once the rest is built
+};
+
+}  // namespace rk::service
