@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
   if (!print_args.empty()) {
     const auto alg = rk::parse_algorithm(print_args);
     if (!alg) return 2;
-    for (const auto& s : rk::redis::script_args(spec_for(*alg), std::nullopt, 1, false)) std::cout << s << "\n";
+    for (const auto& s : rk::redis::script_args(spec_for(*alg, window_s), std::nullopt, 1, false)) {
+      std::cout << s << "\n";
+    }
     return 0;
   }
   const auto alg = rk::parse_algorithm(algorithm);

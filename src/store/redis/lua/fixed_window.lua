@@ -1,10 +1,11 @@
 -- fixed_window: as src/core/windows.cc. State {start_us, start_r, count}: the start of the latest window seen.
+read_state('i7Hd')
 local count_refused = ARGV[8] == '1'
 local s_us, s_r, e_us, e_r = window_bounds(now_us, now_r)
 local count = 0
-if st and not before(st[3], st[4], s_us, s_r) then -- this window, or a later one the clock went back from
-  s_us, s_r, e_us, e_r = window_bounds(st[3], st[4])
-  count = st[5]
+if st and not before(st[1], st[2], s_us, s_r) then -- this window, or a later one the clock went back from
+  s_us, s_r, e_us, e_r = window_bounds(st[1], st[2])
+  count = st[3]
 end
 local allowed = count + cost <= limit -- past the limit (count_refused), cost 0 is refused too
 if allowed or count_refused then count = count + cost end

@@ -1,7 +1,9 @@
 -- ratekeeper: the part every decision script starts with (src/store/redis/lua/*.lua are appended to it).
 --
--- KEYS[1]: the key's state, one string packed with cmsgpack: {tag, base_us, fields...}; the tag is the algorithm's
--- name, with '.N' for the Nth layout of its fields (src/store/redis/scripts.cc).
+-- KEYS[1]: the key's state, one string of fixed-width little-endian numbers (struct.pack): a tag byte, TAG, naming
+-- the algorithm and the version of its layout (src/store/redis/scripts.cc); with a base, base_us, the microsecond
+-- of the key's last write ('i7'); then the algorithm's fields as its file declares them to read_state(). Small on
+-- purpose: a state of up to 28 bytes is one 48-byte allocation in Redis (docs/redis.md, "What is stored").
 -- ARGV[1], ARGV[2]: now as whole microseconds and the nanoseconds beyond them; ARGV[1] == "" takes Redis's TIME.
 -- ARGV[3]: cost; ARGV[4]: "1" to decide without recording; ARGV[5...]: the algorithm's parameters.
 --
@@ -38,28 +40,66 @@ local function ceil_ns(x)
   if x >= MAX_NS then return MAX_NS end
   return math.ceil(x)
 end
-local st = nil
+local st, now, shift = nil, 0, 0
 local raw = redis.call('GET', key)
-if raw then
+local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
+
+-- Whether raw holds this algorithm's state in a layout before this one: MessagePack {'name' or 'name.N', ...}.
+local function older()
   local ok, t = pcall(cmsgpack.unpack, raw)
-  local older = ok and type(t) == 'table' and TAG ~= ALGORITHM and t[1] == ALGORITHM -- an older layout: fresh
-  if not older and (not ok or type(t) ~= 'table' or t[1] ~= TAG or type(t[2]) ~= 'number') then
-    return redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
-                             ' state; it was left as it is')
-  end
-  if not older then st = t end
+  return ok and type(t) == 'table' and type(t[1]) == 'string' and
+         (t[1] == ALGORITHM or string.sub(t[1], 1, #ALGORITHM + 1) == ALGORITHM .. '.')
 end
-local base = st and st[2] or now_us
-local now = (now_us - base) * 1000 + now_r -- nanoseconds since base
-local shift = (base - now_us) * 1000      -- adds to a time relative to base to make it relative to now_us
+local function letters(format) return select(2, string.gsub(format, '%a', '')) end
+-- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
+-- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
+-- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
+-- A state of an older layout is read as fresh, once; anything else is refused and left as it is.
+local function read_state(fields, each, timed)
+  TIMED = timed
+  HEAD = timed and '<Bi7' .. fields or '<B' .. fields
+  if each then EACH, NHEAD, NEACH = '<' .. each, letters(fields), letters(each) end
+  local base = now_us
+  if raw then
+    local rest = #raw - struct.size(HEAD)
+    if string.byte(raw) == TAG and (rest == 0 or (each and rest > 0 and rest % struct.size(EACH) == 0)) then
+      local v = {struct.unpack(HEAD, raw)} -- the tag, base_us if timed, the fields, and the position after them
+      local pos = table.remove(v)
+      if timed then base = v[2] end
+      st = {unpack(v, timed and 3 or 2)}
+      while pos <= #raw do
+        local g = {struct.unpack(EACH, raw, pos)}
+        pos = table.remove(g)
+        for i = 1, #g do st[#st + 1] = g[i] end
+      end
+    elseif not older() then
+      error(redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
+                              ' state; it was left as it is'))
+    end
+  end
+  now = (now_us - base) * 1000 + now_r
+  shift = (base - now_us) * 1000
+  return st
+end
 local function fmt(x) return string.format('%.17g', x) end
--- Saves the new state (times already relative to now_us) for reset_after nanoseconds, or drops it if empty.
+-- Saves the new state (its fields in read_state's order, times already relative to now_us) for reset_after
+-- nanoseconds, or drops it if empty.
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
   if not peek then
     if state and reset > 0 then
-      table.insert(state, 1, now_us)
-      table.insert(state, 1, TAG)
-      redis.call('SET', key, cmsgpack.pack(state), 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
+      local v
+      if EACH then -- unpack() of a long log would pass Lua's limit on values: a group at a time
+        local parts = {}
+        if TIMED then parts[1] = struct.pack(HEAD, TAG, now_us, unpack(state, 1, NHEAD))
+        else parts[1] = struct.pack(HEAD, TAG, unpack(state, 1, NHEAD)) end
+        for i = NHEAD + 1, #state, NEACH do parts[#parts + 1] = struct.pack(EACH, unpack(state, i, i + NEACH - 1)) end
+        v = table.concat(parts)
+      elseif TIMED then
+        v = struct.pack(HEAD, TAG, now_us, unpack(state))
+      else
+        v = struct.pack(HEAD, TAG, unpack(state))
+      end
+      redis.call('SET', key, v, 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
     elseif raw then
       redis.call('DEL', key)
     end
