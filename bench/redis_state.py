@@ -1,21 +1,24 @@
 """bench/redis_state.py (also `bench/run redis_state`): the cost of each algorithm's state in Redis, this build's
 layout against a baseline's (by default `main`, read with git), in one run on one fresh redis-server.
 
-  bench/redis_state.py build/release/bench/rk_redis_load [--before main] [--keys 100000] [--rounds 10]
+  bench/redis_state.py build/release/bench/rk_redis_load [--before main] [--keys 100000] [--rounds 10] [--passes 3]
+                       [--only fixed_window,sliding_log]
 
 For each algorithm and each side, the very script each side sends (this build's from `rk_redis_load --print-script`;
 the baseline's put together from its git tree as its scripts.cc did) is run from redis-cli --pipe with the ARGV
-rk_redis_load gives (Redis's clock, cost 1, limits that never refuse), on keys named as each side names them:
+rk_redis_load gives (Redis's clock, cost 1, 100 an hour), on keys named as each side names them:
   bytes/key        INFO memory's used_memory before and after one decision on each of --keys keys, / DBSIZE
-  usec/call new    INFO commandstats' usec_per_call for EVALSHA over those first decisions (a state created)
-  usec/call again  the same over --rounds decisions on each of 10,000 of those keys (a state read and written)
-Prints a markdown table and the load average; Redis's own CPU per call is what it measures, so the client's speed
-and the machine's other load weigh less than in a throughput figure, but a loaded machine still slows Redis.
+  new key          over those first decisions (a state created): INFO commandstats' usec_per_call for EVALSHA (wall
+                   time inside Redis, which a loaded machine stretches), and Redis's main thread's CPU time per call
+                   (INFO cpu: the script and the command's parsing and reply; less sensitive to other load)
+  existing key     the same over --rounds decisions on each of 10,000 of those keys (a state read and written)
+Prints a markdown table and the load average; the client's speed weighs nothing here.
 """
 import argparse
 import os
 import re
 import shutil
+import statistics
 import socket
 import subprocess
 import sys
@@ -33,6 +36,10 @@ BEFORE_TAGS = {"earrrl": "earrrl", "gcra": "gcra", "leaky_queue": "leaky_queue",
 PARTS = {"earrrl": ["earrrl"], "gcra": ["gcra"], "leaky_queue": ["gcra"], "token_bucket": ["fluid"],
          "leaky_bucket": ["fluid"], "fixed_window": ["windows", "fixed_window"],
          "sliding_log": ["windows", "sliding_log"], "sliding_window": ["windows", "sliding_window"]}
+
+
+def med(xs):
+    return statistics.median(xs)
 
 
 def free_port():
@@ -74,6 +81,11 @@ class Redis:
     def used_memory(self):
         return int(re.search(r"used_memory:(\d+)", self.cli("INFO", "memory")).group(1))
 
+    def cpu_s(self):
+        info = self.cli("INFO", "cpu")
+        return sum(float(re.search(f + r":([0-9.]+)", info).group(1))
+                   for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread"))
+
     def usec_per_call(self):
         m = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+),usec_per_call=([0-9.]+)",
                       self.cli("INFO", "commandstats"))
@@ -94,17 +106,19 @@ def before_script(ref, alg):
 
 
 def measure(r, script, args, key, keys, rounds):
+    """bytes/key, then (usec_per_call, Redis's CPU microseconds per call) for new keys, and for existing ones."""
     r.cli("FLUSHALL")
     sha = r.cli("SCRIPT", "LOAD", script)
     r.cli("CONFIG", "RESETSTAT")
-    before = r.used_memory()
+    before, cpu = r.used_memory(), r.cpu_s()
     r.pipe(resp("EVALSHA", sha, 1, key(i), *args) for i in range(keys))
+    created = (r.usec_per_call(), (r.cpu_s() - cpu) * 1e6 / keys)
     per_key = (r.used_memory() - before) / max(int(r.cli("DBSIZE")), 1)
-    created = r.usec_per_call()
     r.cli("CONFIG", "RESETSTAT")
     hot = min(keys, 10000)
+    cpu = r.cpu_s()
     r.pipe(resp("EVALSHA", sha, 1, key(i % hot), *args) for i in range(hot * rounds))
-    return per_key, created, r.usec_per_call()
+    return per_key, created, (r.usec_per_call(), (r.cpu_s() - cpu) * 1e6 / (hot * rounds))
 
 
 def main():
@@ -113,23 +127,39 @@ def main():
     ap.add_argument("--before", default="main", help="the git ref of the baseline's scripts")
     ap.add_argument("--keys", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--only", default=",".join(ALGORITHMS))
     a = ap.parse_args()
     r = Redis()
     try:
-        print("| algorithm | bytes/key before | after | usec/call, new key, before | after "
-              "| usec/call, existing key, before | after |")
-        print("|---|---|---|---|---|---|---|")
-        for alg in ALGORITHMS:
-            args = subprocess.run([a.load, "--print-args", alg, "--window-s", "60"], check=True, capture_output=True,
-                                  text=True).stdout.split("\n")[:-1]
-            after = subprocess.run([a.load, "--print-script", alg], check=True, capture_output=True,
-                                   text=True).stdout
-            # Keys as each side names the store key "rk:pop:<i>": a 16-hex digest tag before, "{}" after.
-            old = measure(r, before_script(a.before, alg), args, lambda i: "rk:{%016x}:pop:%d" % (i * 2654435761, i),
-                          a.keys, a.rounds)
-            new = measure(r, after, args, lambda i: "rk:{}pop:%d" % i, a.keys, a.rounds)
-            print("| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |" % (alg, old[0], new[0], old[1], new[1], old[2],
-                                                                      new[2]))
+        print("bytes/key: one decision on each of %d keys; usec/call: medians of %d passes, before and after "
+              "alternated\n" % (a.keys, a.passes))
+        print("| algorithm | bytes/key before | after | new key: usec_per_call before | after | CPU us/call before "
+              "| after | existing key: usec_per_call before | after | CPU us/call before | after |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for alg in a.only.split(","):
+            # An hour's window and 100 a window: every state outlives the measurement (a bucket's or GCRA's lives
+            # for one interval, 36 s here), and the 10 rounds stay allowed but for gcra's and the buckets' burst.
+            args = subprocess.run([a.load, "--print-args", alg, "--window-s", "3600", "--limit", "100"], check=True,
+                                  capture_output=True, text=True).stdout.split("\n")[:-1]
+            sides = {
+                # Keys as each side names the store key "rk:pop:<i>": a 16-hex digest tag before, "{}" after.
+                "before": (before_script(a.before, alg), lambda i: "rk:{%016x}:pop:%d" % (i * 2654435761 % 2**64, i)),
+                "after": (subprocess.run([a.load, "--print-script", alg], check=True, capture_output=True,
+                                         text=True).stdout, lambda i: "rk:{}pop:%d" % i),
+            }
+            got = {side: [] for side in sides}
+            for k in range(a.passes):
+                for side in (["before", "after"] if k % 2 == 0 else ["after", "before"]):
+                    script, key = sides[side]
+                    got[side].append(measure(r, script, args, key, a.keys if k == 0 else min(a.keys, 30000),
+                                             a.rounds))
+            b, n = got["before"], got["after"]
+            cells = [b[0][0], n[0][0]]
+            for which in (1, 2):
+                for f in (0, 1):
+                    cells += [med([x[which][f] for x in b]), med([x[which][f] for x in n])]
+            print(("| %s | %.0f | %.0f" + " | %.2f" * 8 + " |") % (alg, *cells))
             sys.stdout.flush()
         print("\nload average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg())
     finally:

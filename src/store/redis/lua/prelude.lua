@@ -43,6 +43,7 @@ end
 local st, now, shift = nil, 0, 0
 local raw = redis.call('GET', key)
 local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
+local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
 
 -- Whether raw holds this algorithm's state in a layout before this one: MessagePack {'name' or 'name.N', ...}.
 local function older()
@@ -55,22 +56,28 @@ local function letters(format) return select(2, string.gsub(format, '%a', '')) e
 -- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
 -- A state of an older layout is read as fresh, once; anything else is refused and left as it is.
+-- One struct.unpack for the whole state (up to GROUPS entries): it costs Redis less than MessagePack did.
 local function read_state(fields, each, timed)
-  TIMED = timed
+  TIMED, EACH = timed, each
   HEAD = timed and '<Bi7' .. fields or '<B' .. fields
-  if each then EACH, NHEAD, NEACH = '<' .. each, letters(fields), letters(each) end
+  if each then NHEAD, NEACH = letters(fields), letters(each) end
   local base = now_us
   if raw then
-    local rest = #raw - struct.size(HEAD)
-    if string.byte(raw) == TAG and (rest == 0 or (each and rest > 0 and rest % struct.size(EACH) == 0)) then
-      local v = {struct.unpack(HEAD, raw)} -- the tag, base_us if timed, the fields, and the position after them
-      local pos = table.remove(v)
-      if timed then base = v[2] end
-      st = {unpack(v, timed and 3 or 2)}
-      while pos <= #raw do
-        local g = {struct.unpack(EACH, raw, pos)}
-        pos = table.remove(g)
-        for i = 1, #g do st[#st + 1] = g[i] end
+    local rest, n = #raw - struct.size(HEAD), 0
+    if each and rest > 0 then n = rest / struct.size('<' .. each) end
+    if string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
+      local k = math.min(n, GROUPS)
+      st = {struct.unpack(HEAD .. string.rep(each or '', k), raw)} -- the tag, base_us, the fields, the position
+      local pos = table.remove(st)
+      table.remove(st, 1)
+      if timed then base = table.remove(st, 1) end
+      n = n - k
+      while n > 0 do
+        k = math.min(n, GROUPS)
+        local v = {struct.unpack('<' .. string.rep(each, k), raw, pos)}
+        pos = table.remove(v)
+        for i = 1, #v do st[#st + 1] = v[i] end
+        n = n - k
       end
     elseif not older() then
       error(redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
@@ -88,16 +95,22 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
   if not peek then
     if state and reset > 0 then
       local v
-      if EACH then -- unpack() of a long log would pass Lua's limit on values: a group at a time
-        local parts = {}
-        if TIMED then parts[1] = struct.pack(HEAD, TAG, now_us, unpack(state, 1, NHEAD))
-        else parts[1] = struct.pack(HEAD, TAG, unpack(state, 1, NHEAD)) end
-        for i = NHEAD + 1, #state, NEACH do parts[#parts + 1] = struct.pack(EACH, unpack(state, i, i + NEACH - 1)) end
-        v = table.concat(parts)
-      elseif TIMED then
-        v = struct.pack(HEAD, TAG, now_us, unpack(state))
+      if not EACH then
+        if TIMED then v = struct.pack(HEAD, TAG, now_us, unpack(state))
+        else v = struct.pack(HEAD, TAG, unpack(state)) end
       else
-        v = struct.pack(HEAD, TAG, unpack(state))
+        local n = (#state - NHEAD) / NEACH
+        local k = math.min(n, GROUPS)
+        local last = NHEAD + k * NEACH
+        local parts = {}
+        if TIMED then parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, now_us, unpack(state, 1, last))
+        else parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, unpack(state, 1, last)) end
+        while last < #state do
+          k = math.min((#state - last) / NEACH, GROUPS)
+          parts[#parts + 1] = struct.pack('<' .. string.rep(EACH, k), unpack(state, last + 1, last + k * NEACH))
+          last = last + k * NEACH
+        end
+        v = table.concat(parts)
       end
       redis.call('SET', key, v, 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
     elseif raw then
