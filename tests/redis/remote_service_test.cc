@@ -274,7 +274,7 @@ store::RemoteResult decide_one(store::RemoteStore& remote, const LimitSpec& spec
 }
 
 // Issue 17: every fixed-size state is at most 28 bytes (one 48-byte allocation in Redis with its object), a
-// one-entry sliding log too; a state in the MessagePack layout of before is read once as a fresh key; a value that
+// one-entry sliding log too, and a fixed window on whole seconds an integer; a state in the MessagePack layout of before is read once as a fresh key; a value that
 // is not ratekeeper's is refused and left as it is.
 TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
   RedisProcess redis;
@@ -289,6 +289,20 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
     EXPECT_LE(std::stoi(length), 28) << algorithm_name(a);
     EXPECT_GE(std::stoi(length), 9) << algorithm_name(a);
   }
+  // A fixed window that starts on a whole second is an integer to Redis (held in its object: 16 bytes less), one
+  // that does not is the binary state; both read back.
+  const std::string minute = redis::redis_key("rk:size:fixed_window");
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + minute + "'"), "int");
+  const LimitSpec odd{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 1500ms + Nanos(1)};
+  for (int i = 0; i < 2; ++i) {
+    auto d = decide_one(*store, odd, "rk:odd", now);
+    ASSERT_EQ(d.status, store::RemoteResult::Status::kOk) << d.error;
+    EXPECT_EQ(d.decision.remaining, 9 - i);
+  }
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + redis::redis_key("rk:odd") + "'"), "embstr");
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(decide_one(*store, LimitSpec{.algorithm = Algorithm::kFixedWindow,
+                                                                      .limit = 10, .window = 60s},
+                                                   "rk:size:fixed_window", now).decision.remaining, 8 - i);
 
   // A full fixed window as the layout before issue 17 wrote it: {tag, base_us, start_us, start_r, count}.
   const LimitSpec two{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = 3600s};

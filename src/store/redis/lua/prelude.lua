@@ -55,17 +55,21 @@ local function letters(format) return select(2, string.gsub(format, '%a', '')) e
 -- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
 -- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
--- A state of an older layout is read as fresh, once; anything else is refused and left as it is.
+-- A state of an older layout is read as fresh, once; anything else is refused and left as it is. `form` (optional):
+-- {read = function(raw) -> fields or nil, write = function(fields) -> string or nil}, a form tried first.
 -- One struct.unpack for the whole state (up to GROUPS entries): it costs Redis less than MessagePack did.
-local function read_state(fields, each, timed)
-  TIMED, EACH = timed, each
+local FORM -- an algorithm's other form of its state, from read_state
+local function read_state(fields, each, timed, form)
+  TIMED, EACH, FORM = timed, each, form
   HEAD = timed and '<Bi7' .. fields or '<B' .. fields
   if each then NHEAD, NEACH = letters(fields), letters(each) end
   local base = now_us
   if raw then
     local rest, n = #raw - struct.size(HEAD), 0
     if each and rest > 0 then n = rest / struct.size('<' .. each) end
-    if string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
+    st = form and form.read(raw)
+    if st then -- the other form
+    elseif string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
       local k = math.min(n, GROUPS)
       st = {struct.unpack(HEAD .. string.rep(each or '', k), raw)} -- the tag, base_us, the fields, the position
       local pos = table.remove(st)
@@ -94,8 +98,9 @@ local function fmt(x) return string.format('%.17g', x) end
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
   if not peek then
     if state and reset > 0 then
-      local v
-      if not EACH then
+      local v = FORM and FORM.write(state)
+      if v then -- written in the algorithm's other form
+      elseif not EACH then
         if TIMED then v = struct.pack(HEAD, TAG, now_us, unpack(state))
         else v = struct.pack(HEAD, TAG, unpack(state)) end
       else
