@@ -274,8 +274,8 @@ store::RemoteResult decide_one(store::RemoteStore& remote, const LimitSpec& spec
 }
 
 // Issue 17: every fixed-size state is at most 28 bytes (one 48-byte allocation in Redis with its object), a
-// one-entry sliding log too, and a fixed window on whole seconds an integer; a state in the MessagePack layout of before is read once as a fresh key; a value that
-// is not ratekeeper's is refused and left as it is.
+// one-entry sliding log too, and a fixed window on whole seconds an integer; a state in the MessagePack layout of
+// before is read once as a fresh key; a value that is not ratekeeper's is refused and left as it is.
 TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
   RedisProcess redis;
   auto store = remote(redis.url());

@@ -57,7 +57,7 @@ local function letters(format) return select(2, string.gsub(format, '%a', '')) e
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
 -- A state of an older layout is read as fresh, once; anything else is refused and left as it is. `form` (optional):
 -- {read = function(raw) -> fields or nil, write = function(fields) -> string or nil}, a form tried first.
--- One struct.unpack for the whole state (up to GROUPS entries): it costs Redis less than MessagePack did.
+-- One struct.unpack for the whole state (up to GROUPS entries), one struct.pack to write it.
 local FORM -- an algorithm's other form of its state, from read_state
 local function read_state(fields, each, timed, form)
   TIMED, EACH, FORM = timed, each, form
