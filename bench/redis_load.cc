@@ -2,7 +2,8 @@
 // `ratekeeper serve --redis`: the Lua script, the pipelining client), with `--inflight` decisions always
 // outstanding, over `--keys` distinct keys, for `--seconds`. Prints one line: "decisions_per_s=... p99_us=...".
 // `--print-args ALGORITHM` prints the script's ARGV for one decision (Redis time, cost 1), and `--print-script
-// ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--populate N`
+// ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--limit L` the
+// limit per window (default: one that never refuses), `--populate N`
 // makes one decision on each of N distinct keys and exits (bench/compare: Redis's used_memory per key).
 //
 // `--tls-ca FILE` checks a rediss:// URL's server against that CA (bench/redis_tls_bench.py).
@@ -27,12 +28,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-rk::LimitSpec spec_for(rk::Algorithm a, double window_s = 1) {
-  // Generous limits: the common case (allowed) is what is timed, as in the core benchmark.
+// `limit` 0: generous limits, so that the common case (allowed) is what is timed, as in the core benchmark.
+rk::LimitSpec spec_for(rk::Algorithm a, double window_s = 1, double limit = 0) {
   rk::LimitSpec s{.algorithm = a, .limit = 1e9};
   s.window = std::chrono::duration_cast<rk::Nanos>(std::chrono::duration<double>(window_s));
   if (a == rk::Algorithm::kEarrrl) s.half_life = std::chrono::seconds(10);
   if (a == rk::Algorithm::kSlidingLog) s.limit = 1000;
+  if (limit > 0) s.limit = limit;
   return s;
 }
 
@@ -74,7 +76,7 @@ struct Load {
 int main(int argc, char** argv) {
   std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args, tls_ca;
   int inflight = 256, keys = 10000, connections = 2, populate = 0;
-  double seconds = 5, window_s = 1;
+  double seconds = 5, window_s = 1, limit = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--url") url = v;
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
     else if (a == "--connections") connections = std::stoi(v);
     else if (a == "--tls-ca") tls_ca = v;
     else if (a == "--window-s") window_s = std::stod(v);
+    else if (a == "--limit") limit = std::stod(v);
     else if (a == "--populate") populate = std::stoi(v);
     else if (a == "--print-args") print_args = v;
     else if (a == "--print-script") {
@@ -101,7 +104,9 @@ int main(int argc, char** argv) {
   if (!print_args.empty()) {
     const auto alg = rk::parse_algorithm(print_args);
     if (!alg) return 2;
-    for (const auto& s : rk::redis::script_args(spec_for(*alg), std::nullopt, 1, false)) std::cout << s << "\n";
+    for (const auto& s : rk::redis::script_args(spec_for(*alg, window_s, limit), std::nullopt, 1, false)) {
+      std::cout << s << "\n";
+    }
     return 0;
   }
   const auto alg = rk::parse_algorithm(algorithm);
@@ -112,7 +117,7 @@ int main(int argc, char** argv) {
   Load load;
   load.store = rk::redis::make_redis_remote(
       {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections});
-  load.spec = spec_for(*alg, window_s);
+  load.spec = spec_for(*alg, window_s, limit);
   load.keys = keys;
   if (populate > 0) {
     std::mutex mu;

@@ -16,7 +16,6 @@
 #include <set>
 #include <thread>
 
-#include "store/memory/key_digest.h"
 #include "redis_process.h"
 #include "rules/ruleset.h"
 #include "store/redis/remote.h"
@@ -148,14 +147,16 @@ TEST(RedisSlots, Crc16AndHashTagsAgainstPublishedVectors) {
 }
 
 // Issue 19: a descriptor value holding "{x}" chose the Cluster slot of its key (Redis hashes only the first
-// {...}), so clients could pile their keys onto one node. Every key now leads with its own tag, a digest of it.
-TEST(RedisKeys, EachKeyHasItsOwnHashTagThatNoValueCanChoose) {
+// {...}), so clients could pile their keys onto one node. Every key now leads with an empty tag, "{}", after which
+// Redis hashes the whole key (issue 17: it was a digest of the key, 18 bytes of every key's memory).
+TEST(RedisKeys, EachKeyHasItsOwnSlotThatNoValueCanChoose) {
   const std::string key = "rk:0123456789abcdef:4:user5:alice";
   const std::string tagged = redis::redis_key(key);
-  EXPECT_EQ(tagged, "rk:{" + store::content_hash(key) + "}:0123456789abcdef:4:user5:alice");
+  EXPECT_EQ(tagged, "rk:{}0123456789abcdef:4:user5:alice");
   EXPECT_EQ(redis::redis_key(key), tagged);  // the same on every server
-  EXPECT_EQ(key_slot(tagged), crc16(store::content_hash(key)) & 16383);
-  EXPECT_EQ(redis::redis_key("plain"), "rk:{" + store::content_hash("plain") + "}:plain");
+  EXPECT_EQ(key_slot(tagged), crc16(tagged) & 16383);
+  EXPECT_EQ(redis::redis_key("plain"), "{}plain");  // outside "rk:": still its own Redis key
+  EXPECT_NE(redis::redis_key("rk:plain"), redis::redis_key("plain"));
   std::set<std::uint16_t> slots;
   for (int i = 0; i < 1000; ++i) {
     const std::string hostile = "rk:0123456789abcdef:4:user:{same}" + std::to_string(i);

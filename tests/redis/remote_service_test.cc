@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
 #include "store/redis/remote.h"
+#include "store/remote/remote_store.h"
 #include "service/service.h"
 #include "redis_process.h"
 
@@ -250,6 +252,83 @@ long script_calls(const std::string& url) {
     if (const auto at = out.find(field); at != std::string::npos) calls += std::stol(out.substr(at + field.size()));
   }
   return calls;
+}
+
+// redis-cli's answer to one command, trimmed.
+std::string cli(const std::string& url, const std::string& args) {
+  const std::string port = url.substr(url.rfind(':') + 1);
+  FILE* f = ::popen(("/usr/bin/redis-cli -p " + port + " " + args).c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  if (f) ::pclose(f);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+store::RemoteResult decide_one(store::RemoteStore& remote, const LimitSpec& spec, const std::string& key, Nanos now) {
+  std::promise<store::RemoteResult> p;
+  auto f = p.get_future();
+  remote.decide({{&spec, key, 1, false}}, now, [&p](std::vector<store::RemoteResult> r) { p.set_value(r.at(0)); });
+  return f.get();
+}
+
+// Issue 17: every fixed-size state is at most 28 bytes (one 48-byte allocation in Redis with its object), a
+// one-entry sliding log too, and a fixed window on whole seconds an integer; a state in the MessagePack layout of
+// before is read once as a fresh key; a value that is not ratekeeper's is refused and left as it is.
+TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
+  RedisProcess redis;
+  auto store = remote(redis.url());
+  const Nanos now = clock_->now();
+  for (Algorithm a : kAllAlgorithms) {
+    LimitSpec spec{.algorithm = a, .limit = 10, .window = 60s};  // every state lives for seconds
+    if (a == Algorithm::kEarrrl) spec.half_life = 10s;
+    const std::string key = "rk:size:" + std::string(algorithm_name(a));
+    ASSERT_EQ(decide_one(*store, spec, key, now).status, store::RemoteResult::Status::kOk) << algorithm_name(a);
+    const std::string length = cli(redis.url(), "STRLEN '" + redis::redis_key(key) + "'");
+    EXPECT_LE(std::stoi(length), 28) << algorithm_name(a);
+    EXPECT_GE(std::stoi(length), 9) << algorithm_name(a);
+  }
+  // A fixed window that starts on a whole second is an integer to Redis (held in its object: 16 bytes less), one
+  // that does not is the binary state; both read back.
+  const std::string minute = redis::redis_key("rk:size:fixed_window");
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + minute + "'"), "int");
+  const LimitSpec odd{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 1500ms + Nanos(1)};
+  for (int i = 0; i < 2; ++i) {
+    auto d = decide_one(*store, odd, "rk:odd", now);
+    ASSERT_EQ(d.status, store::RemoteResult::Status::kOk) << d.error;
+    EXPECT_EQ(d.decision.remaining, 9 - i);
+  }
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + redis::redis_key("rk:odd") + "'"), "embstr");
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(decide_one(*store, LimitSpec{.algorithm = Algorithm::kFixedWindow,
+                                                                      .limit = 10, .window = 60s},
+                                                   "rk:size:fixed_window", now).decision.remaining, 8 - i);
+
+  // A full fixed window as the layout before issue 17 wrote it: {tag, base_us, start_us, start_r, count}.
+  const LimitSpec two{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = 3600s};
+  const std::string key = redis::redis_key("rk:old");
+  const std::int64_t us = now.count() / 1000;
+  const std::string start = std::to_string(us - us % 3'600'000'000);
+  ASSERT_EQ(cli(redis.url(), "EVAL \"redis.call('SET', KEYS[1], cmsgpack.pack({'fixed_window.2', " +
+                                 std::to_string(us) + ", " + start + ", 0, 2}), 'PX', 3600000)\" 1 '" + key + "'"),
+            "");
+  auto fresh = decide_one(*store, two, "rk:old", now);
+  ASSERT_EQ(fresh.status, store::RemoteResult::Status::kOk) << fresh.error;
+  EXPECT_TRUE(fresh.decision.allowed);
+  EXPECT_EQ(fresh.decision.remaining, 1);  // counted from nothing, not from the old 2
+  EXPECT_EQ(decide_one(*store, two, "rk:old", now).decision.remaining, 0);  // and from then on in the new layout
+  EXPECT_FALSE(decide_one(*store, two, "rk:old", now).decision.allowed);
+
+  // Some other algorithm's old state, and a value that is nobody's state: refused, left as they were.
+  for (const std::string value : {"\"redis.call('SET', KEYS[1], cmsgpack.pack({'gcra', 1, 2}))\"",
+                                  "\"redis.call('SET', KEYS[1], 'hello')\""}) {
+    ASSERT_EQ(cli(redis.url(), "EVAL " + value + " 1 '" + redis::redis_key("rk:foreign") + "'"), "");
+    const std::string before = cli(redis.url(), "GET '" + redis::redis_key("rk:foreign") + "'");
+    auto r = decide_one(*store, two, "rk:foreign", now);
+    EXPECT_EQ(r.status, store::RemoteResult::Status::kError) << value;
+    EXPECT_NE(r.error.find("holds something other than fixed_window state"), std::string::npos) << r.error;
+    EXPECT_EQ(cli(redis.url(), "GET '" + redis::redis_key("rk:foreign") + "'"), before);
+  }
 }
 
 TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {

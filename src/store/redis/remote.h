@@ -38,9 +38,9 @@ struct RedisRemoteOptions {
 // the file).
 std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
 
-// The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{<digest of the whole key>}:<rule hash>:<values>".
-// Redis Cluster hashes only a key's first {...}: ours comes first, so that a value a client sends ("{x}...")
-// cannot choose the slot, and every key has its own. docs/redis.md gives the format.
+// The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{}<rule hash>:<values>". Redis Cluster hashes only
+// a key's first {...}, unless it is empty: ours is, and comes first, so a value a client sends ("{x}...") cannot
+// choose the slot, and every key has its own. docs/redis.md gives the format.
 std::string redis_key(std::string_view store_key);
 
 }  // namespace rk::redis

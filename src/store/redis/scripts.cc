@@ -21,11 +21,17 @@ std::string num(double v) {
   return std::string(buf, r.ptr);
 }
 
-// `layout`: the version of the state's layout in Redis, part of its tag (below 2: the name alone). A state in an
-// older layout of the same algorithm is read as fresh, once, rather than misread.
-std::string script_text(std::string_view name, int layout, std::initializer_list<std::string_view> parts) {
-  std::string s = "local ALGORITHM = '" + std::string(name) + "'\n";
-  s += "local TAG = '" + std::string(name) + (layout < 2 ? "" : "." + std::to_string(layout)) + "'\n";
+// The tag byte that leads every state in Redis: the version of the layout in its high four bits, the algorithm in
+// its low four (prelude.lua). A state in an older layout of the same algorithm is read as fresh, once, rather than
+// misread: layouts 1 and 2 were MessagePack tables tagged with the name ('fixed_window', 'fixed_window.2'), which
+// the prelude still recognises by `name`. Changing a layout is a new version here and a check in older().
+constexpr int kLayout = 3;
+
+std::string script_text(Algorithm a, std::initializer_list<std::string_view> parts) {
+  const int tag = kLayout << 4 | (static_cast<int>(a) + 1);
+  static_assert(std::size(kAllAlgorithms) < 16);
+  std::string s = "local ALGORITHM = '" + std::string(algorithm_name(a)) + "'\n";
+  s += "local TAG = " + std::to_string(tag) + "\n";
   s += lua::kPrelude;
   for (std::string_view p : parts) s += p;
   return s;
@@ -39,14 +45,14 @@ struct Table {
       const auto i = static_cast<std::size_t>(a);
       const std::string_view name = algorithm_name(a);
       switch (a) {
-        case Algorithm::kEarrrl: text[i] = script_text(name, 1, {lua::kEarrrl}); break;
+        case Algorithm::kEarrrl: text[i] = script_text(a, {lua::kEarrrl}); break;
         case Algorithm::kGcra:
-        case Algorithm::kLeakyQueue: text[i] = script_text(name, 1, {lua::kGcra}); break;
+        case Algorithm::kLeakyQueue: text[i] = script_text(a, {lua::kGcra}); break;
         case Algorithm::kTokenBucket:
-        case Algorithm::kLeakyBucket: text[i] = script_text(name, 2, {lua::kFluid}); break;
-        case Algorithm::kFixedWindow: text[i] = script_text(name, 2, {lua::kWindows, lua::kFixedWindow}); break;
-        case Algorithm::kSlidingLog: text[i] = script_text(name, 1, {lua::kWindows, lua::kSlidingLog}); break;
-        case Algorithm::kSlidingWindow: text[i] = script_text(name, 2, {lua::kWindows, lua::kSlidingWindow}); break;
+        case Algorithm::kLeakyBucket: text[i] = script_text(a, {lua::kFluid}); break;
+        case Algorithm::kFixedWindow: text[i] = script_text(a, {lua::kWindows, lua::kFixedWindow}); break;
+        case Algorithm::kSlidingLog: text[i] = script_text(a, {lua::kWindows, lua::kSlidingLog}); break;
+        case Algorithm::kSlidingWindow: text[i] = script_text(a, {lua::kWindows, lua::kSlidingWindow}); break;
       }
       sources[i] = {name, text[i]};
     }

@@ -1,9 +1,10 @@
--- earrrl: as src/core/earrrl.cc. State {n, t}.
+-- earrrl: as src/core/earrrl.cc. State {n, t}: the impulse n at t (relative to the base).
+read_state('dd', nil, true)
 local lambda, rate, n_saturate, n_forget, window_ns, limit = param(5), param(6), param(7), param(8), param(9), param(10)
 local count_refused = ARGV[11] == '1'
 local inv_n_forget, inv_lambda = param(12), param(13) -- reset_after multiplies, as the C++ does
 local n, t = 0, 0
-if st then n, t = st[3], st[4] end
+if st then n, t = st[1], st[2] end
 local n_before = 0
 if n ~= 0 then
   local dt = now - t

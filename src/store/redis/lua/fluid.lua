@@ -1,7 +1,9 @@
--- token_bucket and leaky_bucket: as src/core/fluid.cc. State {empty, frac}: the bucket is empty at empty + frac.
+-- token_bucket and leaky_bucket: as src/core/fluid.cc. State {empty, frac}: the bucket is empty at empty + frac
+-- (relative to the base).
+read_state('dd', nil, true)
 local capacity, interval, tolerance = param(5), param(6), param(7)
 local whole, frac = 0, 0 -- the backlog at now: whole nanoseconds until empty, and the fraction
-if st and st[3] >= now then whole, frac = st[3] - now, st[4] end
+if st and st[1] >= now then whole, frac = st[1] - now, st[2] end
 local function fits(w, f, k) return w <= math.floor(tolerance - k * interval - f) end
 local function room_for(w, f) -- the most whole requests that fit (fits is monotone in k)
   local k = math.floor((tolerance - f - w) / interval)
@@ -20,7 +22,7 @@ if allowed then
   state = {now + whole + shift, frac}
 else
   if cost <= capacity then retry = whole - most else retry = NEVER end
-  if st then state = {st[3] + shift, st[4]} end
+  if st then state = {st[1] + shift, st[2]} end
 end
 local reset = whole
 if frac > 0 then reset = reset + 1 end

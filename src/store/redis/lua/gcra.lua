@@ -1,7 +1,8 @@
--- gcra and leaky_queue: as src/core/gcra.cc. State {tat}.
+-- gcra and leaky_queue: as src/core/gcra.cc. State {tat} (relative to the base).
+read_state('d', nil, true)
 local interval, tolerance, limit, queue = param(5), param(6), param(7), ARGV[8] == '1'
 local tat = now
-if st then tat = math.max(st[3], now) end
+if st then tat = math.max(st[1], now) end
 local increment = cost * interval
 local new_tat = tat + increment
 local allow_at = new_tat - tolerance
@@ -14,7 +15,7 @@ if increment <= tolerance and allow_at <= now then
 else
   if increment <= tolerance then retry = allow_at - now else retry = NEVER end
   ttl = tat - now
-  if st then state = {st[3] + shift} end
+  if st then state = {st[1] + shift} end
 end
 local room = tolerance - ttl
 local remaining = 0

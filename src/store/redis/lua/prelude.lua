@@ -1,7 +1,9 @@
 -- ratekeeper: the part every decision script starts with (src/store/redis/lua/*.lua are appended to it).
 --
--- KEYS[1]: the key's state, one string packed with cmsgpack: {tag, base_us, fields...}; the tag is the algorithm's
--- name, with '.N' for the Nth layout of its fields (src/store/redis/scripts.cc).
+-- KEYS[1]: the key's state, one string of fixed-width little-endian numbers (struct.pack): a tag byte, TAG, naming
+-- the algorithm and the version of its layout (src/store/redis/scripts.cc); with a base, base_us, the microsecond
+-- of the key's last write ('i7'); then the algorithm's fields as its file declares them to read_state(). Small on
+-- purpose: a state of up to 28 bytes is one 48-byte allocation in Redis (docs/redis.md, "What is stored").
 -- ARGV[1], ARGV[2]: now as whole microseconds and the nanoseconds beyond them; ARGV[1] == "" takes Redis's TIME.
 -- ARGV[3]: cost; ARGV[4]: "1" to decide without recording; ARGV[5...]: the algorithm's parameters.
 --
@@ -38,28 +40,84 @@ local function ceil_ns(x)
   if x >= MAX_NS then return MAX_NS end
   return math.ceil(x)
 end
-local st = nil
+local st, now, shift = nil, 0, 0
 local raw = redis.call('GET', key)
-if raw then
+local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
+local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
+
+-- Whether raw holds this algorithm's state in a layout before this one: MessagePack {'name' or 'name.N', ...}.
+local function older()
   local ok, t = pcall(cmsgpack.unpack, raw)
-  local older = ok and type(t) == 'table' and TAG ~= ALGORITHM and t[1] == ALGORITHM -- an older layout: fresh
-  if not older and (not ok or type(t) ~= 'table' or t[1] ~= TAG or type(t[2]) ~= 'number') then
-    return redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
-                             ' state; it was left as it is')
-  end
-  if not older then st = t end
+  return ok and type(t) == 'table' and type(t[1]) == 'string' and
+         (t[1] == ALGORITHM or string.sub(t[1], 1, #ALGORITHM + 1) == ALGORITHM .. '.')
 end
-local base = st and st[2] or now_us
-local now = (now_us - base) * 1000 + now_r -- nanoseconds since base
-local shift = (base - now_us) * 1000      -- adds to a time relative to base to make it relative to now_us
+local function letters(format) return select(2, string.gsub(format, '%a', '')) end
+-- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
+-- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
+-- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
+-- A state of an older layout is read as fresh, once; anything else is refused and left as it is. `form` (optional):
+-- {read = function(raw) -> fields or nil, write = function(fields) -> string or nil}, a form tried first.
+-- One struct.unpack for the whole state (up to GROUPS entries), one struct.pack to write it.
+local FORM -- an algorithm's other form of its state, from read_state
+local function read_state(fields, each, timed, form)
+  TIMED, EACH, FORM = timed, each, form
+  HEAD = timed and '<Bi7' .. fields or '<B' .. fields
+  if each then NHEAD, NEACH = letters(fields), letters(each) end
+  local base = now_us
+  if raw then
+    local rest, n = #raw - struct.size(HEAD), 0
+    if each and rest > 0 then n = rest / struct.size('<' .. each) end
+    st = form and form.read(raw)
+    if st then -- the other form
+    elseif string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
+      local k = math.min(n, GROUPS)
+      st = {struct.unpack(HEAD .. string.rep(each or '', k), raw)} -- the tag, base_us, the fields, the position
+      local pos = table.remove(st)
+      table.remove(st, 1)
+      if timed then base = table.remove(st, 1) end
+      n = n - k
+      while n > 0 do
+        k = math.min(n, GROUPS)
+        local v = {struct.unpack('<' .. string.rep(each, k), raw, pos)}
+        pos = table.remove(v)
+        for i = 1, #v do st[#st + 1] = v[i] end
+        n = n - k
+      end
+    elseif not older() then
+      error(redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
+                              ' state; it was left as it is'))
+    end
+  end
+  now = (now_us - base) * 1000 + now_r
+  shift = (base - now_us) * 1000
+  return st
+end
 local function fmt(x) return string.format('%.17g', x) end
--- Saves the new state (times already relative to now_us) for reset_after nanoseconds, or drops it if empty.
+-- Saves the new state (its fields in read_state's order, times already relative to now_us) for reset_after
+-- nanoseconds, or drops it if empty.
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
   if not peek then
     if state and reset > 0 then
-      table.insert(state, 1, now_us)
-      table.insert(state, 1, TAG)
-      redis.call('SET', key, cmsgpack.pack(state), 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
+      local v = FORM and FORM.write(state)
+      if v then -- written in the algorithm's other form
+      elseif not EACH then
+        if TIMED then v = struct.pack(HEAD, TAG, now_us, unpack(state))
+        else v = struct.pack(HEAD, TAG, unpack(state)) end
+      else
+        local n = (#state - NHEAD) / NEACH
+        local k = math.min(n, GROUPS)
+        local last = NHEAD + k * NEACH
+        local parts = {}
+        if TIMED then parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, now_us, unpack(state, 1, last))
+        else parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, unpack(state, 1, last)) end
+        while last < #state do
+          k = math.min((#state - last) / NEACH, GROUPS)
+          parts[#parts + 1] = struct.pack('<' .. string.rep(EACH, k), unpack(state, last + 1, last + k * NEACH))
+          last = last + k * NEACH
+        end
+        v = table.concat(parts)
+      end
+      redis.call('SET', key, v, 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
     elseif raw then
       redis.call('DEL', key)
     end

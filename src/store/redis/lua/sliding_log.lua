@@ -1,11 +1,11 @@
--- sliding_log: as src/core/sliding_log.cc. State {sum, t1, c1, t2, c2, ...}, oldest first.
+-- sliding_log: as src/core/sliding_log.cc. State {t1, c1, t2, c2, ...}, oldest first (times relative to the base):
+-- c_i requests counted at t_i.
+read_state('', 'dd', true)
 local ts, cs, sum = {}, {}, 0
 if st then
-  sum = st[3]
-  local i = 4
-  while st[i] do
+  for i = 1, #st, 2 do
     ts[#ts + 1], cs[#cs + 1] = st[i], st[i + 1]
-    i = i + 2
+    sum = sum + st[i + 1]
   end
 end
 local first = 1 -- entries before it have left the window
@@ -40,7 +40,7 @@ local remaining = 0
 if sum < limit then remaining = limit - sum end
 local reset = 0
 if #ts >= first then reset = math.max(0, ts[#ts] + window - now) end
-local state = {sum}
+local state = {}
 for i = first, #ts do
   state[#state + 1] = ts[i] + shift
   state[#state + 1] = cs[i]

@@ -1,13 +1,14 @@
 -- sliding_window: as src/core/windows.cc. State {start_us, start_r, curr, prev}: the current window's start.
 -- Times below are nanoseconds relative to now. Exact while limit * window_ns < 2^53.
+read_state('i7Hdd')
 local s_us, s_r = window_bounds(now_us, now_r)
 local curr, prev = 0, 0
 if st then
-  if not before(st[3], st[4], s_us, s_r) then -- this window, or a later one the clock went back from
-    s_us, s_r, curr, prev = st[3], st[4], st[5], st[6]
+  if not before(st[1], st[2], s_us, s_r) then -- this window, or a later one the clock went back from
+    s_us, s_r, curr, prev = st[1], st[2], st[3], st[4]
   else
-    local a_us, a_r = norm(st[3] + window_us, st[4] + window_r)
-    if a_us == s_us and a_r == s_r then prev = st[5] end -- the window just before: its count weighs in
+    local a_us, a_r = norm(st[1] + window_us, st[2] + window_r)
+    if a_us == s_us and a_r == s_r then prev = st[3] end -- the window just before: its count weighs in
   end
 end
 local start = ns_from_now(s_us, s_r)
