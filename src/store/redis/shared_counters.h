@@ -18,8 +18,8 @@ namespace rk::redis {
 // Its own connections (options.connections per node); url, timeouts and connections as the remote store's.
 std::shared_ptr<store::SharedCounters> make_redis_shared_counters(const RedisRemoteOptions& options);
 
-// The Redis keys of a store key's counters and snapshot: redis_key()'s with a suffix, so that they share its slot
-// and cannot meet an exact-sharing key (whose digest would have to be the same, and so its store key).
+// The Redis keys of a store key's counters and snapshot: one hash tag for both, so that they share a Cluster slot
+// whatever the key's values hold, and never an exact-sharing key's name.
 std::string counters_key(const std::string& store_key);
 std::string snapshot_key(const std::string& store_key);
 
