@@ -97,7 +97,9 @@ int main(int argc, char** argv) {
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
   std::sort(latencies.begin(), latencies.end());
-  auto pct = [&](double p) { return latencies.empty() ? 0.0 : latencies[static_cast<std::size_t>(p * (latencies.size() - 1))]; };
+  auto pct = [&](double p) {
+    return latencies.empty() ? 0.0 : latencies[static_cast<std::size_t>(p * static_cast<double>(latencies.size() - 1))];
+  };
   std::printf("decisions/s %.0f p50_ms %.3f p99_ms %.3f failed %zu over_limit %zu\n",
               static_cast<double>(latencies.size()) / elapsed, pct(0.50), pct(0.99), failed, over);
   return failed == 0 ? 0 : 1;
