@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "server/http/ascii.h"
 #include "server/http/response_writer.h"
 
 namespace rk::api {
@@ -28,28 +29,13 @@ constexpr std::string_view kLoginPage = R"(<!doctype html>
 </html>
 )";
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // `Authorization: Bearer <token>` (RFC 6750 2.1; the scheme is case-insensitive).
 bool bearer_matches(const http::Request& req, std::string_view token) {
   for (std::string_view value : req.headers("authorization")) {
-    value = trim(value);
+    value = http::detail::trim_ows(value);
     const auto space = value.find(' ');
-    if (space == std::string_view::npos || !iequals(value.substr(0, space), "bearer")) continue;
-    if (same_secret(trim(value.substr(space + 1)), token)) return true;
+    if (space == std::string_view::npos || !http::detail::iequals(value.substr(0, space), "bearer")) continue;
+    if (same_secret(http::detail::trim_ows(value.substr(space + 1)), token)) return true;
   }
   return false;
 }
@@ -59,7 +45,7 @@ bool cookie_matches(const http::Request& req, std::string_view token) {
   for (std::string_view header : req.headers("cookie")) {
     while (!header.empty()) {
       const auto semi = header.find(';');
-      const std::string_view pair = trim(header.substr(0, semi));
+      const std::string_view pair = http::detail::trim_ows(header.substr(0, semi));
       header = semi == std::string_view::npos ? std::string_view{} : header.substr(semi + 1);
       const auto eq = pair.find('=');
       if (eq == std::string_view::npos || pair.substr(0, eq) != kAdminCookie) continue;

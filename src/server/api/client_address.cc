@@ -5,17 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/http/ascii.h"
+
 namespace rk::api {
 
 namespace {
 
 constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // Clears every bit of `bytes` from bit `from` (counted from the first byte's top bit) on.
 void clear_from(std::uint8_t* bytes, int from, int total_bits) {
@@ -27,7 +23,7 @@ void clear_from(std::uint8_t* bytes, int from, int total_bits) {
 bool IpAddress::v4() const { return std::memcmp(bytes, kMapped, 12) == 0; }
 
 std::optional<IpAddress> parse_ip(std::string_view text) {
-  text = trim(text);
+  text = http::detail::trim_ows(text);
   if (text.empty() || text.size() > 64) return std::nullopt;
   std::string s(text);
   if (s.front() == '[') {
