@@ -8,6 +8,7 @@
 #include "core/algorithms.h"
 #include "core/registry.h"
 #include "core/state_codec.h"
+#include "store/memory/hash.h"
 
 namespace rk::service {
 
@@ -101,14 +102,20 @@ struct Batcher::Entry {
 
 Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock,
                  BatcherOptions options)
-    : counters_(std::move(counters)), clock_(std::move(clock)), options_(options) {
+    : counters_(std::move(counters)), clock_(std::move(clock)), options_(options), seed_(store::random_seed()) {
+  for (Shard& s : shards_) s.keys = decltype(s.keys)(0, KeyHash{seed_});
   if (options_.start_thread) thread_ = std::thread([this] { loop(); });
 }
 
 Batcher::~Batcher() { close(); }
 
+std::size_t Batcher::KeyHash::operator()(const std::string& key) const {
+  return static_cast<std::size_t>(store::hash_key(key, seed));
+}
+
 Batcher::Shard& Batcher::shard_of(const std::string& key) {
-  return shards_[std::hash<std::string>{}(key) % kShards];
+  // The top bits pick the shard; the map's buckets take the low ones.
+  return shards_[store::hash_key(key, seed_) >> 60];
 }
 
 void Batcher::evict_one(Shard& s) {

@@ -85,9 +85,15 @@ class Batcher {
 
  private:
   struct Entry;
+  // Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
+  // compute keys that collide in a shard's map and make its lookups, under the shard's mutex, walk long chains.
+  struct KeyHash {
+    std::uint64_t seed;  // the Batcher's
+    std::size_t operator()(const std::string& key) const;
+  };
   struct Shard {
     std::mutex mu;
-    std::unordered_map<std::string, std::unique_ptr<Entry>> keys;  // under mu
+    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash> keys;  // under mu
   };
   using Waiters = std::vector<std::function<void()>>;
 
@@ -109,6 +115,7 @@ class Batcher {
   std::shared_ptr<const Clock> clock_;
   const BatcherOptions options_;
   static constexpr std::size_t kShards = 16;
+  const std::uint64_t seed_;
   std::array<Shard, kShards> shards_;
   std::atomic<bool> store_up_{true};
   std::atomic<std::uint64_t> next_generation_{0};  // the last sync was answered: unjoined and stale keys wait for a fetch
