@@ -15,7 +15,8 @@ import threading
 import time
 import unittest
 
-from serve_test import NGINX, free_port, wait_until  # this directory's shared helpers
+from harness import free_port, wait_until  # this directory's shared helpers
+from serve_test import NGINX
 
 MODULE = None
 

@@ -16,13 +16,15 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import free_port, stop, wait_until  # noqa: E402  (this directory's shared helpers)
 
 import yaml
 
@@ -74,35 +76,6 @@ def read_log(f):
     f.flush()
     f.seek(0)
     return f.read()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, what, seconds=10.0):
-    """Polls a real process (not a clock under test), bounded."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class App(http.server.BaseHTTPRequestHandler):

@@ -20,6 +20,10 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (this directory's shared helpers)
+from harness import Serve, wait_until  # noqa: E402
+
 BINARY = None
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
@@ -28,24 +32,7 @@ MAKE_TEST_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
 
 def free_port():
     """A free port whose Cluster bus port (port + 10000) exists too."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 55000:
-            return port
-
-
-def wait_until(condition, what, seconds=15.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
+    return harness.free_port(below=55000)
 
 
 def within(timeout):
@@ -191,62 +178,18 @@ class Cluster:
             n.close()
 
 
-class Server:
-    def __init__(self, rules_text, redis_url, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
-        self.rules = os.path.join(self.dir, "rules.yaml")
-        with open(self.rules, "w") as f:
-            f.write(rules_text)
-        self.http_port, self.admin_port = free_port(), free_port()
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
-             "--admin", "127.0.0.1:%d" % self.admin_port, *(["--redis", redis_url] if redis_url else []),
-             "--threads", "2", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.request("GET", "/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
-
-    def request(self, method, path, body=None, admin=False, conn=None):
-        own = conn is None
-        if own:
-            conn = http.client.HTTPConnection("127.0.0.1", self.admin_port if admin else self.http_port, timeout=10)
-        try:
-            conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-            r = conn.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            if own:
-                conn.close()
+class Server(Serve):
+    def __init__(self, rules_text, redis_url, extra=(), config=None, threads=2):
+        super().__init__(BINARY, rules_text, [*(["--redis", redis_url] if redis_url else []),
+                                              *(["--threads", str(threads)] if threads else []), *extra], config=config)
 
     def check(self, value, domain="api", key="user", conn=None):
         body = json.dumps({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": value}]}]})
         status, _, data = self.request("POST", "/v1/check", body, conn=conn)
         return status, json.loads(data)
 
-    def metric(self, name):
-        _, _, text = self.request("GET", "/metrics", admin=True)
-        total = 0.0
-        for line in text.decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise AssertionError("ratekeeper did not stop on SIGTERM:\n" + self.output())
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().stop(must_stop=True)
 
 
 WINDOW_RULES = """
@@ -442,15 +385,7 @@ class ServerDir(Server):
     """A server over a directory of rules files."""
 
     def __init__(self, rules_dir, redis_url, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
-        self.rules = rules_dir
-        self.http_port, self.admin_port = free_port(), free_port()
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--config", rules_dir, "--http", "127.0.0.1:%d" % self.http_port,
-             "--admin", "127.0.0.1:%d" % self.admin_port, "--redis", redis_url, *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.request("GET", "/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
+        super().__init__(None, redis_url, extra, config=rules_dir, threads=None)
 
 
 class ClusterFailoverTest(unittest.TestCase):

@@ -17,6 +17,9 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Serve, free_port, wait_until  # noqa: E402  (this directory's shared helpers)
+
 BINARY = None
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,58 +35,9 @@ descriptors:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, what, seconds=10.0):
-    """Polls a condition on a real process (not a clock under test), bounded."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-class Server:
+class Server(Serve):
     def __init__(self, rules_text, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="rk-serve-")
-        self.rules = os.path.join(self.dir, "rules.yaml")
-        self.write(rules_text)
-        self.http_port, self.admin_port = free_port(), free_port()
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
-             "--admin", "127.0.0.1:%d" % self.admin_port, "--reload-interval", "50ms", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.get("/readyz", admin=True)[0] == 200, "ratekeeper to be ready")
-
-    def write(self, text):
-        tmp = self.rules + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.rules)
-
-    def request(self, method, path, body=None, headers=None, admin=False):
-        """Admin POSTs are sent as application/json unless `headers` are given (the admin listener takes no other)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port if admin else self.http_port, timeout=10)
-        if headers is None and admin and method == "POST":
-            headers = {"Content-Type": "application/json"}
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            conn.close()
-
-    def get(self, path, admin=False):
-        return self.request("GET", path, admin=admin)
+        super().__init__(BINARY, rules_text, ["--reload-interval", "50ms", *extra])
 
     def check(self, user, domain="api", key="user"):
         body = json.dumps({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": user}]}]})
@@ -95,22 +49,6 @@ class Server:
         status, _, data = self.request("POST", "/v1/admin/peek", body, admin=True)
         assert status == 200, data
         return json.loads(data)["statuses"][0]
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def assert_refusal_fields(test, headers, passed_on=None):

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -17,6 +16,10 @@ import sys
 import tempfile
 import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (this directory's shared helpers)
+from harness import free_port, wait_until  # noqa: E402
 
 BINARY = None
 WITH_GRPC = False
@@ -34,25 +37,6 @@ descriptors:
 TOKEN = "s3cret-Token_0123456789"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, what, seconds=15.0):
-    """Polls a condition on a real process, bounded."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (OSError, ssl.SSLError, http.client.HTTPException):
-            pass
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
-
-
 def make_certs(d, *args):
     subprocess.run(["sh", MAKE_CERTS, d, *args], check=True)
 
@@ -64,29 +48,22 @@ def context(ca, cert=None, key=None):
     return ctx
 
 
-class Serve:
-    """`ratekeeper serve` on free ports with `extra` flags; ready once /readyz answers on the public listener."""
+class Serve(harness.Serve):
+    """`ratekeeper serve` on free ports with `extra` flags, in directory `d` (the test's, with its certificates);
+    ready once /readyz answers on the public listener (over TLS unless `tls` is false)."""
 
     def __init__(self, d, extra, tls=True, grpc=False, admin_address="127.0.0.1", client_cert=False):
-        self.dir = d
         self.client_cert = client_cert
-        self.rules = os.path.join(d, "rules.yaml")
-        with open(self.rules, "w") as f:
-            f.write(RULES)
-        self.http_port, self.admin_port = free_port(), free_port()
-        self.grpc_port = free_port() if grpc else None
         self.tls = tls
-        args = [BINARY, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
-                "--admin", "%s:%d" % (admin_address, self.admin_port), *extra]
-        if grpc:
-            args += ["--grpc", "127.0.0.1:%d" % self.grpc_port]
-        self.log = open(os.path.join(d, "log-%d" % self.http_port), "w+")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        try:
-            wait_until(lambda: self.request("GET", "/readyz")[0] == 200, "ratekeeper to be ready")
-        except AssertionError:
-            self.stop()  # not left running when it never became ready
-            raise
+        self.grpc_port = free_port() if grpc else None
+        super().__init__(BINARY, RULES, extra, d=d, admin_address=admin_address)
+
+    def more_args(self):
+        return ["--grpc", "127.0.0.1:%d" % self.grpc_port] if self.grpc_port else []
+
+    def wait_ready(self):
+        wait_until(lambda: self.request("GET", "/readyz")[0] == 200, "ratekeeper to be ready",
+                   retry_on=(OSError, ssl.SSLError, http.client.HTTPException), interval=0.05)
 
     def connection(self, admin=False, ctx=None):
         port = self.admin_port if admin else self.http_port
@@ -96,32 +73,6 @@ class Serve:
             ctx = context(*(os.path.join(self.dir, n) for n in ("ca.crt", "client.crt", "client.key")))
         ctx = ctx or context(os.path.join(self.dir, "ca.crt"))
         return http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
-
-    def request(self, method, path, admin=False, headers=None, body=None, conn=None):
-        own = conn is None
-        conn = conn or self.connection(admin)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.getheaders(), r.read()
-        finally:
-            if own:
-                conn.close()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
 
 
 def curl(*args):
