@@ -241,9 +241,9 @@ class TlsTest(unittest.TestCase):
              "--tls-cert %s: not a PEM certificate chain" % self.f("server.key")),
             (self.tls_flags() + ["--tls-client-ca", self.f("server.key")],
              "--tls-client-ca %s: " % self.f("server.key")),
-            (["--admin-token-file", empty], "--admin-token-file %s: is empty" % empty),
+            (["--admin-token-file", empty], "--admin-token-file: '%s' is empty" % empty),
             (["--admin-token-file", self.f("none")],
-             "--admin-token-file %s: cannot read: No such file or directory" % self.f("none")),
+             "--admin-token-file: '%s' cannot be read: No such file or directory" % self.f("none")),
             (["--admin", "0.0.0.0:%d" % port], "--admin 0.0.0.0:%d: not a loopback address" % port),
         ]
         for args, message in cases:
@@ -293,6 +293,16 @@ class TlsTest(unittest.TestCase):
         status, _, _ = s.request("POST", "/ui/login", admin=True, body="token=" + TOKEN,
                                  headers=dict(form, Origin="https://evil.example"))
         self.assertEqual(status, 403)
+
+        # A rotated token takes effect at the next request: the old one (and its cookie) is refused.
+        with open(token + ".new", "w") as f:
+            f.write(TOKEN + "-rotated\n")
+        os.replace(token + ".new", token)
+        self.assertEqual(s.request("GET", "/v1/rules", admin=True,
+                                   headers={"Authorization": "Bearer " + TOKEN + "-rotated"})[0], 200)
+        self.assertEqual(s.request("GET", "/v1/rules", admin=True, headers={"Authorization": "Bearer " + TOKEN})[0],
+                         401)
+        self.assertEqual(s.request("GET", "/ui", admin=True, headers=cookie)[0], 401)
 
     def test_the_documented_example(self):
         """docs/service.md's TLS example, its block marked `docs-test: by` this file, run as a reader would."""

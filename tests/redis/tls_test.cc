@@ -14,7 +14,6 @@
 
 #include "redis_process.h"
 #include "store/redis/client.h"
-#include "store/redis/password.h"
 #include "store/redis/transport.h"
 
 namespace rk::redis {

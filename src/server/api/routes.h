@@ -17,10 +17,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/secret_file.h"
 #include "server/api/forward_auth.h"
 #include "service/service.h"
 #include "server/http/server.h"
@@ -46,8 +48,9 @@ struct AdminOptions {
   // Host names, besides IP literals and localhost names, that the admin listener is reached by (--admin-hosts):
   // the name a reverse proxy or a scraper uses. Compared without port, case-insensitively.
   std::vector<std::string> hosts;
-  // Not empty: every request but /healthz and /readyz needs this token (server/api/admin_auth.h).
-  std::string token;
+  // Not null: every request but /healthz and /readyz needs the file's token as of that request
+  // (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the cookies of the old token).
+  std::shared_ptr<base::SecretFile> token;
   bool secure_cookie = false;  // the listener speaks TLS: the login cookie is marked Secure
 };
 

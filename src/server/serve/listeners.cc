@@ -3,18 +3,14 @@
 #include "server/serve/listeners.h"
 
 #include <arpa/inet.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
+#include "base/secret_file.h"
 #include "logging/log.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
@@ -81,9 +77,10 @@ bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std:
   return true;
 }
 
-// The token of --admin-token-file, its trailing newline trimmed. Without one, the admin listener must be loopback:
-// its API resets limits and shows the rules and who is being limited.
-bool admin_token(const ServeFlags& flags, const std::string& admin_address, std::string& token, std::string& error) {
+// The token of --admin-token-file (base/secret_file.h: read again when the file is rotated). Without one, the admin
+// listener must be loopback: its API resets limits and shows the rules and who is being limited.
+bool admin_token(const ServeFlags& flags, const std::string& admin_address,
+                 std::shared_ptr<base::SecretFile>& token, std::string& error) {
   const std::string& file = flags.admin_token_file;
   if (file.empty()) {
     if (loopback(admin_address)) return true;
@@ -91,45 +88,17 @@ bool admin_token(const ServeFlags& flags, const std::string& admin_address, std:
             "--admin-token-file FILE too (docs/service.md)";
     return false;
   }
-  const std::string where = "--admin-token-file " + file + ": ";
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) {
-    error = where + "is a directory, not a file holding the token";
+  try {
+    token = std::make_shared<base::SecretFile>("--admin-token-file", file, base::SecretFile::kVisibleAscii);
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
     return false;
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    error = where + "cannot read: " + std::strerror(errno);
-    return false;
-  }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.ends_with('\n')) text.pop_back();
-  if (text.ends_with('\r')) text.pop_back();
-  if (text.empty()) {
-    error = where + "is empty; it must hold the token";
-    return false;
-  }
-  for (const char c : text) {
-    if (c < 0x21 || c > 0x7e) {  // what an Authorization header and a cookie can carry as they are
-      error = where + "the token must be one line of visible ASCII (no space, tab or control character)";
-      return false;
-    }
-  }
-  token = std::move(text);
   return true;
 }
 
-// A file's identity and version as far as stat() tells: a certificate manager replaces it (a new inode, as a
-// rename or a Kubernetes secret's symlink swap does) or rewrites it (a new size or modification time).
-std::string stamp(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "-";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-}
-
 std::string stamps(const http::TlsFiles& files) {
-  return stamp(files.cert) + "|" + stamp(files.key) + "|" + stamp(files.client_ca);
+  return base::file_stamp(files.cert) + "|" + base::file_stamp(files.key) + "|" + base::file_stamp(files.client_ca);
 }
 
 http::ServerEvents http_events(ServeMetrics& metrics) {

@@ -25,7 +25,7 @@ namespace rk::serve {
 // What the listeners are made of, from the flags.
 struct ListenerOptions {
   http::ServerOptions public_http, admin_http;
-  std::string admin_token;  // from --admin-token-file; "": the admin listener asks for none
+  std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
 };
 
 // How often the TLS files are looked at for a rotation (their inode, size and modification time), by the HTTP

@@ -18,8 +18,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/secret_file.h"
 #include "store/redis/cluster.h"
-#include "store/redis/password.h"
 #include "store/redis/sentinel.h"
 #include "store/redis/transport.h"
 
@@ -85,7 +85,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   explicit Impl(ClientOptions o)
       : options(std::move(o)), tls(make_tls_context(options)), timer(ioc), work(asio::make_work_guard(ioc)) {
-    if (!options.password_file.empty()) password_file.emplace(options.password_file);
+    if (!options.password_file.empty()) password_file.emplace("--redis-password-file", options.password_file);
     if (options.connections_per_node < 1) options.connections_per_node = 1;
     if (options.mode == ClientOptions::Mode::kSentinel) {
       sentinel_node = &node_for(Endpoint{"0.0.0.0", 0});  // its endpoint is asked of the sentinels at each connection
@@ -94,7 +94,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   ClientOptions options;
   std::shared_ptr<asio::ssl::context> tls;  // null: plain TCP
-  std::optional<PasswordFile> password_file;
+  std::optional<base::SecretFile> password_file;
   asio::io_context ioc;
   asio::steady_timer timer;
   asio::executor_work_guard<asio::io_context::executor_type> work;
@@ -303,10 +303,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     });
   }
 
-  // The password file's, read again if it changed (password.h), wins over the URL's.
+  // The password file's, read again if it changed (base/secret_file.h), wins over the URL's.
   std::vector<Pending> handshake(const Node& node) {
     std::vector<Pending> hello;
-    const std::string& password = password_file ? password_file->current() : options.password;
+    const auto from_file = password_file ? password_file->current() : nullptr;
+    const std::string& password = from_file ? *from_file : options.password;
     if (!password.empty()) {
       Pending a{.internal = true};
       a.args = options.username.empty() ? std::vector<std::string>{"AUTH", password}

@@ -51,7 +51,7 @@ using Result = std::variant<Reply, Error>;  // an error reply from Redis arrives
 
 class Client {
  public:
-  // Throws std::invalid_argument for TLS or password files that cannot be used (transport.h, password.h).
+  // Throws std::invalid_argument for TLS or password files that cannot be used (transport.h, base/secret_file.h).
   explicit Client(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;

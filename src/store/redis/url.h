@@ -52,7 +52,7 @@ struct ClientOptions {
   std::string primary_name;         // sentinel
   std::string username, password;
   // When given, the password is this file's content (without a final newline), read again whenever the file
-  // changes (password.h): it wins over `password`.
+  // changes (base/secret_file.h): it wins over `password`.
   std::string password_file;
   int db = 0;
   std::chrono::milliseconds connect_timeout{500};

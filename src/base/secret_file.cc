@@ -1,0 +1,77 @@
+// base/secret_file.cc: reading secrets from files, and again when they change (secret_file.h).
+#include "base/secret_file.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace rk::base {
+
+std::string file_stamp(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "-";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+SecretFile::SecretFile(std::string flag, std::string path, Charset charset)
+    : flag_(std::move(flag)), path_(std::move(path)), charset_(charset) {
+  stamp_ = file_stamp(path_);
+  std::string error;
+  secret_ = read(error);
+  if (!secret_) throw std::invalid_argument(flag_ + ": '" + path_ + "' " + error);
+}
+
+std::shared_ptr<const std::string> SecretFile::current() {
+  const std::string stamp = file_stamp(path_);
+  std::lock_guard lock(mu_);
+  if (stamp != stamp_ && stamp != "-") {
+    std::string error;
+    if (auto secret = read(error)) {
+      secret_ = std::move(secret);
+      stamp_ = stamp;
+    } else {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return secret_;
+}
+
+std::shared_ptr<const std::string> SecretFile::read(std::string& error) const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    error = std::string("cannot be read: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    error = "is a directory, not a file holding the secret";
+    return nullptr;
+  }
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) {
+    error = std::string("cannot be read: ") + std::strerror(errno);
+    return nullptr;
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty()) {
+    error = "is empty; it must hold the secret";
+    return nullptr;
+  }
+  if (charset_ == kVisibleAscii) {
+    for (const char c : text) {
+      if (c < 0x21 || c > 0x7e) {
+        error = "must hold one line of visible ASCII (no space, tab or control character)";
+        return nullptr;
+      }
+    }
+  }
+  return std::make_shared<const std::string>(std::move(text));
+}
+
+}  // namespace rk::base

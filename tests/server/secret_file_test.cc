@@ -1,0 +1,113 @@
+// A secret kept in a file (base/secret_file.h; --redis-password-file, --admin-token-file): read once at start with
+// errors that name the flag and the file but never the content, and read again when the file is rotated (a
+// rename, as a Kubernetes secret's symlink swap makes, or a rewrite in place), keeping the last good secret while
+// the file is broken.
+#include "base/secret_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace rk::base {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SecretFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rk-secret-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    path_ = (dir_ / "secret").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Written whole under another name, then renamed over the file: a new inode, whatever the size.
+  void replace(const std::string& text) {
+    const std::string tmp = path_ + ".new";
+    std::ofstream(tmp, std::ios::binary) << text;
+    fs::rename(tmp, path_);
+  }
+  // Rewritten in place (the same inode).
+  void rewrite(const std::string& text) { std::ofstream(path_, std::ios::binary | std::ios::trunc) << text; }
+
+  std::string error_for(const std::string& text, SecretFile::Charset charset = SecretFile::kAnyBytes) {
+    rewrite(text);
+    try {
+      SecretFile f("--flag", path_, charset);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  fs::path dir_;
+  std::string path_;
+};
+
+TEST_F(SecretFileTest, ItsFinalLineBreakIsNotPartOfIt) {
+  for (const auto& [text, secret] : {std::pair{"pw\n", "pw"}, {"pw\r\n", "pw"}, {"pw", "pw"}, {"a b\n\n", "a b\n"}}) {
+    rewrite(text);
+    EXPECT_EQ(*SecretFile("--flag", path_).current(), secret) << text;
+  }
+}
+
+TEST_F(SecretFileTest, ARenameOrARewriteIsReadAgain) {
+  replace("first");
+  SecretFile f("--flag", path_);
+  EXPECT_EQ(*f.current(), "first");
+  replace("other");  // same size, new inode
+  EXPECT_EQ(*f.current(), "other");
+  rewrite("third-one");  // same inode, new size
+  EXPECT_EQ(*f.current(), "third-one");
+  const auto held = f.current();
+  replace("fourth");
+  EXPECT_EQ(*f.current(), "fourth");
+  EXPECT_EQ(*held, "third-one");  // a secret handed out stays whole while it is used
+  EXPECT_EQ(f.reread_failures(), 0u);
+}
+
+TEST_F(SecretFileTest, ABrokenFileKeepsTheLastGoodSecret) {
+  replace("good");
+  SecretFile f("--flag", path_, SecretFile::kVisibleAscii);
+  for (const std::string bad : {"", "\n", "two words", "tab\there"}) {
+    replace(bad);
+    EXPECT_EQ(*f.current(), "good") << bad;
+  }
+  EXPECT_EQ(f.reread_failures(), 4u);
+  fs::remove(path_);  // gone for a moment (a secret being swapped): the last good one
+  EXPECT_EQ(*f.current(), "good");
+  replace("better");
+  EXPECT_EQ(*f.current(), "better");
+}
+
+TEST_F(SecretFileTest, ErrorsNameTheFlagAndTheFileNeverTheContent) {
+  EXPECT_EQ(error_for(""), "--flag: '" + path_ + "' is empty; it must hold the secret");
+  EXPECT_EQ(error_for("\n"), "--flag: '" + path_ + "' is empty; it must hold the secret");
+  const std::string ascii = error_for("hunter2 secret", SecretFile::kVisibleAscii);
+  EXPECT_EQ(ascii, "--flag: '" + path_ + "' must hold one line of visible ASCII (no space, tab or control character)");
+  EXPECT_EQ(ascii.find("hunter2"), std::string::npos);
+  EXPECT_EQ(error_for("hunter2 secret"), "");  // any bytes, where the caller allows them (a Redis password)
+  try {
+    SecretFile f("--flag", (dir_ / "missing").string());
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--flag: '" + (dir_ / "missing").string() +
+                                         "' cannot be read: No such file or directory");
+  }
+  try {
+    SecretFile f("--flag", dir_.string());
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--flag: '" + dir_.string() + "' is a directory, not a file holding the secret");
+  }
+}
+
+}  // namespace
+}  // namespace rk::base
