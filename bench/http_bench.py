@@ -1,13 +1,19 @@
 #!/usr/bin/python3
 """HTTP benchmark: wrk over loopback keep-alive against ratekeeper's forward-auth endpoint, and in the same run
 against nginx answering `return 200` directly and with `limit_req`, at equal worker threads. Prints requests/s
-and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed loop, fewer connections).
+and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed
+loop, fewer connections).
 
-  bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1] [--tls]
+  bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1] [--tls] [--baseline OTHER_BINARY]
+                      [--no-half-load]
 
 --tls adds a second ratekeeper serving the same over TLS (--tls-cert, a P-256 certificate made by
 tests/tls/make_certs.sh), wrk speaking HTTPS over keep-alive connections (so the handshakes are few; each request's
 cost is the record layer's), and prints its ratio to the plaintext one.
+
+--baseline adds a second ratekeeper binary (main's, say) serving the same, measured in the same run right after
+the first, and prints the first's ratio to it: a change is kept only if this shows it. --no-half-load skips the
+closed-loop measurement at half load, for quicker repeated runs.
 """
 import argparse
 import os
@@ -74,6 +80,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="server threads, and nginx worker processes")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--tls", action="store_true", help="also ratekeeper over TLS (HTTPS)")
+    ap.add_argument("--baseline", help="another ratekeeper binary, measured in the same run")
+    ap.add_argument("--no-half-load", action="store_true", help="saturating load only")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")
@@ -87,6 +95,12 @@ def main():
         procs.append(subprocess.Popen([args.binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % rk_port,
                                        "--admin", "127.0.0.1:%d" % admin_port, "--threads", str(args.threads),
                                        "--log-level", "error"]))
+        if args.baseline:
+            base_port = free_port()
+            procs.append(subprocess.Popen([args.baseline, "serve", "--config", rules, "--http",
+                                           "127.0.0.1:%d" % base_port, "--admin", "127.0.0.1:%d" % free_port(),
+                                           "--threads", str(args.threads), "--log-level", "error"]))
+            wait_http("http://127.0.0.1:%d/readyz" % base_port)
         with open(os.path.join(work, "nginx.conf"), "w") as f:
             f.write(NGINX % {"threads": args.threads, "dir": work, "port": nginx_port})
         nginx = subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-e", "stderr"],
@@ -109,14 +123,16 @@ def main():
             ("nginx limit_req", "http://127.0.0.1:%d/limit_req" % nginx_port),
             ("ratekeeper /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % rk_port),
         ]
+        if args.baseline:
+            targets.append(("baseline /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % base_port))
         if args.tls:
             targets.append(("ratekeeper TLS", "https://127.0.0.1:%d/v1/auth/bench" % tls_port))
         script = os.path.join(work, "clients.lua")
         for _, url in targets:  # warm up
             wrk(url, 1, args.connections, script)
         saturated = {}
-        print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores"
-              % (args.connections, args.seconds, args.threads, os.cpu_count()))
+        print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores; load average %.1f"
+              % (args.connections, args.seconds, args.threads, os.cpu_count(), os.getloadavg()[0]))
         print("%-22s %12s %10s %8s" % ("", "requests/s", "p99 ms", "non-2xx"))
         for name, url in targets:
             rps, p99, bad = wrk(url, args.seconds, args.connections, script)
@@ -125,8 +141,14 @@ def main():
         rk = saturated["ratekeeper /v1/auth"][0]
         print("ratekeeper / nginx return 200: %.2fx   (target >= 0.80)" % (rk / saturated["nginx return 200"][0]))
         print("ratekeeper / nginx limit_req:  %.2fx" % (rk / saturated["nginx limit_req"][0]))
+        if args.baseline:
+            base = saturated["baseline /v1/auth"][0]
+            print("baseline / nginx return 200:   %.2fx" % (base / saturated["nginx return 200"][0]))
+            print("ratekeeper / baseline:         %.2fx" % (rk / base))
         if args.tls:
             print("ratekeeper TLS / plaintext:    %.2fx" % (saturated["ratekeeper TLS"][0] / rk))
+        if args.no_half_load:
+            return
 
         # Half of each one's saturating load: fewer connections, each sending its next request as soon as the
         # answer is in (closed loop), as many as come closest to half the saturating rate. (wrk's own pauses are

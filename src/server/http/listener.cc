@@ -23,6 +23,7 @@ void Listener::open(const std::string& address, std::uint16_t port, std::span<tc
   if (!ec) first.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
   port_ = first.local_endpoint().port();
+  protocol_ = endpoint.protocol();
   fd_ = ::dup(first.native_handle());
   if (fd_ < 0) throw std::runtime_error("cannot listen on " + where + ": " + std::system_category().message(errno));
   for (std::size_t i = 1; i < acceptors.size(); ++i) {

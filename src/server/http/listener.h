@@ -1,10 +1,10 @@
 // server/http/listener.h (internal): the listening socket the workers share.
 //
 // Each worker accepts through its own acceptor, holding its own descriptor of the one socket (a dup), so a thread
-// busy in a handler does not take new connections from an idle one, and binding fails as usual if the port is
-// taken (SO_REUSEPORT would let a second server on the same port share it silently). The Listener keeps one more
-// descriptor of its own: shutting it down (refuse()) refuses new connections at once, even while every thread is
-// busy in a handler.
+// busy in a handler does not hold up new connections (which worker then serves one is worker.h's choice), and
+// binding fails as usual if the port is taken (SO_REUSEPORT would let a second server on the same port share it
+// silently). The Listener keeps one more descriptor of its own: shutting it down (refuse()) refuses new
+// connections at once, even while every thread is busy in a handler.
 //
 //   Listener listener;
 //   listener.open("127.0.0.1", 0, acceptors);  // throws std::runtime_error "cannot listen on 127.0.0.1:0: ..."
@@ -34,6 +34,7 @@ class Listener {
   // gives every other acceptor a dup of that socket.
   void open(const std::string& address, std::uint16_t port, std::span<tcp::acceptor* const> acceptors);
   std::uint16_t port() const { return port_; }
+  tcp protocol() const { return protocol_; }  // of the connections accepted
   // Linux: shutting down a listening socket stops it listening (later connects are refused) and fails the
   // acceptors' pending accepts; the descriptor itself stays ours until close().
   void refuse() noexcept;
@@ -42,6 +43,7 @@ class Listener {
  private:
   int fd_ = -1;
   std::uint16_t port_ = 0;
+  tcp protocol_ = tcp::v4();
 };
 
 }  // namespace rk::http::detail

@@ -17,8 +17,9 @@
 // TLS (ServerOptions::tls): every connection handshakes first, on its worker's event loop like any read (a client
 // that stalls holds no thread), under the limits below; reload_tls() swaps in rotated files for new connections.
 //
-// How it serves: `threads` threads, each with its own event loop, all accepting from one listening socket; a
-// connection stays on the thread that accepted it (no thread per connection, no locks per request). HTTP/1.1
+// How it serves: `threads` threads, each with its own event loop, all accepting from one listening socket; each
+// connection goes to the thread with the fewest connections and stays there (no thread per connection, no locks
+// per request). HTTP/1.1
 // connections are kept alive, HTTP/1.0 ones when the request asks; pipelined requests are answered in order.
 // `Expect: 100-continue` is honoured. The server writes Content-Length (Content-Type from Response) and
 // `Connection: close` when it will close; HEAD gets the head only; 204 and 304 get no body. A handler's own

@@ -1,8 +1,12 @@
 #include "server/http/worker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/http/server_impl.h"
@@ -62,9 +66,11 @@ void Worker::link(Session* s) noexcept {
   s->next = sessions;
   if (sessions) sessions->prev = s;
   sessions = s;
+  linked_.store(linked_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only this thread writes
 }
 
 void Worker::unlink(Session* s) noexcept {
+  linked_.store(linked_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -115,11 +121,66 @@ void Worker::accept() {
       return;
     }
     try {
-      on_accept(std::move(socket));
+      place(std::move(socket));
     } catch (...) {  // out of memory: the socket closes; keep accepting
     }
     accept();
   });
+}
+
+// A connection on its way to another worker: its descriptor, closed if the handler carrying it is destroyed
+// unrun (that worker's event loop ended first), and counted in that worker's load until taken up.
+class Worker::Handoff {
+ public:
+  Handoff(Worker& to, int fd) noexcept : to_(&to), fd_(fd) { to_->incoming_.fetch_add(1, std::memory_order_relaxed); }
+  Handoff(Handoff&& o) noexcept : to_(o.to_), fd_(std::exchange(o.fd_, -1)) {}
+  Handoff(const Handoff&) = delete;
+  Handoff& operator=(const Handoff&) = delete;
+  Handoff& operator=(Handoff&&) = delete;
+  ~Handoff() {
+    if (fd_ < 0) return;
+    to_->incoming_.fetch_sub(1, std::memory_order_relaxed);
+    ::close(fd_);
+  }
+  void operator()() {
+    to_->incoming_.fetch_sub(1, std::memory_order_relaxed);
+    to_->adopt(std::exchange(fd_, -1));
+  }
+
+ private:
+  Worker* to_;
+  int fd_;
+};
+
+void Worker::place(tcp::socket socket) {
+  Worker* to = this;
+  std::size_t least = load();
+  for (const auto& w : server.workers) {
+    if (const std::size_t n = w->load(); n < least) {
+      to = w.get();
+      least = n;
+    }
+  }
+  if (to == this) return on_accept(std::move(socket));
+  error_code ec;
+  const int fd = socket.release(ec);  // out of this worker's event loop, still open
+  if (ec) return on_accept(std::move(socket));
+  asio::post(*to->ioc, Handoff(*to, fd));
+}
+
+void Worker::adopt(int fd) {
+  tcp::socket socket(*ioc);
+  error_code ec;
+  socket.assign(server.listener.protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  if (stopping || server.stopping.load(std::memory_order_relaxed)) return;  // closes, as an accept would have
+  try {
+    on_accept(std::move(socket));
+  } catch (...) {  // out of memory: the socket closes
+  }
 }
 
 void Worker::on_accept(tcp::socket socket) {

@@ -10,10 +10,17 @@
 // - Timeouts are checked by a sweep over the sessions, so a request costs no timer operation; the sweep runs ten
 //   times per shortest timeout (every `tick`).
 // - A new connection is admitted under the server's ConnectionLimits, or answered 503 and closed.
+// - Connections are spread over the workers by count: whichever worker accepts a connection (the first to wake),
+//   it goes to the worker with the fewest (`load()`, ties to the acceptor), handed over through that worker's event
+//   loop. Otherwise the worker that happens to be running when a burst of connections arrives takes them all (Asio
+//   accepts again at once while the backlog is not empty), and the other threads sit idle: with wrk's 64
+//   connections, one thread served 64, 50 or 40 of them from run to run (bench/RESULTS.md, "Two threads").
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstddef>
 #include <optional>
 #include <thread>
 
@@ -38,6 +45,10 @@ class Worker {
   void unlink(Session* s) noexcept;
   void mark_idle(Session* s) noexcept;    // s begins to wait for a request: it goes to the back of `idle`
   void unmark_idle(Session* s) noexcept;  // s is no longer idle (or never was)
+  // Connections this worker serves, or has been handed and not yet taken up; read by the other workers' threads.
+  std::size_t load() const noexcept {
+    return linked_.load(std::memory_order_relaxed) + incoming_.load(std::memory_order_relaxed);
+  }
 
   Server::Impl& server;
   const Clock::duration tick;
@@ -52,8 +63,16 @@ class Worker {
   std::optional<asio::steady_timer> retry;
 
  private:
+  class Handoff;
+  void place(tcp::socket socket);  // on the least loaded worker: here, or handed over
+  void adopt(int fd);              // on this worker's thread: a connection another worker accepted for it
   void on_accept(tcp::socket socket);
   bool shed_idle() noexcept;  // closes the session idle longest, if any
+
+  // Written by this worker's thread (linked_, per connection) or by the worker handing a connection over
+  // (incoming_); on a line of their own, away from what this thread writes per request.
+  alignas(64) std::atomic<std::size_t> linked_{0};  // sessions in `sessions`
+  std::atomic<std::size_t> incoming_{0};            // handed over, not yet adopted
 };
 
 }  // namespace rk::http::detail
