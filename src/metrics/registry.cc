@@ -1,7 +1,6 @@
 #include "metrics/registry.h"
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -124,20 +123,6 @@ struct Registry::State {
                         std::function<double()> gauge_fn, std::function<std::uint64_t()> counter_fn);
 };
 
-// ---- Per-thread slots
-
-std::size_t this_thread_slot() noexcept {
-  static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t slot = next.fetch_add(1, std::memory_order_relaxed) % kSlots;
-  return slot;
-}
-
-std::uint64_t Counter::value() const noexcept {
-  std::uint64_t n = 0;
-  for (const Slot& s : slots_) n += s.value.load(std::memory_order_relaxed);
-  return n;
-}
-
 // ---- Histogram
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
@@ -147,40 +132,20 @@ Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
       throw std::invalid_argument("histogram bounds must be finite and strictly increasing");
     }
   }
-  lines_per_slot_ = (bounds_.size() + 2 + kWordsPerLine - 1) / kWordsPerLine;  // the buckets, +Inf, the sum
-  lines_ = std::make_unique<Line[]>(kSlots * lines_per_slot_);  // zeroes: counts 0, sums 0.0
+  counts_ = std::make_unique<std::atomic<std::uint64_t>[]>(bounds_.size() + 1);
 }
 
 void Histogram::observe(double v) noexcept {
   // The first bound >= v: `le` is inclusive. NaN compares false with everything, so it goes to +Inf explicitly.
   const auto at = std::isnan(v) ? bounds_.end() : std::lower_bound(bounds_.begin(), bounds_.end(), v);
-  const std::size_t slot = this_thread_slot();
-  word(slot, static_cast<std::size_t>(at - bounds_.begin())).fetch_add(1, std::memory_order_relaxed);
-  std::atomic<std::uint64_t>& sum = word(slot, bounds_.size() + 1);
-  std::uint64_t old = sum.load(std::memory_order_relaxed);
-  while (!sum.compare_exchange_weak(old, std::bit_cast<std::uint64_t>(std::bit_cast<double>(old) + v),
-                                    std::memory_order_relaxed)) {
-  }
-}
-
-std::uint64_t Histogram::bucket(std::size_t i) const noexcept {
-  std::uint64_t n = 0;
-  for (std::size_t slot = 0; slot < kSlots; ++slot) n += word(slot, i).load(std::memory_order_relaxed);
-  return n;
+  counts_[static_cast<std::size_t>(at - bounds_.begin())].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
 }
 
 std::uint64_t Histogram::count() const noexcept {
   std::uint64_t n = 0;
   for (std::size_t i = 0; i <= bounds_.size(); ++i) n += bucket(i);
   return n;
-}
-
-double Histogram::sum() const noexcept {
-  double total = 0;
-  for (std::size_t slot = 0; slot < kSlots; ++slot) {
-    total += std::bit_cast<double>(word(slot, bounds_.size() + 1).load(std::memory_order_relaxed));
-  }
-  return total;
 }
 
 // ---- Registration

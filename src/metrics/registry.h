@@ -36,23 +36,13 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 // Each metric on its own cache line: different threads bump different series, and should not slow each other.
 inline constexpr std::size_t kCacheLineBytes = 64;
 
-// Counters and histograms are bumped on every decision by every server thread. A thread adds into a slot of its
-// own (kSlots of them, each on its own cache lines, handed to threads in turn at their first use), so that threads
-// counting the same series do not pass one cache line back and forth, which costs 30-200 ns each time on a small
-// machine; reading sums the slots. More threads than slots share slots, still exactly (atomic adds).
-inline constexpr std::size_t kSlots = 4;
-std::size_t this_thread_slot() noexcept;  // in [0, kSlots)
-
-class Counter {
+class alignas(kCacheLineBytes) Counter {
  public:
-  void inc(std::uint64_t n = 1) noexcept { slots_[this_thread_slot()].value.fetch_add(n, std::memory_order_relaxed); }
-  std::uint64_t value() const noexcept;
+  void inc(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
 
  private:
-  struct alignas(kCacheLineBytes) Slot {
-    std::atomic<std::uint64_t> value{0};
-  };
-  Slot slots_[kSlots];
+  std::atomic<std::uint64_t> value_{0};
 };
 
 class alignas(kCacheLineBytes) Gauge {
@@ -65,36 +55,25 @@ class alignas(kCacheLineBytes) Gauge {
   std::atomic<double> value_{0};
 };
 
-class Histogram {
+class alignas(kCacheLineBytes) Histogram {
  public:
   // `bounds`: the buckets' inclusive upper bounds, strictly increasing and not NaN; the +Inf bucket is implied
   // (a trailing +Inf is accepted and dropped). Throws std::invalid_argument otherwise.
   explicit Histogram(std::vector<double> bounds);
 
-  // Two relaxed atomic adds into this thread's slot and a binary search. NaN lands in the +Inf bucket (and makes
-  // _sum NaN).
+  // Two relaxed atomic adds and a binary search. NaN lands in the +Inf bucket (and makes _sum NaN).
   void observe(double v) noexcept;
 
   const std::vector<double>& bounds() const noexcept { return bounds_; }
   // Observations in bucket i alone (not cumulative); i == bounds().size() is the +Inf bucket.
-  std::uint64_t bucket(std::size_t i) const noexcept;
+  std::uint64_t bucket(std::size_t i) const noexcept { return counts_[i].load(std::memory_order_relaxed); }
   std::uint64_t count() const noexcept;
-  double sum() const noexcept;
+  double sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr std::size_t kWordsPerLine = kCacheLineBytes / sizeof(std::uint64_t);
-  struct alignas(kCacheLineBytes) Line {
-    std::atomic<std::uint64_t> word[kWordsPerLine];
-  };
-  std::atomic<std::uint64_t>& word(std::size_t slot, std::size_t i) const noexcept {
-    return lines_[slot * lines_per_slot_ + i / kWordsPerLine].word[i % kWordsPerLine];
-  }
-
   std::vector<double> bounds_;
-  // Per slot, on lines of its own: the count of each bucket (bounds_.size() + 1 words; the count is their sum),
-  // then the sum of the observations (a double's bits).
-  std::size_t lines_per_slot_ = 0;
-  std::unique_ptr<Line[]> lines_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> counts_;  // bounds_.size() + 1; the count is their sum
+  std::atomic<double> sum_{0};
 };
 
 class Registry {
