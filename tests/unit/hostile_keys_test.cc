@@ -22,11 +22,12 @@ struct Counter {
 
 constexpr std::uint64_t kKnownSeed = 0x0123456789abcdefULL;  // what an attacker would have if the seed were fixed
 constexpr std::size_t kAttackKeys = 1000;
-// One shard of 4096 keys: 1000 keys need an index of 2048 slots, so keys whose 32-bit hash ends in 12 zero bits
-// all share one home slot. That is what an attacker who knows the seed computes offline.
-constexpr std::uint32_t kHomeMask = 0xFFF;
+// One shard of 4096 keys: its index never has more than 4096 * 5/4 + 1 slots, so keys whose home is slot 0 in an
+// index of 8192 slots share that home in every index the shard has. That is what an attacker who knows the seed
+// computes offline.
+constexpr std::size_t kSlots = 8192;
 
-// Searches for keys whose hash under `seed` has the same low bits: about 4096 candidates per key.
+// Searches for keys whose hash under `seed` has home 0: about 8192 candidates per key.
 std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   std::vector<std::string> keys;
   char buf[] = "attacker-0000000000000000";
@@ -34,7 +35,7 @@ std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   for (std::uint64_t i = 0; keys.size() < count; ++i) {
     for (std::size_t d = 0; d < kDigits; ++d) buf[kAt + d] = "0123456789abcdef"[(i >> (4 * (kDigits - 1 - d))) & 0xF];
     const std::string_view key(buf, sizeof buf - 1);
-    if ((hash_key(key, seed) & kHomeMask) == 0) keys.emplace_back(key);
+    if (ShardedStore<Counter>::home(static_cast<std::uint32_t>(hash_key(key, seed)), kSlots) == 0) keys.emplace_back(key);
   }
   return keys;
 }
