@@ -35,7 +35,8 @@ std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   for (std::uint64_t i = 0; keys.size() < count; ++i) {
     for (std::size_t d = 0; d < kDigits; ++d) buf[kAt + d] = "0123456789abcdef"[(i >> (4 * (kDigits - 1 - d))) & 0xF];
     const std::string_view key(buf, sizeof buf - 1);
-    if (ShardedStore<Counter>::home(static_cast<std::uint32_t>(hash_key(key, seed)), kSlots) == 0) keys.emplace_back(key);
+    const auto h = static_cast<std::uint32_t>(hash_key(key, seed));
+    if (ShardedStore<Counter>::home(h, kSlots) == 0) keys.emplace_back(key);
   }
   return keys;
 }
@@ -81,15 +82,16 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
     ASSERT_EQ(b.keys, kAttackKeys);
     const double mean_hostile = static_cast<double>(h.total) / kAttackKeys;
     const double mean_benign = static_cast<double>(b.total) / kAttackKeys;
-    // Linear probing at load 1000/2048 expects 1.5 slots per successful lookup; allow generous room, but far below
-    // the 500 that the known seed gives.
-    EXPECT_LT(mean_hostile, 2.5) << "store " << store;
-    EXPECT_LT(mean_benign, 2.5) << "store " << store;
-    EXPECT_LT(h.longest, 40u) << "store " << store;
+    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup; allow room, but far below the 500
+    // that the known seed gives. At that load the longest run is a few dozen slots (a few cache lines of index:
+    // a slot whose tag differs reads no entry), against 1000 under the known seed.
+    EXPECT_LT(mean_hostile, 3.0) << "store " << store;
+    EXPECT_LT(mean_benign, 3.0) << "store " << store;
+    EXPECT_LT(h.longest, 100u) << "store " << store;
     // And the decision for a legitimate client, looked up among the flood, costs a few slots.
     std::size_t worst_miss = 0;
     for (const auto& k : benign) worst_miss = std::max(worst_miss, hostile.probe_length(k));
-    EXPECT_LT(worst_miss, 40u) << "store " << store;
+    EXPECT_LT(worst_miss, 100u) << "store " << store;
   }
 }
 
@@ -109,7 +111,7 @@ TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
     }
   }
   ASSERT_EQ(random_means.size(), 10u);
-  for (double m : random_means) EXPECT_LT(m, 2.5);
+  for (double m : random_means) EXPECT_LT(m, 3.0);
   for (std::size_t i = 0; i < known_longest.size(); ++i)
     EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
 }
