@@ -82,16 +82,16 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
     ASSERT_EQ(b.keys, kAttackKeys);
     const double mean_hostile = static_cast<double>(h.total) / kAttackKeys;
     const double mean_benign = static_cast<double>(b.total) / kAttackKeys;
-    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup; allow room, but far below the 500
-    // that the known seed gives. At that load the longest run is a few dozen slots (a few cache lines of index:
-    // a slot whose tag differs reads no entry), against 1000 under the known seed.
-    EXPECT_LT(mean_hostile, 3.0) << "store " << store;
-    EXPECT_LT(mean_benign, 3.0) << "store " << store;
-    EXPECT_LT(h.longest, 100u) << "store " << store;
+    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup (2.0-3.1 seen over 60 seeds); allow
+    // room, but far below the 500 that the known seed gives. Its longest runs have a heavy tail (up to 136 slots
+    // seen, a few cache lines of index: a slot whose tag differs reads no entry), against 1000 under the known seed.
+    EXPECT_LT(mean_hostile, 4.0) << "store " << store;
+    EXPECT_LT(mean_benign, 4.0) << "store " << store;
+    EXPECT_LT(h.longest, 300u) << "store " << store;
     // And the decision for a legitimate client, looked up among the flood, costs a few slots.
     std::size_t worst_miss = 0;
     for (const auto& k : benign) worst_miss = std::max(worst_miss, hostile.probe_length(k));
-    EXPECT_LT(worst_miss, 100u) << "store " << store;
+    EXPECT_LT(worst_miss, 300u) << "store " << store;
   }
 }
 
@@ -111,7 +111,7 @@ TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
     }
   }
   ASSERT_EQ(random_means.size(), 10u);
-  for (double m : random_means) EXPECT_LT(m, 3.0);
+  for (double m : random_means) EXPECT_LT(m, 4.0);
   for (std::size_t i = 0; i < known_longest.size(); ++i)
     EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
 }
