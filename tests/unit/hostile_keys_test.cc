@@ -22,11 +22,12 @@ struct Counter {
 
 constexpr std::uint64_t kKnownSeed = 0x0123456789abcdefULL;  // what an attacker would have if the seed were fixed
 constexpr std::size_t kAttackKeys = 1000;
-// One shard of 4096 keys: 1000 keys need an index of 2048 slots, so keys whose 32-bit hash ends in 12 zero bits
-// all share one home slot. That is what an attacker who knows the seed computes offline.
-constexpr std::uint32_t kHomeMask = 0xFFF;
+// One shard of 4096 keys: its index never has more than 4096 * 5/4 + 1 slots, so keys whose home is slot 0 in an
+// index of 8192 slots share that home in every index the shard has. That is what an attacker who knows the seed
+// computes offline.
+constexpr std::size_t kSlots = 8192;
 
-// Searches for keys whose hash under `seed` has the same low bits: about 4096 candidates per key.
+// Searches for keys whose hash under `seed` has home 0: about 8192 candidates per key.
 std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   std::vector<std::string> keys;
   char buf[] = "attacker-0000000000000000";
@@ -34,7 +35,8 @@ std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   for (std::uint64_t i = 0; keys.size() < count; ++i) {
     for (std::size_t d = 0; d < kDigits; ++d) buf[kAt + d] = "0123456789abcdef"[(i >> (4 * (kDigits - 1 - d))) & 0xF];
     const std::string_view key(buf, sizeof buf - 1);
-    if ((hash_key(key, seed) & kHomeMask) == 0) keys.emplace_back(key);
+    const auto h = static_cast<std::uint32_t>(hash_key(key, seed));
+    if (ShardedStore<Counter>::home(h, kSlots) == 0) keys.emplace_back(key);
   }
   return keys;
 }
@@ -80,15 +82,16 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
     ASSERT_EQ(b.keys, kAttackKeys);
     const double mean_hostile = static_cast<double>(h.total) / kAttackKeys;
     const double mean_benign = static_cast<double>(b.total) / kAttackKeys;
-    // Linear probing at load 1000/2048 expects 1.5 slots per successful lookup; allow generous room, but far below
-    // the 500 that the known seed gives.
-    EXPECT_LT(mean_hostile, 2.5) << "store " << store;
-    EXPECT_LT(mean_benign, 2.5) << "store " << store;
-    EXPECT_LT(h.longest, 40u) << "store " << store;
+    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup (2.0-3.1 seen over 60 seeds); allow
+    // room, but far below the 500 that the known seed gives. Its longest runs have a heavy tail (up to 136 slots
+    // seen, a few cache lines of index: a slot whose tag differs reads no entry), against 1000 under the known seed.
+    EXPECT_LT(mean_hostile, 4.0) << "store " << store;
+    EXPECT_LT(mean_benign, 4.0) << "store " << store;
+    EXPECT_LT(h.longest, 300u) << "store " << store;
     // And the decision for a legitimate client, looked up among the flood, costs a few slots.
     std::size_t worst_miss = 0;
     for (const auto& k : benign) worst_miss = std::max(worst_miss, hostile.probe_length(k));
-    EXPECT_LT(worst_miss, 40u) << "store " << store;
+    EXPECT_LT(worst_miss, 300u) << "store " << store;
   }
 }
 
@@ -108,7 +111,7 @@ TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
     }
   }
   ASSERT_EQ(random_means.size(), 10u);
-  for (double m : random_means) EXPECT_LT(m, 2.5);
+  for (double m : random_means) EXPECT_LT(m, 4.0);
   for (std::size_t i = 0; i < known_longest.size(); ++i)
     EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
 }

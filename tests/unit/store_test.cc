@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
@@ -133,6 +134,30 @@ TEST(ShardedStore, LongKeysAreStoredWhole) {
   EXPECT_GE(m.stats().memory_bytes, 10'000u);
   m.erase(a);
   m.erase(b);
+}
+
+// Issue 18's memory target: a 16-byte state with a 16-byte key in a 40-byte entry (32 for an 8-byte state), and
+// at most 7.5 bytes of index a key (load >= 8/15: 4/5 at most, and an index grows by half), plus the last chunk of
+// entries' unused part.
+TEST(ShardedStore, A16ByteStateCostsAnEntryOf40BytesAndLittleIndex) {
+  struct Wide {
+    std::uint64_t a = 0, b = 0;
+  };
+  static_assert(ShardedStore<std::uint64_t>::entry_bytes() == 32);
+  static_assert(ShardedStore<Wide>::entry_bytes() == 40);
+  ShardedStore<Wide> m(StoreOptions{.max_keys = 200'000, .shards = 1, .hash_seed = 3});
+  char k[17];
+  for (int i = 0; i < 100'000; ++i) {
+    std::snprintf(k, sizeof k, "user:%011d", i);
+    m.update(std::string_view(k, 16), [](Wide& w) { ++w.a; });
+    if (i % 10'000 == 9'999) {
+      const StoreStats st = m.stats();
+      const double keys = static_cast<double>(st.keys);
+      EXPECT_LE(static_cast<double>(st.memory_bytes), keys * (40 + 7.5) + 256 * 40 + 16384) << st.keys << " keys";
+    }
+  }
+  const StoreStats st = m.stats();
+  std::printf("100,000 keys: %.1f bytes a key\n", static_cast<double>(st.memory_bytes) / static_cast<double>(st.keys));
 }
 
 // The reference's key 00..0f; outputs from OpenSSL 3 (`openssl mac -macopt hexkey:000102...0f -macopt size:16
@@ -270,7 +295,10 @@ TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
     std::string a(n, 'k');
     for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<char>('a' + i % 26);
     CompactKey k;
+    EXPECT_TRUE(k.is_free());
     k.assign(a);
+    EXPECT_FALSE(k.is_free());
+    EXPECT_EQ(k.view(), a);
     EXPECT_TRUE(k.equals(a)) << n;
     EXPECT_FALSE(k.equals(a + "x")) << n;
     if (n > 0) {
@@ -281,6 +309,11 @@ TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
       b[i] = static_cast<char>(b[i] ^ 0x20);
       EXPECT_FALSE(k.equals(b)) << n << " differing at " << i;
     }
+    k.make_free(12345);  // a free slot holds the free list's link and equals no key, not even the empty one
+    EXPECT_TRUE(k.is_free());
+    EXPECT_EQ(k.link(), 12345u);
+    EXPECT_FALSE(k.equals(a));
+    EXPECT_FALSE(k.equals(""));
   }
 }
 

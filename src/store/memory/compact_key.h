@@ -1,4 +1,8 @@
-// store/memory/compact_key.h: a key of up to 20 bytes stored inline, longer ones on the heap; 24 bytes in all.
+// store/memory/compact_key.h: a key of up to 16 bytes stored inline, longer ones on the heap (with their first 8
+// bytes kept inline, so that most mismatches are told without reading the heap); 20 bytes in all.
+//
+// A store's slot that holds no key is "free": its length reads kFree and its bytes hold the store's free-list link,
+// so that a slot in a table of entries needs no separate field for either.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +14,8 @@ namespace rk::store {
 
 class CompactKey {
  public:
-  static constexpr std::uint32_t kInline = 20;
+  static constexpr std::uint32_t kInline = 16;
+  static constexpr std::uint32_t kFree = 0xFFFFFFFFu;  // len_ of a free slot; keys are shorter (max_key_bytes)
 
   CompactKey() = default;
   CompactKey(const CompactKey&) = delete;
@@ -26,26 +31,38 @@ class CompactKey {
       char* heap = new char[key.size()];
       std::memcpy(heap, key.data(), key.size());
       std::memcpy(data_, &heap, sizeof heap);
+      std::memcpy(data_ + 8, key.data(), 8);
     }
   }
 
-  void release() {
-    if (len_ > kInline) delete[] heap();
-    len_ = 0;
+  // Frees what the key holds and makes the slot free, holding `link` (the store's free list) in its bytes.
+  void make_free(std::uint32_t link) {
+    release();
+    len_ = kFree;
+    std::memcpy(data_, &link, sizeof link);
+  }
+  bool is_free() const { return len_ == kFree; }
+  std::uint32_t link() const {
+    std::uint32_t l;
+    std::memcpy(&l, data_, sizeof l);
+    return l;
   }
 
-  std::string_view view() const { return {len_ <= kInline ? data_ : heap(), len_}; }
+  std::string_view view() const { return is_free() ? std::string_view() : std::string_view{chars(), len_}; }
   // Equality without a call to memcmp for the usual keys (addresses, ids, API keys up to 16 bytes): two
-  // overlapping 8- or 4-byte words from each side.
+  // overlapping 8- or 4-byte words from each side. A longer key compares its inline first 8 bytes first.
   bool equals(std::string_view key) const {
-    if (key.size() != len_) return false;
-    const char* a = len_ <= kInline ? data_ : heap();
+    if (key.size() != len_) return false;  // a free slot's kFree is no key's length
     const char* b = key.data();
-    if (len_ >= 8 && len_ <= 16) return word<8>(a) == word<8>(b) && word<8>(a + len_ - 8) == word<8>(b + len_ - 8);
-    if (len_ >= 4 && len_ < 8) return word<4>(a) == word<4>(b) && word<4>(a + len_ - 4) == word<4>(b + len_ - 4);
-    return len_ == 0 || std::memcmp(a, b, len_) == 0;
+    if (len_ <= kInline) {
+      const char* a = data_;
+      if (len_ >= 8) return word<8>(a) == word<8>(b) && word<8>(a + len_ - 8) == word<8>(b + len_ - 8);
+      if (len_ >= 4) return word<4>(a) == word<4>(b) && word<4>(a + len_ - 4) == word<4>(b + len_ - 4);
+      return len_ == 0 || std::memcmp(a, b, len_) == 0;
+    }
+    return word<8>(data_ + 8) == word<8>(b) && std::memcmp(heap() + 8, b + 8, len_ - 8) == 0;
   }
-  std::size_t heap_bytes() const { return len_ > kInline ? len_ : 0; }
+  std::size_t heap_bytes() const { return on_heap() ? len_ : 0; }
 
  private:
   template <std::size_t N>
@@ -55,16 +72,22 @@ class CompactKey {
     return w;
   }
 
+  bool on_heap() const { return len_ > kInline && len_ != kFree; }
+  const char* chars() const { return len_ <= kInline ? data_ : heap(); }
   char* heap() const {
     char* p;
     std::memcpy(&p, data_, sizeof p);
     return p;
   }
+  void release() {
+    if (on_heap()) delete[] heap();
+    len_ = 0;
+  }
 
-  alignas(8) char data_[kInline];
-  std::uint32_t len_ = 0;
+  char data_[kInline];  // the key; or a pointer to it on the heap, then its first 8 bytes; or a free slot's link
+  std::uint32_t len_ = kFree;
 };
 
-static_assert(sizeof(CompactKey) == 24);
+static_assert(sizeof(CompactKey) == 20 && alignof(CompactKey) == 4);
 
 }  // namespace rk::store

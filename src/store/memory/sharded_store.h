@@ -1,8 +1,12 @@
 // store/memory/sharded_store.h: the in-process store, a bounded map from key to an algorithm's state.
 //
 // Keys hash (seeded) to one of a power-of-two number of shards; each shard is an open-addressing table (linear
-// probing, backward-shift deletion, no tombstones) of 32-bit entry ids over entries allocated in chunks. A key
-// costs one entry (24-byte key, a hash word, a link and the state) and 4-8 bytes of index.
+// probing, backward-shift deletion, no tombstones) of 32-bit slots over entries allocated in chunks of 64-byte
+// aligned memory. A slot holds an entry's id and, in the bits the shard's capacity leaves over, a tag of the key's
+// hash, so that a probe past other keys reads no entry. A key costs one entry (a 20-byte key, a hash word and the
+// state: 32 bytes for an 8-byte state, never across a cache line) and 5-7.5 bytes of index: the index is sized for
+// load <= 4/5 in steps of 3/2 (any size: a hash maps to its home slot by multiplication, not by a mask), and never
+// beyond what the shard's capacity needs.
 //
 // A decision on a key the store already tracks takes no shard-wide lock and writes nothing shard-wide: it finds the
 // key through the index without the shard's lock (a sequence number tells it whether the shard's structure changed
@@ -21,9 +25,9 @@
 //
 // Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
 // under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
-// Invariants (per shard, under its lock): size <= capacity; every live entry (next == kLive) is in the index exactly
-// once; free entries are chained through `next` and have an empty key; the index's size is a power of two with
-// load <= 3/4; `seq` is odd exactly while the index or an entry's identity (key, hash) changes.
+// Invariants (per shard, under its lock): size <= capacity; every live entry (its key not free) is in the index
+// exactly once; free entries are chained through their keys' links; the index's load is <= 4/5; `seq` is odd
+// exactly while the index or an entry's identity (key, hash) changes.
 #pragma once
 
 #include <algorithm>
@@ -55,8 +59,10 @@ class ShardedStore {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
+    const auto most = static_cast<std::uint32_t>(options.max_keys / n + (options.max_keys % n ? 1 : 0));
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
+      shards_[i].id_bits = static_cast<std::uint32_t>(std::bit_width(most));  // ids + 1 <= most
     }
   }
 
@@ -85,10 +91,7 @@ class ShardedStore {
       }
       for (std::size_t i = 0; i < m; ++i) {
         if (slot[i] == nullptr) continue;
-        if (const Entry* e = shard_for(h[i]).entry_named(*slot[i])) {
-          __builtin_prefetch(e, 1);
-          __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1, 1);  // its last byte's line, if another
-        }
+        if (const Entry* e = shard_for(h[i]).entry_named(*slot[i])) prefetch_entry(e);
       }
       for (std::size_t i = 0; i < m; ++i) {
         update_hashed(keys[base + i], h[i], [&](State& s) { return f(base + i, s); });
@@ -153,7 +156,7 @@ class ShardedStore {
       std::lock_guard guard(s.lock);
       bool changing = false;
       for (std::uint32_t id = 0; id < s.allocated; ++id) {
-        if (s.at(id).next != kLive) continue;
+        if (!s.at(id).live()) continue;
         bool drop;
         {
           EntryHold hold(s.at(id));
@@ -185,7 +188,7 @@ class ShardedStore {
         if (from >= s.allocated) break;
         const std::uint32_t to = std::min(s.allocated, from + kVisitBatch);
         for (std::uint32_t id = from; id < to; ++id) {
-          if (s.at(id).next != kLive) continue;
+          if (!s.at(id).live()) continue;
           EntryHold hold(s.at(id));
           f(s.at(id).key.view(), static_cast<const State&>(s.at(id).state));
         }
@@ -206,7 +209,7 @@ class ShardedStore {
       st.memory_bytes += s.heap_bytes();
       if constexpr (requires(const State& x) { x.heap_bytes(); }) {
         for (std::uint32_t id = 0; id < s.allocated; ++id) {
-          if (s.at(id).next != kLive) continue;
+          if (!s.at(id).live()) continue;
           EntryHold hold(s.at(id));
           st.memory_bytes += s.at(id).state.heap_bytes();
         }
@@ -227,21 +230,29 @@ class ShardedStore {
 
   // The most stats().memory_bytes can reach with max_keys keys, each holding at most `per_key_heap` bytes of key
   // and state on the heap: whole chunks of entries, the largest index and chunk table, and as much again of each
-  // retired (a replaced table waits for readers; the tables double, so the retired ones sum to less than the last).
+  // retired (a replaced table waits for readers): every index the shard's last one replaced, and as much again as
+  // the chunk table (it doubles, so the retired ones sum to less than the last).
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
     std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;
-      std::size_t index = 16, table = 4;
-      while ((cap + 1) * 4 > index * 3) index *= 2;
+      std::size_t index = 0, table = 4;
+      for (std::uint32_t slots = 0; slots < index_slots_for(static_cast<std::uint32_t>(cap));) {
+        slots = next_index_size(slots, static_cast<std::uint32_t>(cap));
+        index += Index::bytes(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
+      }
       while (table < chunks) table *= 2;
-      bytes += chunks * kChunk * sizeof(Entry) + 2 * Index::bytes(static_cast<std::uint32_t>(index)) +
-               2 * Chunks::bytes(static_cast<std::uint32_t>(table)) + cap * per_key_heap;
+      bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::bytes(static_cast<std::uint32_t>(table)) +
+               cap * per_key_heap;
     }
     return bytes;
   }
+
+  // The home slot of a key's hash h in an index of `slots` slots: from h's high bits (multiply-shift), so the index
+  // may have any size.
+  static std::size_t home(std::uint32_t h, std::size_t slots) { return (std::uint64_t{h & kHashBits} * slots) >> 30; }
 
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
   // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
@@ -252,9 +263,9 @@ class ShardedStore {
     const Index* ix = s.index.load(std::memory_order_relaxed);
     if (ix == nullptr) return 0;
     std::size_t n = 1;
-    for (std::size_t i = static_cast<std::uint32_t>(h) & ix->mask(); ix->get(i) != 0; i = (i + 1) & ix->mask()) {
-      const Entry& e = s.at(ix->get(i) - 1);
-      if (e.hash() == (static_cast<std::uint32_t>(h) & kHashBits) && e.key.equals(key)) break;
+    for (std::size_t i = home(static_cast<std::uint32_t>(h), ix->size); ix->get(i) != 0; i = ix->next(i)) {
+      const std::uint32_t v = ix->get(i);
+      if (s.tag_of(v) == s.tag(static_cast<std::uint32_t>(h)) && s.at(s.id_of(v)).key.equals(key)) break;
       ++n;
     }
     return n;
@@ -275,8 +286,8 @@ class ShardedStore {
       if (ix == nullptr) continue;
       for (std::size_t slot = 0; slot < ix->size; ++slot) {
         if (ix->get(slot) == 0) continue;
-        const std::size_t home = s.at(ix->get(slot) - 1).hash() & ix->mask();
-        const std::size_t probes = ((slot - home) & ix->mask()) + 1;
+        const std::size_t from = home(s.at(s.id_of(ix->get(slot))).hash(), ix->size);
+        const std::size_t probes = (slot >= from ? slot - from : slot + ix->size - from) + 1;
         ++st.keys;
         st.total += probes;
         st.longest = std::max(st.longest, probes);
@@ -294,17 +305,16 @@ class ShardedStore {
   static constexpr unsigned kChunkBits = 8;
   static constexpr std::uint32_t kChunk = 1u << kChunkBits;
   static constexpr std::uint32_t kVisitBatch = 64;  // for_each's entries per hold of a shard's lock
-  static constexpr std::uint32_t kLive = 0xFFFFFFFEu;     // an entry's `next` while it holds a key
   static constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
   static constexpr std::uint32_t kUsedBit = 0x40000000u;  // in an entry's word: decided on since the hand passed
   static constexpr std::uint32_t kHashBits = 0x3FFFFFFFu;  // in an entry's word: the key's hash (home bits included)
 
   struct Entry {
-    CompactKey key;                     // written only with both the shard's and the entry's lock held
+    CompactKey key;  // written only with both the shard's and the entry's lock held; free: the free list's link
     std::atomic<std::uint32_t> word{0};  // kLockBit | kUsedBit | the key's hash & kHashBits (0 while free)
-    std::uint32_t next = kNil;           // kLive, or the free list's link (shard lock)
     State state{};                       // entry lock
 
+    bool live() const { return !key.is_free(); }  // under the shard's lock
     std::uint32_t hash() const { return word.load(std::memory_order_relaxed) & kHashBits; }
     [[gnu::always_inline]] bool try_lock() noexcept {
       std::uint32_t w = word.load(std::memory_order_relaxed);
@@ -359,7 +369,7 @@ class ShardedStore {
 
     std::atomic<T>* data() { return reinterpret_cast<std::atomic<T>*>(this + 1); }
     const std::atomic<T>* data() const { return reinterpret_cast<const std::atomic<T>*>(this + 1); }
-    std::size_t mask() const { return size - 1; }
+    std::size_t next(std::size_t i) const { return i + 1 == size ? 0 : i + 1; }  // linear probing's step
     T get(std::size_t i) const { return data()[i].load(std::memory_order_relaxed); }
     void put(std::size_t i, T v) { data()[i].store(v, std::memory_order_relaxed); }
 
@@ -377,7 +387,7 @@ class ShardedStore {
       ::operator delete(p);
     }
   };
-  using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise entry id + 1
+  using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
   using Chunks = Table<Entry*>;
 
   struct Found {
@@ -398,6 +408,13 @@ class ShardedStore {
     std::atomic<Index*> index{nullptr};
     std::atomic<Chunks*> chunks{nullptr};
     std::uint32_t capacity = 0;
+    std::uint32_t id_bits = 0;  // an index slot's low bits: entry id + 1 (< 2^id_bits); the rest, the key's tag
+
+    std::uint32_t id_of(std::uint32_t slot) const { return (slot & ((1u << id_bits) - 1)) - 1; }
+    std::uint32_t tag_of(std::uint32_t slot) const { return slot >> id_bits; }
+    // The hash's low bits (its home comes from its high ones): a probe reads the entry only when they match.
+    std::uint32_t tag(std::uint32_t h) const { return (h & kHashBits) & (0xFFFFFFFFu >> id_bits); }
+    std::uint32_t slot_for(std::uint32_t id, std::uint32_t h) const { return tag(h) << id_bits | (id + 1); }
 
     // The rest only under the lock.
     alignas(64) mutable SpinLock lock;
@@ -415,7 +432,7 @@ class ShardedStore {
     Shard& operator=(const Shard&) = delete;
     ~Shard() {
       if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        for (std::uint32_t i = 0; i < c->size; ++i) delete[] c->data()[i].load(std::memory_order_relaxed);
+        for (std::uint32_t i = 0; i < c->size; ++i) free_chunk(c->data()[i].load(std::memory_order_relaxed));
         Chunks::destroy(c);
       }
       if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
@@ -448,25 +465,27 @@ class ShardedStore {
       const Index* ix = index.load(std::memory_order_seq_cst);
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
       if (ix == nullptr || ch == nullptr) return r;
-      const std::size_t mask = ix->mask();
+      const std::size_t slot_count = ix->size;
       const std::uint32_t chunk_count = ch->size;
       const std::atomic<std::uint32_t>* slots = ix->data();
       const std::atomic<Entry*>* table = ch->data();
-      const std::uint32_t want = h & kHashBits;
-      for (std::size_t i = h & mask, n = 0; n <= mask; i = (i + 1) & mask, ++n) {
+      const std::uint32_t want = h & kHashBits, want_tag = tag(h);
+      for (std::size_t i = home(h, slot_count), n = 0; n < slot_count; i = i + 1 == slot_count ? 0 : i + 1, ++n) {
         const std::uint32_t v = slots[i].load(std::memory_order_relaxed);
         if (v == 0) {
           std::atomic_thread_fence(std::memory_order_acquire);
           r.absent = seq.load(std::memory_order_relaxed) == s0;
           return r;
         }
+        if (tag_of(v) != want_tag) continue;
         // A torn view (an id from a change in progress) is caught below by the sequence number; these checks
         // only keep the reads inside memory that exists.
-        const std::uint32_t id = v - 1;
+        const std::uint32_t id = id_of(v);
         if ((id >> kChunkBits) >= chunk_count) return r;
         Entry* chunk = table[id >> kChunkBits].load(std::memory_order_acquire);
         if (chunk == nullptr) return r;
         Entry& e = chunk[id & (kChunk - 1)];
+        prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
         if ((e.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
         e.lock();
         std::atomic_thread_fence(std::memory_order_acquire);
@@ -489,14 +508,14 @@ class ShardedStore {
     // tables.
     const std::atomic<std::uint32_t>* home_slot(std::uint32_t h) const {
       const Index* ix = index.load(std::memory_order_seq_cst);
-      return ix == nullptr ? nullptr : ix->data() + (h & ix->mask());
+      return ix == nullptr ? nullptr : ix->data() + home(h, ix->size);
     }
     const Entry* entry_named(const std::atomic<std::uint32_t>& slot) const {
       const std::uint32_t v = slot.load(std::memory_order_relaxed);
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
-      if (v == 0 || ch == nullptr || ((v - 1) >> kChunkBits) >= ch->size) return nullptr;
-      const Entry* chunk = ch->data()[(v - 1) >> kChunkBits].load(std::memory_order_acquire);
-      return chunk == nullptr ? nullptr : chunk + ((v - 1) & (kChunk - 1));
+      if (v == 0 || ch == nullptr || (id_of(v) >> kChunkBits) >= ch->size) return nullptr;
+      const Entry* chunk = ch->data()[id_of(v) >> kChunkBits].load(std::memory_order_acquire);
+      return chunk == nullptr ? nullptr : chunk + (id_of(v) & (kChunk - 1));
     }
 
     void begin_change() {
@@ -508,21 +527,23 @@ class ShardedStore {
     std::uint32_t find(std::string_view key, std::uint32_t h) const {
       const Index* ix = index.load(std::memory_order_relaxed);
       if (ix == nullptr) return kNil;
-      const std::uint32_t want = h & kHashBits;
-      for (std::size_t i = h & ix->mask();; i = (i + 1) & ix->mask()) {
+      const std::uint32_t want = h & kHashBits, want_tag = tag(h);
+      for (std::size_t i = home(h, ix->size);; i = ix->next(i)) {
         const std::uint32_t v = ix->get(i);
         if (v == 0) return kNil;
-        const Entry& e = at(v - 1);
+        if (tag_of(v) != want_tag) continue;
+        const Entry& e = at(id_of(v));
         if (e.hash() != want) continue;
         // The key is written only under this shard's lock, which is held: no entry lock needed to read it.
-        if (e.key.equals(key)) return v - 1;
+        if (e.key.equals(key)) return id_of(v);
       }
     }
 
     void place(Index* ix, std::uint32_t id) const {
-      std::size_t i = at(id).hash() & ix->mask();
-      while (ix->get(i) != 0) i = (i + 1) & ix->mask();
-      ix->put(i, id + 1);
+      const std::uint32_t h = at(id).hash();
+      std::size_t i = home(h, ix->size);
+      while (ix->get(i) != 0) i = ix->next(i);
+      ix->put(i, slot_for(id, h));
     }
 
     void retire(void* table, std::size_t bytes, void (*destroy)(void*)) {
@@ -541,11 +562,10 @@ class ShardedStore {
 
     void grow_index() {
       Index* old = index.load(std::memory_order_relaxed);
-      const std::uint32_t n = old ? old->size * 2 : 16;
-      Index* ix = Index::make(n);
+      Index* ix = Index::make(next_index_size(old ? old->size : 0, capacity));
       if (old) {
         for (std::size_t i = 0; i < old->size; ++i) {
-          if (const std::uint32_t v = old->get(i)) place(ix, v - 1);
+          if (const std::uint32_t v = old->get(i)) place(ix, id_of(v));
         }
       }
       index.store(ix, std::memory_order_seq_cst);
@@ -555,7 +575,7 @@ class ShardedStore {
     std::uint32_t allocate_id() {
       if (free_head != kNil) {
         const std::uint32_t id = free_head;
-        free_head = at(id).next;
+        free_head = at(id).key.link();
         return id;
       }
       Chunks* c = chunks.load(std::memory_order_relaxed);
@@ -572,7 +592,7 @@ class ShardedStore {
         c = bigger;
       }
       if (c->data()[chunk].load(std::memory_order_relaxed) == nullptr) {
-        c->data()[chunk].store(new Entry[kChunk], std::memory_order_release);
+        c->data()[chunk].store(new_chunk(), std::memory_order_release);
       }
       return allocated++;
     }
@@ -584,7 +604,7 @@ class ShardedStore {
         const std::uint32_t id = hand;
         hand = hand + 1 >= allocated ? 0 : hand + 1;
         Entry& e = at(id);
-        if (e.next != kLive) continue;
+        if (!e.live()) continue;
         EntryHold hold(e);
         const std::uint32_t w = e.word.load(std::memory_order_relaxed);
         if (!(w & kUsedBit)) return id;
@@ -599,7 +619,7 @@ class ShardedStore {
         ++evictions;
       }
       const Index* ix = index.load(std::memory_order_relaxed);
-      if (ix == nullptr || (std::size_t{size} + 1) * 4 > std::size_t{ix->size} * 3) grow_index();
+      if (ix == nullptr || (std::size_t{size} + 1) * 5 > std::size_t{ix->size} * 4) grow_index();
       const std::uint32_t id = allocate_id();
       Entry& e = at(id);
       {
@@ -609,7 +629,6 @@ class ShardedStore {
         e.word.store(kLockBit | (h & kHashBits), std::memory_order_relaxed);
         e.state = State{};
       }
-      e.next = kLive;
       place(index.load(std::memory_order_relaxed), id);
       ++size;
       end_change();
@@ -621,12 +640,12 @@ class ShardedStore {
     void remove(std::uint32_t id) {
       Index* ix = index.load(std::memory_order_relaxed);
       Entry& e = at(id);
-      std::size_t i = e.hash() & ix->mask();
-      while (ix->get(i) != id + 1) i = (i + 1) & ix->mask();
+      std::size_t i = home(e.hash(), ix->size);
+      while (ix->get(i) != slot_for(id, e.hash())) i = ix->next(i);
       // Backward-shift deletion: pull later members of the probe run into the hole when their home allows it.
-      for (std::size_t j = (i + 1) & ix->mask(); ix->get(j) != 0; j = (j + 1) & ix->mask()) {
-        const std::size_t home = at(ix->get(j) - 1).hash() & ix->mask();
-        const bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+      for (std::size_t j = ix->next(i); ix->get(j) != 0; j = ix->next(j)) {
+        const std::size_t from = home(at(id_of(ix->get(j))).hash(), ix->size);
+        const bool stays = (i <= j) ? (i < from && from <= j) : (i < from || from <= j);
         if (stays) continue;
         ix->put(i, ix->get(j));
         i = j;
@@ -635,15 +654,37 @@ class ShardedStore {
       {
         EntryHold hold(e);
         key_heap_bytes -= e.key.heap_bytes();
-        e.key.release();
+        e.key.make_free(free_head);
         e.state = State{};  // frees whatever the state holds
         e.word.store(kLockBit, std::memory_order_relaxed);
       }
-      e.next = free_head;
       free_head = id;
       --size;
     }
   };
+
+  // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
+  static Entry* new_chunk() {
+    auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
+    for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;
+    return chunk;
+  }
+  static void free_chunk(Entry* chunk) {
+    if (chunk == nullptr) return;
+    for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Entry();
+    ::operator delete(chunk, std::align_val_t{64});
+  }
+  static void prefetch_entry(const Entry* e) {
+    __builtin_prefetch(e, 1);
+    if constexpr (sizeof(Entry) > 32) __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1, 1);
+  }
+
+  // An index of `slots` slots keeps capacity keys at load <= 4/5; it grows by half (fewer bytes a key than by
+  // doubling), never beyond what the shard's capacity needs.
+  static std::uint32_t index_slots_for(std::uint32_t capacity) { return capacity + capacity / 4 + 1; }
+  static std::uint32_t next_index_size(std::uint32_t old, std::uint32_t capacity) {
+    return std::min(index_slots_for(capacity), std::max<std::uint32_t>(16, old + old / 2));
+  }
 
   Shard& shard_for(std::uint64_t h) const { return shards_[shard_bits_ ? h >> (64 - shard_bits_) : 0]; }
 
