@@ -297,8 +297,8 @@ def same_hour(a, b):
 
 
 class SharedLimitTest(unittest.TestCase):
-    def exact_global_limit(self, url):
-        servers = [Server(WINDOW_RULES, url), Server(WINDOW_RULES, url)]
+    def exact_global_limit(self, url, extra=()):
+        servers = [Server(WINDOW_RULES, url, extra), Server(WINDOW_RULES, url, extra)]
         try:
             for attempt in range(2):  # a run that straddles the hour sees two windows: run it again
                 value = "user-%d-%d" % (os.getpid(), attempt)
@@ -322,6 +322,9 @@ class SharedLimitTest(unittest.TestCase):
         cluster = Cluster()
         try:
             self.exact_global_limit(cluster.url())
+            # Packed states (docs/redis.md): a key's hash and its own key share a hash tag, so a slot; a 3-primary
+            # Cluster runs the script as one node would.
+            self.exact_global_limit(cluster.url(), ["--redis-packed-hashes", "16"])
         finally:
             cluster.close()
 
