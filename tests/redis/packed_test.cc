@@ -67,6 +67,7 @@ TEST(RedisKeys, APackedKeysHashAndOwnKeyShareAHashTagAndLongNamesStayUnpacked) {
   const std::string long_name = "rk:" + std::string(kPackedFieldBytes + 1, 'x');
   EXPECT_EQ(redis_keys(long_name, 16), std::vector<std::string>{redis_key(long_name)});
   EXPECT_EQ(redis_keys("rk:" + std::string(kPackedFieldBytes, 'x'), 16).size(), 2u);
+  EXPECT_EQ(redis_keys("abc:4:user", 16), std::vector<std::string>{redis_key("abc:4:user")});  // not the service's
   EXPECT_THROW(make_redis_remote({.url = "redis://127.0.0.1:1", .packed_hashes = kMaxPackedHashes + 1}),
                std::invalid_argument);
 }

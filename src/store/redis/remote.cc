@@ -2,8 +2,8 @@
 #include "store/redis/remote.h"
 
 #include <array>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -303,8 +303,10 @@ std::string redis_key(std::string_view store_key) {
 
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes) {
   constexpr std::string_view kPrefix = "rk:";
-  const std::string_view field = store_key.starts_with(kPrefix) ? store_key.substr(kPrefix.size()) : store_key;
-  if (packed_hashes == 0 || field.size() > kPackedFieldBytes || field.empty()) return {redis_key(store_key)};
+  // Only the service's keys ("rk:..."): another key's field could be the same as one of theirs.
+  if (packed_hashes == 0 || !store_key.starts_with(kPrefix)) return {redis_key(store_key)};
+  const std::string_view field = store_key.substr(kPrefix.size());
+  if (field.size() > kPackedFieldBytes || field.empty()) return {redis_key(store_key)};
   // The hash's number from the high bits of the product (Lemire's multiply-shift: no division, no modulo bias).
   const std::uint64_t h = store::hash_key(store_key, kPackSeed);
   const auto n = static_cast<std::uint64_t>((static_cast<core::u128>(h) * packed_hashes) >> 64);

@@ -48,8 +48,8 @@ std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& 
 // choose the slot, and every key has its own. docs/redis.md gives the format.
 std::string redis_key(std::string_view store_key);
 
-// The Redis keys a store key's script is given: {redis_key(store_key)} unpacked (packed_hashes 0, or a name too long
-// for a field); packed, {its hash, its own key}: "rk:{<n>}" for the n-th of packed_hashes hashes, chosen by a hash
+// The Redis keys a store key's script is given: {redis_key(store_key)} unpacked (packed_hashes 0, a key not in "rk:",
+// or one too long for a field); packed, {its hash, its own key}: "rk:{<n>}" for the n-th of packed_hashes hashes, chosen by a hash
 // of the store key, and that name followed by the field, the store key after "rk:". The hash and the own key share
 // one hash tag, so one Cluster slot.
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes);

@@ -119,7 +119,11 @@ end
 -- Writes the state v to live px ms (docs/redis.md, "Packed states": the hash lives as long as its longest field).
 local function save(v, px)
   if not own then
-    if KEEP_TTL and by_redis_clock then redis.call('SET', key, v, 'KEEPTTL') else redis.call('SET', key, v, 'PX', px) end
+    if KEEP_TTL and by_redis_clock then
+      redis.call('SET', key, v, 'KEEPTTL')
+    else
+      redis.call('SET', key, v, 'PX', px)
+    end
     return
   end
   if #v <= PACK_VALUE and (in_hash or not raw) then
