@@ -5,6 +5,7 @@
 // ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--limit L` the
 // limit per window (default: one that never refuses), `--populate N`
 // makes one decision on each of N distinct keys and exits (bench/compare: Redis's used_memory per key).
+// `--packed-hashes N` packs the states into N hashes (--redis-packed-hashes; docs/redis.md, "Packed states").
 //
 // `--tls-ca FILE` checks a rediss:// URL's server against that CA (bench/redis_tls_bench.py).
 //
@@ -76,6 +77,7 @@ struct Load {
 int main(int argc, char** argv) {
   std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args, tls_ca;
   int inflight = 256, keys = 10000, connections = 2, populate = 0;
+  std::uint32_t packed_hashes = 0;
   double seconds = 5, window_s = 1, limit = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
     else if (a == "--window-s") window_s = std::stod(v);
     else if (a == "--limit") limit = std::stod(v);
     else if (a == "--populate") populate = std::stoi(v);
+    else if (a == "--packed-hashes") packed_hashes = static_cast<std::uint32_t>(std::stoul(v));
     else if (a == "--print-args") print_args = v;
     else if (a == "--print-script") {
       const auto alg = rk::parse_algorithm(v);
@@ -116,7 +119,8 @@ int main(int argc, char** argv) {
   }
   Load load;
   load.store = rk::redis::make_redis_remote(
-      {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections});
+      {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections,
+       .packed_hashes = packed_hashes});
   load.spec = spec_for(*alg, window_s, limit);
   load.keys = keys;
   if (populate > 0) {

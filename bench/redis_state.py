@@ -28,11 +28,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ["earrrl", "gcra", "token_bucket", "leaky_bucket", "leaky_queue", "fixed_window", "sliding_log",
               "sliding_window"]
-# The baseline's scripts: its tag per algorithm (scripts.cc's script_text: the name, '.N' from layout 2) and the
-# Lua files after its prelude.
-BEFORE_TAGS = {"earrrl": "earrrl", "gcra": "gcra", "leaky_queue": "leaky_queue", "token_bucket": "token_bucket.2",
-               "leaky_bucket": "leaky_bucket.2", "fixed_window": "fixed_window.2", "sliding_log": "sliding_log",
-               "sliding_window": "sliding_window.2"}
+# The baseline's scripts (a tree with the layout 3 of issue 17, as scripts.cc's script_text puts them together):
+# the tag byte, 0x30 + the algorithm's place in kAllAlgorithms (the order of ALGORITHMS), the packed layout's
+# bounds (which a baseline without it ignores), then its prelude and the Lua files after it.
 PARTS = {"earrrl": ["earrrl"], "gcra": ["gcra"], "leaky_queue": ["gcra"], "token_bucket": ["fluid"],
          "leaky_bucket": ["fluid"], "fixed_window": ["windows", "fixed_window"],
          "sliding_log": ["windows", "sliding_log"], "sliding_window": ["windows", "sliding_window"]}
@@ -101,7 +99,8 @@ def before_script(ref, alg):
     def show(name):
         return subprocess.run(["git", "show", "%s:src/store/redis/lua/%s.lua" % (ref, name)], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
-    s = "local ALGORITHM = '%s'\nlocal TAG = '%s'\n" % (alg, BEFORE_TAGS[alg]) + show("prelude")
+    s = ("local ALGORITHM = '%s'\nlocal TAG = %d\nlocal PACK_FIELDS, PACK_VALUE = 64, 59\n"
+         % (alg, 0x30 + ALGORITHMS.index(alg) + 1)) + show("prelude")
     return s + "".join(show(p) for p in PARTS[alg])
 
 
@@ -143,8 +142,8 @@ def main():
             args = subprocess.run([a.load, "--print-args", alg, "--window-s", "3600", "--limit", "100"], check=True,
                                   capture_output=True, text=True).stdout.split("\n")[:-1]
             sides = {
-                # Keys as each side names the store key "rk:pop:<i>": a 16-hex digest tag before, "{}" after.
-                "before": (before_script(a.before, alg), lambda i: "rk:{%016x}:pop:%d" % (i * 2654435761 % 2**64, i)),
+                # Keys as both sides name the store key "rk:pop:<i>" (the baseline has issue 17's names).
+                "before": (before_script(a.before, alg), lambda i: "rk:{}pop:%d" % i),
                 "after": (subprocess.run([a.load, "--print-script", alg], check=True, capture_output=True,
                                          text=True).stdout, lambda i: "rk:{}pop:%d" % i),
             }

@@ -3,7 +3,9 @@
 //   - shared:      rk::SharedLimiter in anonymous shared memory (it refuses sliding_log: that refusal is checked);
 //   - capi:        rk_limiter_check_at / rk_limiter_peek_at;
 //   - capi_shared: rk_shared_check_at / rk_shared_peek_at in a region the test provides;
-//   - redis:       the Lua scripts in a real redis-server, through make_redis_remote with the caller's clock.
+//   - redis:       the Lua scripts in a real redis-server, through make_redis_remote with the caller's clock;
+//   - redis_packed: the same, with the states packed into hashes (--redis-packed-hashes; docs/redis.md): a field
+//                  of a hash, or the key's own key for a sliding log too long for a field.
 // And on the memory store, for every step: a refusal with retry_after r is allowed at now + r (no attempt made
 // meanwhile, refused or not) and, but for earrrl, refused at now + r - 1ns; and a clock stepped back never admits
 // what the latest time the key has seen would refuse.
@@ -41,9 +43,11 @@ constexpr std::int64_t kTwo52 = std::int64_t{1} << 52;
 
 using namespace std::chrono_literals;
 
-enum class Store { kShared, kCApi, kCApiShared, kRedis };
-constexpr Store kStores[] = {Store::kShared, Store::kCApi, Store::kCApiShared, Store::kRedis};
-constexpr const char* kStoreNames[] = {"shared", "capi", "capi_shared", "redis"};
+enum class Store { kShared, kCApi, kCApiShared, kRedis, kRedisPacked };
+constexpr Store kStores[] = {Store::kShared, Store::kCApi, Store::kCApiShared, Store::kRedis, Store::kRedisPacked};
+constexpr const char* kStoreNames[] = {"shared", "capi", "capi_shared", "redis", "redis_packed"};
+constexpr std::size_t kStoreCount = std::size(kStores);
+bool is_redis(Store s) { return s == Store::kRedis || s == Store::kRedisPacked; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // How far a store's decision may be from the memory store's, per field: THE ONE PLACE. Also in docs/redis.md
@@ -64,7 +68,7 @@ struct Tolerance {
 };
 
 Tolerance tolerance(Store store, Algorithm a) {
-  if (store != Store::kRedis) return {};
+  if (!is_redis(store)) return {};
   return {.value_ulps = a == Algorithm::kEarrrl ? 16 : 0, .durations_ulp = true,
           .earrrl_ns = a == Algorithm::kEarrrl ? 1 : 0};
 }
@@ -142,7 +146,7 @@ const std::vector<KnownDifference> kKnownDifferences = {
     // scripts then skip a few nanoseconds (at most 4 at a year), so a duration may be a few ns off and a decision
     // within a few ns of a boundary may go the other way.
     {"redis: spans of 2^52 ns or more (a double's resolution)",
-     [](const Finding& f) { return is(f, "redis") && f.long_span; }},
+     [](const Finding& f) { return (is(f, "redis") || is(f, "redis_packed")) && f.long_span; }},
 };
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -176,22 +180,31 @@ Decision from_c(const rk_decision& d) {
   return out;
 }
 
-// The real redis-server and the remote store the service uses, with the caller's clock.
+// The real redis-server and the remote store the service uses, with the caller's clock: unpacked, and packed into
+// hashes (enough of them that none fills up here: a full hash's pruning is tests/redis's).
 class Redis {
  public:
-  Redis() : store_(redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})) {}
-  ~Redis() { store_->close(); }
-  store::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek) {
+  Redis()
+      : store_(redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})),
+        packed_(redis::make_redis_remote(
+            {.url = process_.url(), .caller_clock = true, .timeout = 10s, .packed_hashes = 4096})) {}
+  ~Redis() {
+    store_->close();
+    packed_->close();
+  }
+  store::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek,
+                             bool packed) {
     std::promise<store::RemoteResult> p;
     auto f = p.get_future();
-    store_->decide({{&spec, key, cost, peek}}, now,
-                   [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
+    (packed ? packed_ : store_)->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::RemoteResult> r) {
+      p.set_value(std::move(r.at(0)));
+    });
     return f.get();
   }
 
  private:
   redis_test::RedisProcess process_;
-  std::shared_ptr<store::RemoteStore> store_;
+  std::shared_ptr<store::RemoteStore> store_, packed_;
 };
 
 // One case's stores, made from its spec. A store that cannot hold the spec is absent (and why is checked).
@@ -253,7 +266,7 @@ struct Stores {
 
 struct Tally {
   std::map<std::string, int> cases_per_algorithm;
-  long steps = 0, refused = 0, behind = 0, compared[4] = {};
+  long steps = 0, refused = 0, behind = 0, compared[kStoreCount] = {};
   int forgotten = 0;  // cases where Redis forgot a fresh state the clock then went back behind: not counted
   int redis_cut = 0;  // cases whose Redis difference may be Redis's wall clock expiring a key: not counted
 };
@@ -288,7 +301,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
   std::vector<Step> steps;
   std::vector<Decision> ref;
   std::vector<std::int64_t> latest(static_cast<std::size_t>(c.keys), std::numeric_limits<std::int64_t>::min());
-  bool live[4] = {stores.shared.has_value(), stores.capi != nullptr, stores.capi_shared != nullptr, redis_ != nullptr};
+  bool live[kStoreCount] = {stores.shared.has_value(), stores.capi != nullptr, stores.capi_shared != nullptr,
+                           redis_ != nullptr, redis_ != nullptr};
   std::map<std::string, bool> property_seen;
   // Redis expires a key PX ms of its own wall time after the write; tracked to tell that apart from a difference.
   struct Written {
@@ -296,8 +310,11 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     std::int64_t px_ms = 0;
     std::int64_t fresh_at_ns = 0;
   };
-  std::vector<std::optional<Written>> written(static_cast<std::size_t>(c.keys));
-  std::vector<char> maybe_expired(static_cast<std::size_t>(c.keys), 0);
+  // Per Redis store (each writes at its own moment): [0] unpacked, [1] packed.
+  const auto nkeys = static_cast<std::size_t>(c.keys);
+  std::vector<std::optional<Written>> written_in[2] = {std::vector<std::optional<Written>>(nkeys),
+                                                       std::vector<std::optional<Written>>(nkeys)};
+  std::vector<char> maybe_expired_in[2] = {std::vector<char>(nkeys, 0), std::vector<char>(nkeys, 0)};
   // Whether the key's state was back to a fresh key's (reset_after 0) at the latest time it has seen. Either store
   // may then forget it (Redis at once, the memory store at a sweep), and an attempt timed before that moment is
   // decided as on a fresh key by the one that did: docs/algorithms.md, "A clock that goes backwards".
@@ -402,11 +419,15 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           got = from_c(cd);
           break;
         }
-        case Store::kRedis: {
+        case Store::kRedis:
+        case Store::kRedisPacked: {
+          const bool packed = store == Store::kRedisPacked;
+          auto& written = written_in[packed];
+          auto& maybe_expired = maybe_expired_in[packed];
           auto& w = written[static_cast<std::size_t>(s.key)];
           const std::string rkey = "rk:diff:" + std::to_string(c.seed) + ":" + key;
           const auto sent = std::chrono::steady_clock::now();
-          store::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek);
+          store::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek, packed);
           const auto got_at = std::chrono::steady_clock::now();
           // Redis expires a key px ms after the write by its own clock, which does not follow the trace's: when
           // that may have come before the trace reached the state's reset, a difference on this key is the test's.
@@ -440,11 +461,11 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm)) : "error";
       if (field.empty()) continue;
       live[k] = false;  // the states part here: later steps would only repeat this difference
-      if (store == Store::kRedis && maybe_expired[static_cast<std::size_t>(s.key)]) {
+      if (is_redis(store) && maybe_expired_in[store == Store::kRedisPacked][static_cast<std::size_t>(s.key)]) {
         ++tally.redis_cut;
         continue;
       }
-      if (store == Store::kRedis && forgotten[static_cast<std::size_t>(s.key)]) {
+      if (is_redis(store) && forgotten[static_cast<std::size_t>(s.key)]) {
         ++tally.forgotten;
         continue;
       }
@@ -511,6 +532,7 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
     // (kKnownDifferences) many are, so the bound is loose; what must hold is that Redis was really compared.
     EXPECT_LT(tally.redis_cut, static_cast<int>(cases / 4)) << "the machine is too slow for Redis's 1 ms expiry";
     EXPECT_GT(tally.compared[static_cast<int>(Store::kRedis)], tally.steps / 3);
+    EXPECT_GT(tally.compared[static_cast<int>(Store::kRedisPacked)], tally.steps / 3);
   }
 }
 

@@ -240,8 +240,8 @@ def same_hour(a, b):
 
 
 class SharedLimitTest(unittest.TestCase):
-    def exact_global_limit(self, url):
-        servers = [Server(WINDOW_RULES, url), Server(WINDOW_RULES, url)]
+    def exact_global_limit(self, url, extra=()):
+        servers = [Server(WINDOW_RULES, url, extra), Server(WINDOW_RULES, url, extra)]
         try:
             for attempt in range(2):  # a run that straddles the hour sees two windows: run it again
                 value = "user-%d-%d" % (os.getpid(), attempt)
@@ -265,6 +265,9 @@ class SharedLimitTest(unittest.TestCase):
         cluster = Cluster()
         try:
             self.exact_global_limit(cluster.url())
+            # Packed states (docs/redis.md): a key's hash and its own key share a hash tag, so a slot; a 3-primary
+            # Cluster runs the script as one node would.
+            self.exact_global_limit(cluster.url(), ["--redis-packed-hashes", "16"])
         finally:
             cluster.close()
 
@@ -690,6 +693,9 @@ class SettingsFileTest(unittest.TestCase):
                 ("redis: redis://127.0.0.1:1\ncolour: blue\n", "settings.yaml:2:1: unknown setting 'colour'"),
                 ("redis-timeout: forever\n", "settings.yaml:1:16: redis-timeout: 'forever'"),
                 ("redis-clock: sundial\n", "settings.yaml:1:14: redis-clock: 'sundial'"),
+                ("redis-packed-hashes: 16777217\n",
+                 "settings.yaml:1:22: redis-packed-hashes: '16777217' is not a whole number from 0 to 16777216"),
+                ("redis-packed-hashes: -1\n", "redis-packed-hashes: '-1' is not a whole number from 0 to 16777216"),
                 ("redis: http://127.0.0.1:6379\n", "--redis"),
                 ("shadow-mode: maybe\n", "settings.yaml:1:14: shadow-mode: 'maybe' is not true or false"),
                 ("redis: [a, b]\n", "settings.yaml:1:8: setting 'redis' takes a single value"),

@@ -6,6 +6,7 @@
 #include "server/http/server.h"
 #include "server/serve/settings.h"
 #include "server/serve/state_file.h"
+#include "store/redis/remote.h"
 
 namespace rk::serve {
 
@@ -204,6 +205,10 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
               "how often `sharing: batched` domains send their hits to Redis (default 20ms)",
               duration(f.redis_batch_interval, std::chrono::milliseconds(1), std::chrono::seconds(10),
                        "a duration from 1ms to 10s"));
+  flags.value("--redis-packed-hashes", "N",
+              "pack limited keys' states into N Redis hashes, each holding up to 64\n"
+              "(default 0: a Redis key per limited key; docs/redis.md, \"Packed states\")",
+              whole_number(f.redis_packed_hashes, 0, redis::kMaxPackedHashes));
   flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
                f.redis_near_cache);
   // TLS and secrets (docs/redis.md): the files are read, and their combinations checked, when Redis is connected.

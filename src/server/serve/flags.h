@@ -51,6 +51,7 @@ struct ServeFlags {
   bool redis_near_cache = false;
   Nanos redis_timeout = std::chrono::milliseconds(100);
   int redis_connections = 2;
+  std::uint32_t redis_packed_hashes = 0;  // 0: a Redis key per limited key (docs/redis.md, "Packed states")
   Nanos redis_batch_interval = std::chrono::milliseconds(20);  // sharing: batched (docs/redis.md)
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
   std::string redis_tls_ca, redis_tls_cert, redis_tls_key, redis_tls_server_name;  // for rediss URLs

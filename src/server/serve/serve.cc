@@ -97,7 +97,8 @@ redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
           .caller_clock = flags.redis_local_clock,
           .timeout = flags.redis_timeout,
           .connections = flags.redis_connections,
-          .near_cache = flags.redis_near_cache};
+          .near_cache = flags.redis_near_cache,
+          .packed_hashes = flags.redis_packed_hashes};
 }
 
 // The Redis store of --redis (null without it); null with `error` for a URL, or a TLS or password file, it refuses,

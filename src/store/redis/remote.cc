@@ -3,13 +3,16 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
+#include "core/numeric.h"
 #include "core/registry.h"
+#include "store/memory/hash.h"
 #include "store/redis/client.h"
 #include "store/redis/script.h"
 #include "store/redis/scripts.h"
@@ -17,6 +20,14 @@
 namespace rk::redis {
 
 namespace {
+
+// A packed key's reset: its field, and its own key (KEYS as redis_keys gives them). Rare (the admin API), so EVAL.
+constexpr std::string_view kResetPacked =
+    "return redis.call('HDEL', KEYS[1], string.sub(KEYS[2], #KEYS[1] + 1)) + redis.call('DEL', KEYS[2])";
+
+// A fixed seed, the same in every server of a fleet: they must all find a key in the same hash. Anyone can thus
+// compute keys that share a hash; a hash takes at most kPackedFields of them, the rest get keys of their own.
+constexpr std::uint64_t kPackSeed = 0x72617465'6b656570;  // "ratekeep"
 
 // One decision's reply, as the strings decode_reply() takes.
 std::vector<std::string> flatten(const redis::Reply& reply) {
@@ -135,9 +146,14 @@ class RedisRemote final : public store::RemoteStore {
     batch->left = keys.size();
     batch->done = std::move(done);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      std::string key = redis_key(keys[i]);
-      const std::string routing = key;
-      client_.exec({"DEL", std::move(key)}, routing, [batch, i](redis::Result r) {
+      std::vector<std::string> rkeys = redis_keys(keys[i], options_.packed_hashes);
+      const std::string routing = rkeys[0];
+      // Packed: the field (HDEL) and the own key (DEL) in one script, the state being in one or the other.
+      std::vector<std::string> cmd =
+          rkeys.size() == 1 ? std::vector<std::string>{"DEL", std::move(rkeys[0])}
+                            : std::vector<std::string>{"EVAL", std::string(kResetPacked), "2", std::move(rkeys[0]),
+                                                       std::move(rkeys[1])};
+      client_.exec(std::move(cmd), routing, [batch, i](redis::Result r) {
         if (const auto* reply = std::get_if<redis::Reply>(&r); reply && reply->type == redis::Reply::Type::kInteger) {
           batch->existed[i] = reply->integer > 0;
         }
@@ -177,8 +193,7 @@ class RedisRemote final : public store::RemoteStore {
             std::function<void(redis::Result)> done) {
     const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
     const redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
-    std::vector<std::string> keys{redis_key(key)};
-    script.eval(std::move(keys), redis::script_args(spec, time, hits, peek), std::move(done));
+    script.eval(redis_keys(key, options_.packed_hashes), redis::script_args(spec, time, hits, peek), std::move(done));
   }
 
   // Answers from the near cache if Redis has refused this key until later; false: ask Redis.
@@ -286,7 +301,30 @@ std::string redis_key(std::string_view store_key) {
   return out;
 }
 
+std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes) {
+  constexpr std::string_view kPrefix = "rk:";
+  // Only the service's keys ("rk:..."): another key's field could be the same as one of theirs.
+  if (packed_hashes == 0 || !store_key.starts_with(kPrefix)) return {redis_key(store_key)};
+  const std::string_view field = store_key.substr(kPrefix.size());
+  if (field.size() > kPackedFieldBytes || field.empty()) return {redis_key(store_key)};
+  // The hash's number from the high bits of the product (Lemire's multiply-shift: no division, no modulo bias).
+  const std::uint64_t h = store::hash_key(store_key, kPackSeed);
+  const auto n = static_cast<std::uint64_t>((static_cast<core::u128>(h) * packed_hashes) >> 64);
+  char hex[24];
+  const int len = std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(n));
+  std::string hash;
+  hash.reserve(kPrefix.size() + 2 + static_cast<std::size_t>(len));
+  hash.append(kPrefix).append("{").append(hex, static_cast<std::size_t>(len)).append("}");
+  std::string own = hash;
+  own.append(field);
+  return {std::move(hash), std::move(own)};
+}
+
 std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
+  if (options.packed_hashes > kMaxPackedHashes) {
+    throw std::invalid_argument("packed hashes is " + std::to_string(options.packed_hashes) + "; it must be from 0 "
+                                "(off) to " + std::to_string(kMaxPackedHashes));
+  }
   return std::make_shared<RedisRemote>(options);
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/redis/url.h"
 #include "store/remote/remote_store.h"
@@ -32,7 +33,11 @@ struct RedisRemoteOptions {
   bool near_cache = false;
   Nanos near_cache_flush = std::chrono::milliseconds(50);
   std::size_t near_cache_keys = 100'000;                 // at most; a full cache takes no new keys
+  // --redis-packed-hashes: 0 (default), a key of its own per limited key; N, the states of limited keys packed into
+  // N Redis hashes (redis_keys below). docs/redis.md ("Packed states") says what it saves and what it changes.
+  std::uint32_t packed_hashes = 0;
 };
+inline constexpr std::uint32_t kMaxPackedHashes = 1u << 24;
 
 // Throws std::invalid_argument naming what is wrong with the URL or options (a TLS or password file: its flag, and
 // the file).
@@ -42,5 +47,11 @@ std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& 
 // a key's first {...}, unless it is empty: ours is, and comes first, so a value a client sends ("{x}...") cannot
 // choose the slot, and every key has its own. docs/redis.md gives the format.
 std::string redis_key(std::string_view store_key);
+
+// The Redis keys a store key's script is given: {redis_key(store_key)} unpacked (packed_hashes 0, a key not in "rk:",
+// or one too long for a field); packed, {its hash, its own key}: "rk:{<n>}" for the n-th of packed_hashes hashes, chosen by a hash
+// of the store key, and that name followed by the field, the store key after "rk:". The hash and the own key share
+// one hash tag, so one Cluster slot.
+std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes);
 
 }  // namespace rk::redis

@@ -32,6 +32,8 @@ std::string script_text(Algorithm a, std::initializer_list<std::string_view> par
   static_assert(std::size(kAllAlgorithms) < 16);
   std::string s = "local ALGORITHM = '" + std::string(algorithm_name(a)) + "'\n";
   s += "local TAG = " + std::to_string(tag) + "\n";
+  s += "local PACK_FIELDS, PACK_VALUE = " + std::to_string(kPackedFields) + ", " + std::to_string(kPackedValueBytes) +
+       "\n";
   s += lua::kPrelude;
   for (std::string_view p : parts) s += p;
   return s;

@@ -24,6 +24,14 @@ struct ScriptSource {
 };
 const ScriptSource& script_for(Algorithm algorithm);
 
+// The packed layout (--redis-packed-hashes; docs/redis.md, "Packed states"): a hash holds at most kPackedFields
+// fields, each a state of at most kPackedValueBytes bytes after its 5-byte expiry; a key whose field (its name after
+// "rk:") is longer than kPackedFieldBytes keeps a key of its own, as unpacked. Within these, Redis keeps the hash
+// as one listpack (its defaults: hash-max-listpack-entries 128, hash-max-listpack-value 64), a few bytes a field.
+inline constexpr int kPackedFields = 64;
+inline constexpr std::size_t kPackedFieldBytes = 64;
+inline constexpr int kPackedValueBytes = 59;
+
 // ARGV for one decision; `now` absent: the script calls Redis's TIME. The spec must be valid (rk::validate).
 std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t cost, bool peek);
 

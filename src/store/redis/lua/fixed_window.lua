@@ -21,6 +21,7 @@ local count = 0
 if st and not before(st[1], st[2], s_us, s_r) then -- this window, or a later one the clock went back from
   s_us, s_r, e_us, e_r = window_bounds(st[1], st[2])
   count = st[3]
+  KEEP_TTL = count > 0 -- written before for this window, to expire at its end: it still does
 end
 local allowed = count + cost <= limit -- past the limit (count_refused), cost 0 is refused too
 if allowed or count_refused then count = count + cost end

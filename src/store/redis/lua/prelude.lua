@@ -12,7 +12,16 @@
 -- it, which holds for every state that can still change a decision unless its window or half-life is longer.
 -- Reply: {allowed, doubles, retry_after_ns, reset_after_ns, delay_ns}, doubles = struct.pack('<ddd', limit,
 -- remaining, estimate or NaN); -1: never.
+--
+-- Packed (--redis-packed-hashes, docs/redis.md "Packed states"), when KEYS[2] is given: KEYS[1] is a hash holding
+-- many keys' states, KEYS[2] this key's own key, named KEYS[1] .. field. The state is the hash's field, after the
+-- second by which it expires ('i5'); or, when the hash is full (PACK_FIELDS, from scripts.cc) or the state longer
+-- than PACK_VALUE bytes, the own key, as unpacked. A state is read from the field, else from the own key, and
+-- written back where it was read (a new one to the field if it fits).
 local key = KEYS[1]
+local own = KEYS[2]
+local field, in_hash
+if own then field = string.sub(own, #key + 1) end
 local now_us, now_r
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -41,17 +50,25 @@ local function ceil_ns(x)
   return math.ceil(x)
 end
 local st, now, shift = nil, 0, 0
-local raw = redis.call('GET', key)
+local raw
+if own then
+  raw = redis.call('HGET', key, field)
+  if raw then
+    raw, in_hash = string.sub(raw, 6), true
+  else
+    raw = redis.call('GET', own)
+  end
+else
+  raw = redis.call('GET', key)
+end
 local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
 local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
-
--- Whether raw holds this algorithm's state in a layout before this one: MessagePack {'name' or 'name.N', ...}.
-local function older()
-  local ok, t = pcall(cmsgpack.unpack, raw)
-  return ok and type(t) == 'table' and type(t[1]) == 'string' and
-         (t[1] == ALGORITHM or string.sub(t[1], 1, #ALGORITHM + 1) == ALGORITHM .. '.')
-end
-local function letters(format) return select(2, string.gsub(format, '%a', '')) end
+-- Every `local function` here is a closure made again at each call (Redis runs the script's body each time): the
+-- rare ones are made only where they are needed, and whatever can be is worked out once per call, not per use.
+-- Set by an algorithm whose state, rewritten, expires when it did (fixed_window): its TTL is then kept, which
+-- costs Redis less than a new one. Only by Redis's clock: by callers' clocks each write's TTL is its caller's view.
+local KEEP_TTL = false
+local by_redis_clock = ARGV[1] == ''
 -- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
 -- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
@@ -62,7 +79,9 @@ local FORM -- an algorithm's other form of its state, from read_state
 local function read_state(fields, each, timed, form)
   TIMED, EACH, FORM = timed, each, form
   HEAD = timed and '<Bi7' .. fields or '<B' .. fields
-  if each then NHEAD, NEACH = letters(fields), letters(each) end
+  if each then
+    NHEAD, NEACH = select(2, string.gsub(fields, '%a', '')), select(2, string.gsub(each, '%a', ''))
+  end
   local base = now_us
   if raw then
     local rest, n = #raw - struct.size(HEAD), 0
@@ -83,16 +102,82 @@ local function read_state(fields, each, timed, form)
         for i = 1, #v do st[#st + 1] = v[i] end
         n = n - k
       end
-    elseif not older() then
-      error(redis.error_reply('ERR ratekeeper: key ' .. key .. ' holds something other than ' .. ALGORITHM ..
+    else
+      -- Whether raw holds this algorithm's state in a layout before this one: MessagePack {'name' or 'name.N', ...}.
+      local ok, t = pcall(cmsgpack.unpack, raw)
+      if not (ok and type(t) == 'table' and type(t[1]) == 'string' and
+              (t[1] == ALGORITHM or string.sub(t[1], 1, #ALGORITHM + 1) == ALGORITHM .. '.')) then
+        error(redis.error_reply('ERR ratekeeper: key ' .. (own or key) .. ' holds something other than ' .. ALGORITHM ..
                               ' state; it was left as it is'))
+      end
     end
   end
   now = (now_us - base) * 1000 + now_r
   shift = (base - now_us) * 1000
   return st
 end
-local function fmt(x) return string.format('%.17g', x) end
+-- Writes the state v to live px ms (docs/redis.md, "Packed states": the hash lives as long as its longest field).
+local function save(v, px)
+  if not own then
+    if KEEP_TTL and by_redis_clock then
+      redis.call('SET', key, v, 'KEEPTTL')
+    else
+      redis.call('SET', key, v, 'PX', px)
+    end
+    return
+  end
+  if #v <= PACK_VALUE and (in_hash or not raw) then
+    local n = -1 -- fields before this one's; -1: this key has one
+    if not in_hash then
+      n = redis.call('HLEN', key)
+      if n >= PACK_FIELDS then
+        -- The hash is full: forget its fields whose state expired (is a fresh key's) by now, unless a scan that found
+        -- none is still good (the field '' holds the second the earliest live field expires): so a flood of new keys
+        -- into a full hash costs each an HGET, not a scan of PACK_FIELDS fields.
+        local now_s = math.floor(now_us / 1000000)
+        local next_s = tonumber(redis.call('HGET', key, '') or '')
+        n = PACK_FIELDS -- no room, unless the scan finds some
+        if not next_s or now_s >= next_s then
+          local all = redis.call('HGETALL', key)
+          local dead, live = {}, 0
+          next_s = nil
+          for i = 1, #all, 2 do
+            if all[i] ~= '' then
+              local e = struct.unpack('<i5', all[i + 1])
+              if e <= now_s then
+                dead[#dead + 1] = all[i]
+              else
+                live = live + 1
+                if not next_s or e < next_s then next_s = e end
+              end
+            end
+          end
+          if #dead > 0 then
+            redis.call('HDEL', key, unpack(dead))
+            n = live
+          else
+            redis.call('HSET', key, '', next_s or 0)
+          end
+        end
+      end
+    end
+    if n < PACK_FIELDS then
+      -- The second it expires, rounded up, + 1: a field is only ever forgotten after its state is a fresh key's.
+      redis.call('HSET', key, field, struct.pack('<i5', math.floor(now_us / 1000000) + math.ceil(px / 1000) + 1) .. v)
+      if n == 0 then redis.call('PEXPIRE', key, px) elseif not (KEEP_TTL and by_redis_clock) then
+        redis.call('PEXPIRE', key, px, 'GT')
+      end
+      return
+    end
+  end
+  if in_hash then redis.call('HDEL', key, field) end
+  redis.call('SET', own, v, 'PX', px)
+end
+local function drop()
+  if not own then redis.call('DEL', key)
+  elseif in_hash then redis.call('HDEL', key, field)
+  else redis.call('DEL', own) end
+end
 -- Saves the new state (its fields in read_state's order, times already relative to now_us) for reset_after
 -- nanoseconds, or drops it if empty.
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
@@ -117,9 +202,9 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
         end
         v = table.concat(parts)
       end
-      redis.call('SET', key, v, 'PX', math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
+      save(v, math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
     elseif raw then
-      redis.call('DEL', key)
+      drop()
     end
   end
   -- Whole nanoseconds go back as integers; what may have a fraction as the bits of three little-endian doubles,

@@ -28,15 +28,18 @@ local function mod(a, b) -- exact for whole a, b below 2^53 (Lua's % rounds a / 
   return m
 end
 
--- Days since 1970-01-01 of a proleptic Gregorian date, and back (eras of 400 years are 146097 days).
-local function days_from_civil(y, m, d)
+-- Days since 1970-01-01 of a proleptic Gregorian date, and back (eras of 400 years are 146097 days). Made only
+-- for calendar windows (each closure costs every call that makes it).
+local days_from_civil, civil_from_days
+if calendar ~= '0' then
+days_from_civil = function(y, m, d)
   if m <= 2 then y = y - 1 end
   local era = math.floor(y / 400)
   local yoe = y - era * 400
   local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
   return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
 end
-local function civil_from_days(z)
+civil_from_days = function(z)
   z = z + 719468
   local era = math.floor(z / 146097)
   local doe = z - era * 146097
@@ -48,6 +51,7 @@ local function civil_from_days(z)
   local y = yoe + era * 400
   if m <= 2 then y = y + 1 end
   return y, m
+end
 end
 
 -- The window holding (us, r): start and end.
