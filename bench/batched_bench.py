@@ -25,6 +25,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from benchlib import free_port, run_wrk, wait_http
 
@@ -129,10 +130,17 @@ class Serve:
         self.port, admin = free_port(), free_port()
         self.proc = subprocess.Popen([binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % self.port,
                                       "--admin", "127.0.0.1:%d" % admin, "--log-level", "error",
-                                      *(["--redis", redis_url] if redis_url else [])],
+                                      *(["--redis", redis_url, "--redis-timeout", "2s"] if redis_url else [])],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = "http://127.0.0.1:%d/v1/auth/bench" % self.port
-        wait_http("http://127.0.0.1:%d/readyz" % admin)
+        self.admin = "http://127.0.0.1:%d" % admin
+        wait_http(self.admin + "/readyz")
+
+    def fallbacks(self):
+        """Decisions the domain's failure policy answered because Redis did not (0 for a fair exact figure)."""
+        text = urllib.request.urlopen(self.admin + "/metrics", timeout=10).read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("ratekeeper_redis_fallbacks_total"))
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -197,14 +205,15 @@ def main():
                 rps, requests = fleet_rps(fleet, a.seconds, a.connections, script)
                 wcpu, scpu = children_cpu() - wcpu0, sum(proc_cpu(s.proc.pid) for s in fleet) - scpu0
                 calls, rcpu = redis_calls(redis.port) - calls0, redis_cpu(redis.port) - rcpu0
+                fallbacks = sum(s.fallbacks() for s in fleet)
                 for s in fleet:
                     s.stop()
                 decisions = max(1, requests * descriptors)
                 results[sharing] = rps * descriptors
                 print("%s. fleet of 3, %-7s %d/request %9.0f decisions/s   Redis calls/decision %.4f   CPU us/decision:"
-                      " servers %.2f wrk %.2f Redis %.2f   (load %s)"
+                      " servers %.2f wrk %.2f Redis %.2f   fallbacks %d   (load %s)"
                       % ("3" if sharing == "exact" else "4", sharing, descriptors, rps * descriptors, calls / decisions,
-                         scpu / decisions * 1e6, wcpu / decisions * 1e6, rcpu / decisions * 1e6, load()))
+                         scpu / decisions * 1e6, wcpu / decisions * 1e6, rcpu / decisions * 1e6, fallbacks, load()))
             print("   batched over exact, %d/request %9.2fx             (target >= 5)"
                   % (descriptors, results["batched"] / results["exact"]))
         redis.stop()

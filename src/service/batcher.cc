@@ -140,18 +140,30 @@ Batcher::Shard& Batcher::shard_of(std::string_view key) const {
   return shards_[bits == 0 ? 0 : store::hash_key(key, seed_) >> (64 - bits)];
 }
 
-// Under s.mu. An evicted key's unsent hits are kept for the next batch; a full backlog is handed back in `full`, to
-// go out at once once the lock is let go (its replies unread: nothing here to learn them).
+// Under s.mu. The key evicted: from a bucket picked at random (the next holding a key no decision waits on), the one
+// used longest ago. At random, so that no order of arrival decides which keys stay: taking the map's first key
+// evicted the newest key of an empty bucket first, and a flood of keys then left only keys that share buckets (long
+// chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits are kept for the next
+// batch; a full backlog is handed back in `full`, to go out at once once the lock is let go (its replies unread:
+// nothing here to learn them).
 void Batcher::evict_one(Shard& s, std::vector<store::CounterSync>& full) {
-  for (auto it = s.keys.begin(); it != s.keys.end(); ++it) {
-    Entry& e = *it->second;
-    if (!e.waiters.empty()) continue;
+  const std::size_t buckets = s.keys.bucket_count();
+  s.rng = store::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
+  std::size_t b = s.rng % buckets;
+  for (std::size_t n = 0; n < buckets; ++n, b = b + 1 == buckets ? 0 : b + 1) {
+    auto victim = s.keys.end(b);
+    for (auto it = s.keys.begin(b); it != s.keys.end(b); ++it) {
+      const Entry& e = *it->second;
+      if (e.waiters.empty() && (victim == s.keys.end(b) || e.used_ns < victim->second->used_ns)) victim = it;
+    }
+    if (victim == s.keys.end(b)) continue;
+    const Entry& e = *victim->second;
     if (e.pending > 0) {
       std::lock_guard lock(orphans_mu_);
-      orphans_.push_back({.key = it->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
+      orphans_.push_back({.key = victim->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
       if (orphans_.size() >= options_.max_keys) full.swap(orphans_);
     }
-    s.keys.erase(it);
+    s.keys.erase(s.keys.find(victim->first));
     stats_.evicted.fetch_add(1, std::memory_order_relaxed);
     stats_.keys.fetch_sub(1, std::memory_order_relaxed);
     return;

@@ -122,6 +122,7 @@ class Batcher {
     mutable store::SpinLock mu;
     std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, std::equal_to<>> keys;  // under mu
     std::size_t capacity = 1;
+    std::uint64_t rng = 0;  // picks eviction's bucket; under mu
   };
   using Waiters = std::vector<std::function<void()>>;
 

@@ -16,6 +16,7 @@
 namespace rk::service {
 namespace {
 
+using namespace std::chrono_literals;
 using redis_test::RedisProcess;
 
 constexpr std::size_t kAttackKeys = 1000;
