@@ -140,23 +140,31 @@ Batcher::Shard& Batcher::shard_of(std::string_view key) const {
   return shards_[bits == 0 ? 0 : store::hash_key(key, seed_) >> (64 - bits)];
 }
 
-// Under s.mu. The key evicted: from a bucket picked at random (the next holding a key no decision waits on), the one
-// used longest ago. At random, so that no order of arrival decides which keys stay: taking the map's first key
-// evicted the newest key of an empty bucket first, and a flood of keys then left only keys that share buckets (long
-// chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits are kept for the next
-// batch; a full backlog is handed back in `full`, to go out at once once the lock is let go (its replies unread:
-// nothing here to learn them).
-void Batcher::evict_one(Shard& s, std::vector<store::CounterSync>& full) {
+// Under s.mu, to make room for a key whose bucket will be `home`. The key evicted: the one used longest ago in `home`
+// (so that on a full shard no chain ever grows: a lookup stays as short as when the shard filled, whatever keys a
+// flood brings), or, when `home` is empty, in the next bucket holding a key no decision waits on from one picked at
+// random (taking the map's first key, as before, evicted the newest key of an empty bucket, and a flood left only
+// keys sharing buckets: long chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits
+// are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock is let go
+// (its replies unread: nothing here to learn them).
+void Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
   const std::size_t buckets = s.keys.bucket_count();
-  s.rng = store::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
-  std::size_t b = s.rng % buckets;
-  for (std::size_t n = 0; n < buckets; ++n, b = b + 1 == buckets ? 0 : b + 1) {
+  std::size_t b = home;
+  for (std::size_t n = 0; n <= buckets; ++n) {
     auto victim = s.keys.end(b);
     for (auto it = s.keys.begin(b); it != s.keys.end(b); ++it) {
       const Entry& e = *it->second;
       if (e.waiters.empty() && (victim == s.keys.end(b) || e.used_ns < victim->second->used_ns)) victim = it;
     }
-    if (victim == s.keys.end(b)) continue;
+    if (victim == s.keys.end(b)) {
+      if (n == 0) {
+        s.rng = store::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
+        b = s.rng % buckets;
+      } else {
+        b = b + 1 == buckets ? 0 : b + 1;
+      }
+      continue;
+    }
     const Entry& e = *victim->second;
     if (e.pending > 0) {
       std::lock_guard lock(orphans_mu_);
@@ -173,12 +181,13 @@ void Batcher::evict_one(Shard& s, std::vector<store::CounterSync>& full) {
 Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, std::string_view key,
                                       std::vector<store::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
-  if (s.keys.size() >= s.capacity) evict_one(s, full);
+  std::string owned(key);
+  if (s.keys.size() >= s.capacity) evict_one(s, s.keys.bucket(owned), full);
   auto e = std::make_unique<Entry>();
   e->state = make_state(spec);
   e->generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
   stats_.keys.fetch_add(1, std::memory_order_relaxed);
-  return s.keys.emplace(std::string(key), std::move(e)).first->second.get();
+  return s.keys.emplace(std::move(owned), std::move(e)).first->second.get();
 }
 
 // Joined and synced within kStaleIntervals intervals: decides here without waiting.

@@ -122,7 +122,7 @@ class Batcher {
     mutable store::SpinLock mu;
     std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, std::equal_to<>> keys;  // under mu
     std::size_t capacity = 1;
-    std::uint64_t rng = 0;  // picks eviction's bucket; under mu
+    std::uint64_t rng = 0;  // picks eviction's bucket when the new key's is empty; under mu
   };
   using Waiters = std::vector<std::function<void()>>;
 
@@ -130,7 +130,7 @@ class Batcher {
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;
   Entry* find_or_make(Shard& s, const LimitSpec& spec, std::string_view key, std::vector<store::CounterSync>& full);
-  void evict_one(Shard& s, std::vector<store::CounterSync>& full);
+  void evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
   void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
