@@ -17,7 +17,7 @@
 // Error: a server decides without the hits the others recorded since its last sync: at most what the fleet records
 // in 2 × interval + one round trip (docs/redis.md gives the bound).
 //
-// The decision path (try_decide) costs what the in-process store's does: one hash of the key, one spin lock held
+// The decision path (try_decide) costs what the in-process store's does: the key hashed, one spin lock held
 // for one lookup and the algorithm's step, the hits added to the key's pending count beside its state; no
 // allocation, no callback, nothing sent. Everything that talks to the store runs on the batch thread (or, for a key
 // not yet joined, once per key).
@@ -96,7 +96,7 @@ class Batcher {
   Nanos interval() const { return options_.interval; }
 
   // What a lookup costs, counted (tests/redis/batcher_hostile_test.cc): over every key held, the entries a lookup
-  // compares it with to find it (its position in its bucket's chain), and the number of shards.
+  // compares it with to find it (its position in its bucket's chain).
   struct ProbeStats {
     std::size_t keys = 0;
     std::uint64_t total = 0;  // comparisons to find every key once
@@ -110,7 +110,7 @@ class Batcher {
  private:
   struct Entry;
   // Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
-  // compute keys that collide in a shard's map and make its lookups, under the shard's mutex, walk long chains.
+  // compute keys that collide in a shard's map and make its lookups, under the shard's lock, walk long chains.
   struct KeyHash {
     using is_transparent = void;  // found by a string_view: no key built per decision
     std::uint64_t seed;           // the Batcher's
