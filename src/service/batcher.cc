@@ -134,10 +134,10 @@ std::size_t Batcher::KeyHash::operator()(std::string_view key) const {
   return static_cast<std::size_t>(store::hash_key(key, seed));
 }
 
-Batcher::Shard& Batcher::shard_of(std::string_view key) const {
-  // The top bits pick the shard; the map's buckets take the low ones.
+Batcher::Shard& Batcher::shard_of(const Hashed& k) const {
+  // The top bits pick the shard; the map's buckets take the rest (modulo a prime).
   const int bits = std::countr_zero(shard_count_);
-  return shards_[bits == 0 ? 0 : store::hash_key(key, seed_) >> (64 - bits)];
+  return shards_[bits == 0 ? 0 : k.hash >> (64 - bits)];
 }
 
 // Under s.mu, to make room for a key whose bucket will be `home`. The key evicted: the one used longest ago in `home`
@@ -178,10 +178,10 @@ void Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSy
   }
 }
 
-Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, std::string_view key,
+Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
                                       std::vector<store::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
-  std::string owned(key);
+  std::string owned(key.key);
   if (s.keys.size() >= s.capacity) evict_one(s, s.keys.bucket(owned), full);
   auto e = std::make_unique<Entry>();
   e->state = make_state(spec);
@@ -208,10 +208,11 @@ Decision Batcher::decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cos
 
 bool Batcher::try_decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
                          Decision& out) {
-  Shard& s = shard_of(key);
+  const Hashed k = hashed(key);
+  Shard& s = shard_of(k);
   const std::int64_t t = now.count();
   std::lock_guard lock(s.mu);
-  const auto it = s.keys.find(key);
+  const auto it = s.keys.find(k);
   if (it == s.keys.end()) return false;
   Entry& e = *it->second;
   if (!fresh(e, t) && store_up_.load(std::memory_order_acquire)) return false;
@@ -221,10 +222,11 @@ bool Batcher::try_decide(const LimitSpec& spec, std::string_view key, std::uint6
 
 void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
                      std::function<void(Decision)> done) {
-  Shard& s = shard_of(key);
+  const Hashed k = hashed(key);
+  Shard& s = shard_of(k);
   std::vector<store::CounterSync> full;
   std::unique_lock lock(s.mu);
-  Entry* e = find_or_make(s, spec, key, full);
+  Entry* e = find_or_make(s, spec, k, full);
   const std::int64_t t = now.count();
   if (fresh(*e, t) || !store_up_.load(std::memory_order_acquire)) {
     const Decision d = decide_here(*e, spec, cost, peek, t);
@@ -236,7 +238,7 @@ void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t 
   e->waiters.push_back([this, &s, spec = &spec, key = std::string(key), cost, peek, done = std::move(done)] {
     std::vector<store::CounterSync> overflow;
     std::unique_lock l(s.mu);
-    Entry* again = find_or_make(s, *spec, key, overflow);
+    Entry* again = find_or_make(s, *spec, hashed(key), overflow);
     const Decision d = decide_here(*again, *spec, cost, peek, clock_->now().count());
     l.unlock();
     send_orphans(std::move(overflow));
@@ -302,7 +304,7 @@ bool read_frame(std::string_view in, Counts& counts, std::string_view& state) {
 
 void Batcher::apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply,
                     std::int64_t now, std::int64_t started) {
-  Shard& s = shard_of(key);
+  Shard& s = shard_of(hashed(key));
   Waiters waiters;
   {
     std::lock_guard lock(s.mu);
@@ -475,7 +477,7 @@ void Batcher::flush() {
 
 void Batcher::reset(std::vector<std::string> keys, std::function<void()> done) {
   for (const std::string& k : keys) {
-    Shard& s = shard_of(k);
+    Shard& s = shard_of(hashed(k));
     std::lock_guard lock(s.mu);
     const auto it = s.keys.find(std::string_view(k));
     if (it == s.keys.end() || !it->second->waiters.empty()) continue;

@@ -44,6 +44,7 @@
 #include "ratekeeper/clock.h"
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
+#include "store/memory/hash.h"
 #include "store/memory/spin_lock.h"
 #include "store/remote/shared_counters.h"
 
@@ -111,25 +112,40 @@ class Batcher {
   struct Entry;
   // Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
   // compute keys that collide in a shard's map and make its lookups, under the shard's lock, walk long chains.
+  // A key with its hash, computed once per decision for both the shard and the map.
+  struct Hashed {
+    std::string_view key;
+    std::uint64_t hash;
+  };
   struct KeyHash {
-    using is_transparent = void;  // found by a string_view: no key built per decision
+    using is_transparent = void;  // found by a Hashed key: no key built, no second hash, per decision
     std::uint64_t seed;           // the Batcher's
     std::size_t operator()(std::string_view key) const;
+    std::size_t operator()(const Hashed& k) const { return static_cast<std::size_t>(k.hash); }
   };
-  struct Shard {
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const std::string& a, const std::string& b) const { return a == b; }
+    bool operator()(const Hashed& a, const std::string& b) const { return a.key == b; }
+    bool operator()(const std::string& a, const Hashed& b) const { return a == b.key; }
+    bool operator()(std::string_view a, const std::string& b) const { return a == b; }
+    bool operator()(const std::string& a, std::string_view b) const { return a == b; }
+  };
+  struct alignas(64) Shard {  // one cache line of its own at least: two cores on two shards share nothing written
     // A spin lock: held for a few dozen nanoseconds per decision, where a futex-based mutex costs more than that
     // when two threads meet on a hot key.
     mutable store::SpinLock mu;
-    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, std::equal_to<>> keys;  // under mu
+    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, KeyEq> keys;  // under mu
     std::size_t capacity = 1;
     std::uint64_t rng = 0;  // picks eviction's bucket when the new key's is empty; under mu
   };
   using Waiters = std::vector<std::function<void()>>;
 
-  Shard& shard_of(std::string_view key) const;
+  Hashed hashed(std::string_view key) const { return {key, store::hash_key(key, seed_)}; }
+  Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;
-  Entry* find_or_make(Shard& s, const LimitSpec& spec, std::string_view key, std::vector<store::CounterSync>& full);
+  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::CounterSync>& full);
   void evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
