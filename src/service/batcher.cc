@@ -2,6 +2,7 @@
 #include "service/batcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <future>
 #include <limits>
 
@@ -100,54 +101,98 @@ struct Batcher::Entry {
   std::uint64_t generation = 0;    // tells this entry from an evicted one's under the same key, for late replies
 };
 
+namespace {
+
+// As many shards as keep at least kMinKeysPerShard keys each (a small max_keys is then kept exactly), up to kMax.
+std::size_t shards_for(std::size_t max_keys, std::size_t min_per_shard, std::size_t most) {
+  std::size_t n = 1;
+  while (n < most && max_keys / (n * 2) >= min_per_shard) n *= 2;
+  return n;
+}
+
+}  // namespace
+
 Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock,
                  BatcherOptions options)
-    : counters_(std::move(counters)), clock_(std::move(clock)), options_(options), seed_(store::random_seed()) {
-  for (Shard& s : shards_) s.keys = decltype(s.keys)(0, KeyHash{seed_});
+    : counters_(std::move(counters)),
+      clock_(std::move(clock)),
+      options_(options),
+      seed_(store::random_seed()),
+      shard_count_(shards_for(options_.max_keys, kMinKeysPerShard, kMaxShards)),
+      shards_(std::make_unique<Shard[]>(shard_count_)) {
+  for (std::size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    s.keys = decltype(s.keys)(0, KeyHash{seed_});
+    s.capacity = std::max<std::size_t>(1, options_.max_keys / shard_count_ + (i < options_.max_keys % shard_count_));
+  }
   if (options_.start_thread) thread_ = std::thread([this] { loop(); });
 }
 
 Batcher::~Batcher() { close(); }
 
-std::size_t Batcher::KeyHash::operator()(const std::string& key) const {
+std::size_t Batcher::KeyHash::operator()(std::string_view key) const {
   return static_cast<std::size_t>(store::hash_key(key, seed));
 }
 
-Batcher::Shard& Batcher::shard_of(const std::string& key) {
-  // The top bits pick the shard; the map's buckets take the low ones.
-  return shards_[store::hash_key(key, seed_) >> 60];
+Batcher::Shard& Batcher::shard_of(const Hashed& k) const {
+  // The top bits pick the shard; the map's buckets take the rest (modulo a prime).
+  const int bits = std::countr_zero(shard_count_);
+  return shards_[bits == 0 ? 0 : k.hash >> (64 - bits)];
 }
 
-void Batcher::evict_one(Shard& s) {
-  for (auto it = s.keys.begin(); it != s.keys.end(); ++it) {
-    Entry& e = *it->second;
-    if (!e.waiters.empty()) continue;
-    if (e.pending > 0) {
-      // Kept for the next batch; a full backlog goes out at once (its replies unread: nothing here to learn them).
-      std::vector<store::CounterSync> full;
-      {
-        std::lock_guard lock(orphans_mu_);
-        orphans_.push_back({.key = it->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
-        if (orphans_.size() >= options_.max_keys) full.swap(orphans_);
-      }
-      send_orphans(std::move(full));
+// Under s.mu, to make room for a key whose bucket will be `home`. The key evicted: the one used longest ago in `home`
+// (so that on a full shard no chain ever grows: a lookup stays as short as when the shard filled, whatever keys a
+// flood brings), or, when `home` is empty, in the next bucket holding a key no decision waits on from one picked at
+// random (taking the map's first key, as before, evicted the newest key of an empty bucket, and a flood left only
+// keys sharing buckets: long chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits
+// are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock is let go
+// (its replies unread: nothing here to learn them).
+void Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
+  const std::size_t buckets = s.keys.bucket_count();
+  std::size_t b = home;
+  for (std::size_t n = 0; n <= buckets; ++n) {
+    auto victim = s.keys.end(b);
+    for (auto it = s.keys.begin(b); it != s.keys.end(b); ++it) {
+      const Entry& e = *it->second;
+      if (e.waiters.empty() && (victim == s.keys.end(b) || e.used_ns < victim->second->used_ns)) victim = it;
     }
-    s.keys.erase(it);
+    if (victim == s.keys.end(b)) {
+      if (n == 0) {
+        s.rng = store::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
+        b = s.rng % buckets;
+      } else {
+        b = b + 1 == buckets ? 0 : b + 1;
+      }
+      continue;
+    }
+    const Entry& e = *victim->second;
+    if (e.pending > 0) {
+      std::lock_guard lock(orphans_mu_);
+      orphans_.push_back({.key = victim->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
+      if (orphans_.size() >= options_.max_keys) full.swap(orphans_);
+    }
+    s.keys.erase(s.keys.find(victim->first));
     stats_.evicted.fetch_add(1, std::memory_order_relaxed);
     stats_.keys.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
 }
 
-Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const std::string& key) {
+Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
+                                      std::vector<store::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
-  const std::size_t per_shard = std::max<std::size_t>(1, (options_.max_keys + kShards - 1) / kShards);
-  if (s.keys.size() >= per_shard) evict_one(s);
+  std::string owned(key.key);
+  if (s.keys.size() >= s.capacity) evict_one(s, s.keys.bucket(owned), full);
   auto e = std::make_unique<Entry>();
   e->state = make_state(spec);
   e->generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
   stats_.keys.fetch_add(1, std::memory_order_relaxed);
-  return s.keys.emplace(key, std::move(e)).first->second.get();
+  return s.keys.emplace(std::move(owned), std::move(e)).first->second.get();
+}
+
+// Joined and synced within kStaleIntervals intervals: decides here without waiting.
+bool Batcher::fresh(const Entry& e, std::int64_t now) const {
+  return e.joined && e.synced_ns >= now - kStaleIntervals * options_.interval.count();
 }
 
 Decision Batcher::decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now) {
@@ -161,30 +206,52 @@ Decision Batcher::decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cos
   return d;
 }
 
-void Batcher::decide(const LimitSpec& spec, const std::string& key, std::uint64_t cost, bool peek, Nanos now,
-                     std::function<void(Decision)> done) {
-  Shard& s = shard_of(key);
-  std::unique_lock lock(s.mu);
-  Entry* e = find_or_make(s, spec, key);
+bool Batcher::try_decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
+                         Decision& out) {
+  const Hashed k = hashed(key);
+  Shard& s = shard_of(k);
   const std::int64_t t = now.count();
-  const bool stale = !e->joined || e->synced_ns < t - kStaleIntervals * options_.interval.count();
-  if (!stale || !store_up_.load(std::memory_order_acquire)) {
+  std::lock_guard lock(s.mu);
+  const auto it = s.keys.find(k);
+  if (it == s.keys.end()) return false;
+  Entry& e = *it->second;
+  if (!fresh(e, t) && store_up_.load(std::memory_order_acquire)) return false;
+  out = decide_here(e, spec, cost, peek, t);
+  return true;
+}
+
+void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
+                     std::function<void(Decision)> done) {
+  const Hashed k = hashed(key);
+  Shard& s = shard_of(k);
+  std::vector<store::CounterSync> full;
+  std::unique_lock lock(s.mu);
+  Entry* e = find_or_make(s, spec, k, full);
+  const std::int64_t t = now.count();
+  if (fresh(*e, t) || !store_up_.load(std::memory_order_acquire)) {
     const Decision d = decide_here(*e, spec, cost, peek, t);
     lock.unlock();
+    send_orphans(std::move(full));
     return done(d);
   }
   // Wait for the key's sync (one for every waiter), then decide at the time it is back, whatever it answered.
-  e->waiters.push_back([this, &s, spec = &spec, key, cost, peek, done = std::move(done)] {
+  e->waiters.push_back([this, &s, spec = &spec, key = std::string(key), cost, peek, done = std::move(done)] {
+    std::vector<store::CounterSync> overflow;
     std::unique_lock l(s.mu);
-    Entry* again = find_or_make(s, *spec, key);
+    Entry* again = find_or_make(s, *spec, hashed(key), overflow);
     const Decision d = decide_here(*again, *spec, cost, peek, clock_->now().count());
     l.unlock();
+    send_orphans(std::move(overflow));
     done(d);
   });
-  if (e->busy) return;
-  std::vector<store::CounterSync> ops{take_op(key, *e, t)};
+  if (e->busy) {
+    lock.unlock();
+    return send_orphans(std::move(full));
+  }
+  std::vector<store::CounterSync> ops{take_op(std::string(key), *e, t)};
   std::vector<std::uint64_t> generations{e->generation};
   lock.unlock();
+  send_orphans(std::move(full));
   stats_.fetches.fetch_add(1, std::memory_order_relaxed);
   send(std::move(ops), std::move(generations), t, nullptr);
 }
@@ -237,7 +304,7 @@ bool read_frame(std::string_view in, Counts& counts, std::string_view& state) {
 
 void Batcher::apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply,
                     std::int64_t now, std::int64_t started) {
-  Shard& s = shard_of(key);
+  Shard& s = shard_of(hashed(key));
   Waiters waiters;
   {
     std::lock_guard lock(s.mu);
@@ -348,7 +415,8 @@ void Batcher::batch_once(std::function<void()> after) {
   }
   std::vector<store::CounterSync> ops;
   std::vector<std::uint64_t> generations;
-  for (Shard& s : shards_) {
+  for (std::size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
     std::lock_guard lock(s.mu);
     for (auto it = s.keys.begin(); it != s.keys.end();) {
       Entry& e = *it->second;
@@ -409,14 +477,29 @@ void Batcher::flush() {
 
 void Batcher::reset(std::vector<std::string> keys, std::function<void()> done) {
   for (const std::string& k : keys) {
-    Shard& s = shard_of(k);
+    Shard& s = shard_of(hashed(k));
     std::lock_guard lock(s.mu);
-    const auto it = s.keys.find(k);
+    const auto it = s.keys.find(std::string_view(k));
     if (it == s.keys.end() || !it->second->waiters.empty()) continue;
     s.keys.erase(it);
     stats_.keys.fetch_sub(1, std::memory_order_relaxed);
   }
   counters_->reset(std::move(keys), std::move(done));
+}
+
+Batcher::ProbeStats Batcher::probe_stats() const {
+  ProbeStats st;
+  for (std::size_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    for (std::size_t b = 0; b < s.keys.bucket_count(); ++b) {
+      const std::size_t n = s.keys.bucket_size(b);  // the keys at 1, 2, ... n comparisons along the chain
+      st.keys += n;
+      st.total += n * (n + 1) / 2;
+      st.longest = std::max(st.longest, n);
+    }
+  }
+  return st;
 }
 
 void Batcher::close() {

@@ -3,7 +3,9 @@
 // (store/remote/shared_counters.h) in one batch every `interval`, each key's reply absorbed on return.
 //
 //   Batcher batcher(counters, clock, {.interval = 20ms, .max_keys = 100'000});
-//   batcher.decide(spec, "rk:...:k", 1, false, now, [](Decision d) { ... });  // now, or after the key's first fetch
+//   Decision d;
+//   if (!batcher.try_decide(spec, "rk:...:k", 1, false, now, d))                // the usual case: at once, no
+//     batcher.decide(spec, "rk:...:k", 1, false, now, [](Decision d) { ... });  // allocation; else after a fetch
 //
 // Per key it keeps the state (the algorithm's, core/), the hits recorded here and not yet sent, and per server the
 // cumulative count its state already includes. A reply's count past that is absorbed (core/algorithms.h) at the
@@ -15,13 +17,18 @@
 // Error: a server decides without the hits the others recorded since its last sync: at most what the fleet records
 // in 2 × interval + one round trip (docs/redis.md gives the bound).
 //
-// Thread safety: every member from any thread. Keys live in kShards shards, each under its own mutex; the batch
-// thread takes one shard's lock at a time; callbacks run with no lock held. Memory: at most max_keys keys (an
-// evicted key's unsent hits go out with the next batch, or at once when max_keys of them wait), so no client can
-// grow anything without bound.
+// The decision path (try_decide) costs what the in-process store's does: the key hashed, one spin lock held
+// for one lookup and the algorithm's step, the hits added to the key's pending count beside its state; no
+// allocation, no callback, nothing sent. Everything that talks to the store runs on the batch thread (or, for a key
+// not yet joined, once per key).
+//
+// Thread safety: every member from any thread. Keys live in up to kMaxShards shards, each under its own spin lock
+// (held for one key's step, or a batch's visit of the shard); callbacks run with no lock held. Memory: at most
+// max_keys keys (an evicted key's unsent hits go out with the next batch, or at once when max_keys of them wait),
+// so no client can grow anything without bound; keys are hashed with a random seed, so that no client can choose
+// keys that make a lookup long (probe_stats() counts it: tests/redis/batcher_hostile_test.cc).
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -29,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +44,8 @@
 #include "ratekeeper/clock.h"
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
+#include "store/memory/hash.h"
+#include "store/memory/spin_lock.h"
 #include "store/remote/shared_counters.h"
 
 namespace rk::service {
@@ -67,9 +77,14 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Decides an attempt of `cost` on `key` under `spec` (valid: the rule's), recording it unless `peek`. `done`
-  // runs once: at once, or on the store's thread after the key's fetch.
-  void decide(const LimitSpec& spec, const std::string& key, std::uint64_t cost, bool peek, Nanos now,
+  // Decides an attempt of `cost` on `key` under `spec` (valid: the rule's), recording it unless `peek`, into
+  // `out` when it can at once: the key is joined and synced lately, or the store is away. false: nothing done; the
+  // caller asks decide(), which waits for the key's fetch.
+  bool try_decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
+                  Decision& out);
+  // As try_decide, whatever the key's state: `done` runs once, at once or on the store's thread after the key's
+  // fetch.
+  void decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
               std::function<void(Decision)> done);
   // Forgets the key here and in the store; `done` once the store has answered (or failed).
   void reset(std::vector<std::string> keys, std::function<void()> done);
@@ -81,26 +96,57 @@ class Batcher {
   const BatcherStats& stats() const { return stats_; }
   Nanos interval() const { return options_.interval; }
 
+  // What a lookup costs, counted (tests/redis/batcher_hostile_test.cc): over every key held, the entries a lookup
+  // compares it with to find it (its position in its bucket's chain).
+  struct ProbeStats {
+    std::size_t keys = 0;
+    std::uint64_t total = 0;  // comparisons to find every key once
+    std::size_t longest = 0;  // the most for any one key
+  };
+  ProbeStats probe_stats() const;
+  std::size_t shard_count() const { return shard_count_; }
+
   struct KeyState;  // the typed state of one key: batcher.cc
 
  private:
   struct Entry;
   // Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
-  // compute keys that collide in a shard's map and make its lookups, under the shard's mutex, walk long chains.
-  struct KeyHash {
-    std::uint64_t seed;  // the Batcher's
-    std::size_t operator()(const std::string& key) const;
+  // compute keys that collide in a shard's map and make its lookups, under the shard's lock, walk long chains.
+  // A key with its hash, computed once per decision for both the shard and the map.
+  struct Hashed {
+    std::string_view key;
+    std::uint64_t hash;
   };
-  struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash> keys;  // under mu
+  struct KeyHash {
+    using is_transparent = void;  // found by a Hashed key: no key built, no second hash, per decision
+    std::uint64_t seed;           // the Batcher's
+    std::size_t operator()(std::string_view key) const;
+    std::size_t operator()(const Hashed& k) const { return static_cast<std::size_t>(k.hash); }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const std::string& a, const std::string& b) const { return a == b; }
+    bool operator()(const Hashed& a, const std::string& b) const { return a.key == b; }
+    bool operator()(const std::string& a, const Hashed& b) const { return a == b.key; }
+    bool operator()(std::string_view a, const std::string& b) const { return a == b; }
+    bool operator()(const std::string& a, std::string_view b) const { return a == b; }
+  };
+  struct alignas(64) Shard {  // one cache line of its own at least: two cores on two shards share nothing written
+    // A spin lock: held for a few dozen nanoseconds per decision, where a futex-based mutex costs more than that
+    // when two threads meet on a hot key.
+    mutable store::SpinLock mu;
+    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, KeyEq> keys;  // under mu
+    std::size_t capacity = 1;
+    std::uint64_t rng = 0;  // picks eviction's bucket when the new key's is empty; under mu
   };
   using Waiters = std::vector<std::function<void()>>;
 
-  Shard& shard_of(const std::string& key);
+  Hashed hashed(std::string_view key) const { return {key, store::hash_key(key, seed_)}; }
+  Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
-  Entry* find_or_make(Shard& s, const LimitSpec& spec, const std::string& key);
-  void evict_one(Shard& s);
+  bool fresh(const Entry& e, std::int64_t now) const;
+  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::CounterSync>& full);
+  void evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
   void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
@@ -114,9 +160,11 @@ class Batcher {
   std::shared_ptr<store::SharedCounters> counters_;
   std::shared_ptr<const Clock> clock_;
   const BatcherOptions options_;
-  static constexpr std::size_t kShards = 16;
+  static constexpr std::size_t kMaxShards = 64;
+  static constexpr std::size_t kMinKeysPerShard = 64;
   const std::uint64_t seed_;
-  std::array<Shard, kShards> shards_;
+  const std::size_t shard_count_;  // a power of two
+  const std::unique_ptr<Shard[]> shards_;
   std::atomic<bool> store_up_{true};
   std::atomic<std::uint64_t> next_generation_{0};  // the last sync was answered: unjoined and stale keys wait for a fetch
 

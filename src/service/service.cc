@@ -628,21 +628,36 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
                           });
 }
 
-// A batched domain: each key decided here by the batcher, at once or once its first fetch is back.
+// A batched domain: each key decided here by the batcher, at once (no allocation but the results) or, for a key not
+// yet joined, once its fetch is back.
 void Service::ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
+  std::vector<store::RemoteResult> results(asked.size());
+  std::vector<std::size_t> waiting;  // indexes into `asked` whose keys wait for a fetch
+  thread_local std::string key;      // the store key, built in a buffer that keeps its capacity
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const Pending& p = job.pending[asked[i]];
+    const bool peek = looking || !job.charged_in_final(asked[i]);
+    key.assign(p.store_prefix).append(p.key);
+    if (options_.batcher->try_decide(p.limiter->spec(), key, p.hits, peek, Nanos{job.now}, results[i].decision)) {
+      results[i].status = store::RemoteResult::Status::kOk;
+    } else {
+      waiting.push_back(i);
+    }
+  }
+  if (waiting.empty()) return done(std::move(results));
   struct Batch {
     std::vector<store::RemoteResult> results;
     std::atomic<std::size_t> left;
     Answers done;
   };
   auto batch = std::make_shared<Batch>();
-  batch->results.resize(asked.size());
-  batch->left = asked.size() + 1;  // + 1: this loop's own, so that answers given at once cannot finish it early
+  batch->results = std::move(results);
+  batch->left = waiting.size() + 1;  // + 1: this loop's own, so that answers given at once cannot finish it early
   batch->done = std::move(done);
   const auto one_done = [batch] {
     if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->results));
   };
-  for (std::size_t i = 0; i < asked.size(); ++i) {
+  for (const std::size_t i : waiting) {
     const Pending& p = job.pending[asked[i]];
     const bool peek = looking || !job.charged_in_final(asked[i]);
     options_.batcher->decide(p.limiter->spec(), p.store_prefix + p.key, p.hits, peek, Nanos{job.now},
