@@ -29,7 +29,7 @@ Decision schedule(const GcraParams& p, GcraState& s, std::int64_t now, std::uint
   d.reset_after = Nanos{ttl};
   // How many more whole intervals fit under the tolerance: floor((tau - ttl) / T), at least 0.
   const std::int64_t room = sat_sub(p.tolerance_ns, ttl);
-  d.remaining = room > 0 ? static_cast<double>(p.per_interval.divide(room)) : 0.0;
+  d.remaining = room > 0 ? static_cast<double>(room / p.interval_ns) : 0.0;
   return d;
 }
 

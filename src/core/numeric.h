@@ -58,24 +58,4 @@ inline std::int64_t ceil_ns(double ns) {
   return static_cast<std::int64_t>(std::ceil(ns));
 }
 
-// Division of a non-negative int64 by a divisor fixed in advance, as a multiplication and a shift: exact for every
-// n in [0, 2^63) (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994: with
-// l = ceil(log2 d) and m = ceil(2^(63+l) / d), m * d exceeds 2^(63+l) by less than d <= 2^l, so
-// floor(m * n / 2^(63+l)) = floor(n / d)). m < 2^64 for every d in [1, 2^63). A hardware division takes tens of
-// cycles on the path of every decision; this takes a few.
-struct Divisor {
-  std::uint64_t magic = 0;
-  unsigned shift = 0;
-
-  static Divisor of(std::int64_t d) {  // d >= 1
-    const auto ud = static_cast<std::uint64_t>(d);
-    const unsigned l = ud == 1 ? 0 : 64 - static_cast<unsigned>(__builtin_clzll(ud - 1));
-    const u128 m = ((static_cast<u128>(1) << (63 + l)) + ud - 1) / ud;
-    return {static_cast<std::uint64_t>(m), 63 + l};
-  }
-  std::int64_t divide(std::int64_t n) const {  // n >= 0
-    return static_cast<std::int64_t>((static_cast<u128>(static_cast<std::uint64_t>(n)) * magic) >> shift);
-  }
-};
-
 }  // namespace rk::core

@@ -33,7 +33,6 @@ GcraParams gcra_params(const LimitSpec& given) {
   const double burst = *spec.burst;
   p.tolerance_ns = sat_mul(static_cast<std::uint64_t>(burst) + 1, p.interval_ns);
   p.limit = burst + 1;
-  p.per_interval = Divisor::of(p.interval_ns);
   return p;
 }
 

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-#include "core/numeric.h"
 #include "ratekeeper/params.h"
 
 namespace rk::core {
@@ -25,7 +24,6 @@ struct GcraParams {
   std::int64_t interval_ns = 0;
   std::int64_t tolerance_ns = 0;
   double limit = 0;  // burst + 1
-  Divisor per_interval;  // divides by interval_ns: `remaining` without a hardware division
 };
 
 // token_bucket and leaky_bucket: one fluid level, kept in time (core/fluid.h), that drains one request every

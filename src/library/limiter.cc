@@ -20,18 +20,13 @@ namespace {
 // A digest shares the space of 16-byte keys: a key equal to another's digest must guess a 128-bit PRF output.
 constexpr std::size_t kDigestAbove = 64;
 
-// A long key's digest, written into `buf`. Out of line: the hot path of short keys stays small.
-[[gnu::noinline, gnu::cold]] std::string_view digest_key(std::string_view key, char (&buf)[16]) {
+// The key the store sees: `key` itself, or its digest written into `buf`.
+std::string_view stored_key(std::string_view key, char (&buf)[16]) {
+  if (key.size() <= kDigestAbove) [[likely]] return key;
   const store::Digest128 d = store::siphash128(key, store::process_digest_key());
   std::memcpy(buf, &d.lo, 8);
   std::memcpy(buf + 8, &d.hi, 8);
   return {buf, sizeof buf};
-}
-
-// The key the store sees: `key` itself, or its digest written into `buf`.
-[[gnu::always_inline]] inline std::string_view stored_key(std::string_view key, char (&buf)[16]) {
-  if (key.size() <= kDigestAbove) [[likely]] return key;
-  return digest_key(key, buf);
 }
 
 // What one key can hold on the heap at most, beyond its entry: a stored key over CompactKey's inline bytes (plus
@@ -79,12 +74,11 @@ struct Limiter::Impl {
   virtual void export_states(const library::StateVisitor& f) const = 0;
   virtual bool import_state(std::string_view key, std::string_view state, bool apply) = 0;
 
-  [[gnu::always_inline]] void check_key(std::string_view key) const {
-    if (key.size() > max_key_bytes) [[unlikely]] key_too_long(key.size());
-  }
-  [[noreturn, gnu::noinline, gnu::cold]] void key_too_long(std::size_t size) const {
-    throw InvalidArgument("key is " + std::to_string(size) + " bytes, above the limit of " +
-                          std::to_string(max_key_bytes) + " (StoreOptions::max_key_bytes)");
+  void check_key(std::string_view key) const {
+    if (key.size() > max_key_bytes) {
+      throw InvalidArgument("key is " + std::to_string(key.size()) + " bytes, above the limit of " +
+                            std::to_string(max_key_bytes) + " (StoreOptions::max_key_bytes)");
+    }
   }
 
   LimitSpec spec;

@@ -91,7 +91,6 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
   for (int i = 0; i < 200'000; ++i) {
     GcraParams p;
     p.interval_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)) + 1;
-    p.per_interval = Divisor::of(p.interval_ns);
     p.tolerance_ns = sat_mul(rng() >> (rng() % 64), p.interval_ns);
     p.limit = 1;
     GcraState s{.tat_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63))};
@@ -101,26 +100,6 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
     const std::int64_t room = sat_sub(p.tolerance_ns, d.reset_after.count());
     ASSERT_EQ(d.remaining, room > 0 ? static_cast<double>(room / p.interval_ns) : 0.0)
         << "T " << p.interval_ns << " tau " << p.tolerance_ns << " tat " << before.tat_ns << " now " << now;
-  }
-}
-
-// The division by T that `remaining` makes by multiplication: exact at the ends of both ranges and either side of
-// every multiple.
-TEST(Gcra, DivisorIsExactAtTheEdges) {
-  std::mt19937_64 rng(12);
-  const std::int64_t divisors[] = {1, 2, 3, 7, 1'000'000'007, (std::int64_t{1} << 62) - 1, std::int64_t{1} << 62,
-                                   (std::int64_t{1} << 62) + 1, kMaxI64 - 1, kMaxI64};
-  for (const std::int64_t d : divisors) {
-    const Divisor div = Divisor::of(d);
-    for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, d - 1, d, kMaxI64 - 1, kMaxI64}) {
-      ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
-    }
-    for (int i = 0; i < 1000; ++i) {
-      const std::int64_t q = static_cast<std::int64_t>(rng() >> 1) / d;
-      for (const std::int64_t n : {q * d, q * d - 1, sat_add(q * d, d - 1)}) {
-        if (n >= 0) ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
-      }
-    }
   }
 }
 
