@@ -158,7 +158,7 @@ TEST(Fluid, ExtremeInputsStayFinite) {
 
 // allowed and remaining are the level test `backlog <= floor(C*T - k*T - f)`, clamped to the int64 range, taken at
 // its word: here written plainly (the decision compares in doubles where that is exact), over backlogs from none to
-// beyond 2^53 ns, rates from a request a nanosecond to one a century, fractional and whole capacities.
+// beyond 2^53 ns, windows of 1 µs to 17 years with limits of 1 to 1,000, fractional and whole capacities.
 TEST(Fluid, AllowedAndRemainingAreTheLevelTestExactly) {
   auto floor_clamped = [](double y) {
     if (!(y > -9.2e18)) return kMinI64;
@@ -167,8 +167,8 @@ TEST(Fluid, AllowedAndRemainingAreTheLevelTestExactly) {
   };
   std::mt19937_64 rng(21);
   for (int i = 0; i < 100'000; ++i) {
-    const double window_s = std::ldexp(1.0, static_cast<int>(rng() % 60) - 30);
-    const double capacity = static_cast<double>(1 + rng() % 1000) / (rng() % 2 ? 1 : 8);
+    const double window_s = std::ldexp(1.0, static_cast<int>(rng() % 50) - 20);  // 1 µs to 17 years
+    const double capacity = static_cast<double>(8 + rng() % 8000) / (rng() % 2 ? 1 : 8);
     const auto p = params(static_cast<double>(1 + rng() % 1000), window_s, capacity);
     FluidState s{.empty_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)),
                  .frac = static_cast<double>(rng() % 1024) / 1024};
