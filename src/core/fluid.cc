@@ -26,9 +26,20 @@ Backlog backlog(const FluidState& s, std::int64_t now) {
   return {sat_sub(s.empty_ns, now), s.frac};
 }
 
+// Below this, a whole number of nanoseconds converts to a double exactly.
+constexpr std::uint64_t kExactInDouble = std::uint64_t{1} << 53;
+
+// Whether whole nanoseconds w are at most floor_ns(y). For an integer, w <= floor(y) is w <= y, which a double
+// compares exactly while w is in [0, 2^53]; floor_ns's clamps agree there (y >= 9.2e18 holds every such w; y <=
+// -9.2e18 and NaN hold none). Saves a round trip through an integer on the decision's path.
+bool at_most_floor(std::int64_t w, double y) {
+  if (static_cast<std::uint64_t>(w) <= kExactInDouble) [[likely]] return static_cast<double>(w) <= y;
+  return w <= floor_ns(y);
+}
+
 // Whether `k` more requests fit on top of backlog b: b <= floor(C*T - k*T - f). The one test every answer uses.
 bool fits(const FluidParams& p, const Backlog& b, double k) {
-  return b.whole <= floor_ns(p.tolerance - k * p.interval - b.frac);
+  return at_most_floor(b.whole, p.tolerance - k * p.interval - b.frac);
 }
 
 // The most whole requests that fit now (the predicate is monotone in k).
@@ -48,16 +59,16 @@ Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now, std
   Backlog b = backlog(s, now);
   Decision d;
   d.limit = p.capacity;
-  const std::int64_t most = floor_ns(p.tolerance - c * p.interval - b.frac);
-  d.allowed = c <= p.capacity && b.whole <= most;
-  if (d.allowed) {
+  const double most = p.tolerance - c * p.interval - b.frac;  // the backlog that still admits c, before the floor
+  d.allowed = c <= p.capacity && at_most_floor(b.whole, most);
+  if (d.allowed) [[likely]] {
     const double x = b.frac + c * p.interval;  // >= 0
     const std::int64_t whole = floor_ns(x);
     s.empty_ns = sat_add(sat_add(now, b.whole), whole);
     s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
     b = backlog(s, now);
   } else {
-    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, most)} : kNever;
+    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(most))} : kNever;
   }
   d.remaining = room(p, b);
   d.reset_after = Nanos{sat_add(b.whole, b.frac > 0 ? 1 : 0)};

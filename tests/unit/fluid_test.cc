@@ -156,5 +156,38 @@ TEST(Fluid, ExtremeInputsStayFinite) {
   EXPECT_TRUE(std::isfinite(d.remaining));
 }
 
+// allowed and remaining are the level test `backlog <= floor(C*T - k*T - f)`, clamped to the int64 range, taken at
+// its word: here written plainly (the decision compares in doubles where that is exact), over backlogs from none to
+// beyond 2^53 ns, windows of 1 µs to 17 years with limits of 1 to 1,000, fractional and whole capacities.
+TEST(Fluid, AllowedAndRemainingAreTheLevelTestExactly) {
+  auto floor_clamped = [](double y) {
+    if (!(y > -9.2e18)) return kMinI64;
+    if (y >= 9.2e18) return kMaxI64;
+    return static_cast<std::int64_t>(std::floor(y));
+  };
+  std::mt19937_64 rng(21);
+  for (int i = 0; i < 100'000; ++i) {
+    const double window_s = std::ldexp(1.0, static_cast<int>(rng() % 50) - 20);  // 1 µs to 17 years
+    const double capacity = static_cast<double>(8 + rng() % 8000) / (rng() % 2 ? 1 : 8);
+    const auto p = params(static_cast<double>(1 + rng() % 1000), window_s, capacity);
+    FluidState s{.empty_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)),
+                 .frac = static_cast<double>(rng() % 1024) / 1024};
+    const std::int64_t now = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
+    const std::uint64_t cost = rng() % 4;
+    const std::int64_t whole = s.empty_ns < now ? 0 : s.empty_ns - now;
+    const double frac = s.empty_ns < now ? 0 : s.frac;
+    const bool want_allowed = static_cast<double>(cost) <= p.capacity &&
+                              whole <= floor_clamped(p.tolerance - static_cast<double>(cost) * p.interval - frac);
+    const FluidState before = s;
+    const Decision d = fluid_decide(p, s, now, cost);
+    ASSERT_EQ(d.allowed, want_allowed) << "empty " << before.empty_ns << " now " << now << " cost " << cost;
+    const std::int64_t w = s.empty_ns < now ? 0 : s.empty_ns - now;
+    const double f = s.empty_ns < now ? 0 : s.frac;
+    auto fits = [&](double k) { return w <= floor_clamped(p.tolerance - k * p.interval - f); };
+    ASSERT_TRUE(d.remaining == 0 || fits(d.remaining)) << d.remaining;
+    ASSERT_FALSE(d.remaining + 1 <= p.capacity && fits(d.remaining + 1)) << d.remaining;
+  }
+}
+
 }  // namespace
 }  // namespace rk::core
