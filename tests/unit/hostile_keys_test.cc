@@ -82,38 +82,50 @@ TEST(HostileKeys, TheSameKeysDoNotCollideUnderTheStoresRandomSeed) {
     ASSERT_EQ(b.keys, kAttackKeys);
     const double mean_hostile = static_cast<double>(h.total) / kAttackKeys;
     const double mean_benign = static_cast<double>(b.total) / kAttackKeys;
-    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup (2.0-3.1 seen over 60 seeds); allow
-    // room, but far below the 500 that the known seed gives. Its longest runs have a heavy tail (up to 136 slots
-    // seen, a few cache lines of index: a slot whose tag differs reads no entry), against 1000 under the known seed.
-    EXPECT_LT(mean_hostile, 4.0) << "store " << store;
-    EXPECT_LT(mean_benign, 4.0) << "store " << store;
-    EXPECT_LT(h.longest, 300u) << "store " << store;
+    // Linear probing at load 1000/1369 expects 2.4 slots per successful lookup (2.0-3.1 seen over 60 seeds, 4.25
+    // the most in 3,000 checkpoints of 300 seeds); random seeds, so the bounds leave room for the tail and still
+    // sit far from the known seed's mean of 500. Longest runs have a heavy tail too (146 slots the most seen in
+    // those 3,000, a few cache lines of index: a slot whose tag differs reads no entry), against 1000 under it.
+    EXPECT_LT(mean_hostile, 8.0) << "store " << store;
+    EXPECT_LT(mean_benign, 8.0) << "store " << store;
+    EXPECT_LT(h.longest, 500u) << "store " << store;
     // And the decision for a legitimate client, looked up among the flood, costs a few slots.
     std::size_t worst_miss = 0;
     for (const auto& k : benign) worst_miss = std::max(worst_miss, hostile.probe_length(k));
-    EXPECT_LT(worst_miss, 300u) << "store " << store;
+    EXPECT_LT(worst_miss, 500u) << "store " << store;
   }
 }
 
 // The flood keeps coming: the cost per lookup is the same after 1,000 attack keys as after 100 (flat), whereas
-// under the known seed it grows with every key.
+// under the known seed it grows with every key. Seeds the attack was not computed for are 20 fixed ones (a store's
+// own is random, which the test above uses; fixed here so that the averages below are the same at every run: one
+// store's mean has a tail, 4.25 once in 3,000 checkpoints of 300 random seeds).
 TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
+  constexpr int kSeeds = 20;
   const auto attack = colliding_keys(kKnownSeed, kAttackKeys);
-  ShardedStore<Counter> fresh_seed(one_shard(0)), known(one_shard(kKnownSeed));
-  std::vector<double> random_means, known_longest;
-  for (std::size_t i = 0; i < attack.size(); ++i) {
-    fresh_seed.update(attack[i], [](Counter& c) { return ++c.value; });
-    known.update(attack[i], [](Counter& c) { return ++c.value; });
-    if ((i + 1) % 100 == 0) {
-      const auto r = fresh_seed.probe_stats();
-      random_means.push_back(static_cast<double>(r.total) / static_cast<double>(r.keys));
-      known_longest.push_back(static_cast<double>(known.probe_stats().longest));
+  std::vector<double> mean_of_means(kAttackKeys / 100, 0.0);
+  for (int k = 0; k < kSeeds; ++k) {
+    ShardedStore<Counter> other(one_shard(0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(k + 1)));
+    for (std::size_t i = 0; i < attack.size(); ++i) {
+      other.update(attack[i], [](Counter& c) { return ++c.value; });
+      if ((i + 1) % 100 == 0) {
+        const auto r = other.probe_stats();
+        mean_of_means[i / 100] += static_cast<double>(r.total) / static_cast<double>(r.keys) / kSeeds;
+      }
     }
   }
-  ASSERT_EQ(random_means.size(), 10u);
-  for (double m : random_means) EXPECT_LT(m, 4.0);
-  for (std::size_t i = 0; i < known_longest.size(); ++i)
-    EXPECT_EQ(known_longest[i], 100.0 * static_cast<double>(i + 1));
+  // Linear probing expects (1 + 1/(1 - load)) / 2 slots per successful lookup: 1.3-3.0 at the loads an index
+  // grown by half passes through (up to 4/5). Far below the known seed's 50-500.
+  for (std::size_t c = 0; c < mean_of_means.size(); ++c) {
+    EXPECT_LT(mean_of_means[c], 3.0) << "after " << (c + 1) * 100;
+  }
+  ShardedStore<Counter> known(one_shard(kKnownSeed));
+  for (std::size_t i = 0; i < attack.size(); ++i) {
+    known.update(attack[i], [](Counter& c) { return ++c.value; });
+    if ((i + 1) % 100 == 0) {
+      EXPECT_EQ(known.probe_stats().longest, i + 1);
+    }
+  }
 }
 
 }  // namespace
