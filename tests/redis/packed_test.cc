@@ -20,15 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using redis_test::RedisProcess;
 
-std::string cli(const RedisProcess& r, const std::string& args) {
-  FILE* f = ::popen(("/usr/bin/redis-cli -p " + std::to_string(r.port()) + " " + args).c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  if (f) ::pclose(f);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
+std::string cli(const RedisProcess& r, const std::string& args) { return redis_test::redis_cli(r.port(), args); }
 
 long stat(const RedisProcess& r, const std::string& section, const std::string& field) {
   const std::string out = cli(r, "INFO " + section);

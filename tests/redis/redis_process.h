@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -35,6 +36,17 @@ inline int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+// redis-cli's answer to `args` (one command, words split by the shell) against the server on `port`, trimmed.
+inline std::string redis_cli(int port, const std::string& args) {
+  FILE* f = ::popen(("/usr/bin/redis-cli -p " + std::to_string(port) + " " + args).c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  if (f) ::pclose(f);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
 }
 
 inline bool answers(int port) {

@@ -256,14 +256,7 @@ long script_calls(const std::string& url) {
 
 // redis-cli's answer to one command, trimmed.
 std::string cli(const std::string& url, const std::string& args) {
-  const std::string port = url.substr(url.rfind(':') + 1);
-  FILE* f = ::popen(("/usr/bin/redis-cli -p " + port + " " + args).c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  if (f) ::pclose(f);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
+  return redis_test::redis_cli(std::stoi(url.substr(url.rfind(':') + 1)), args);
 }
 
 store::RemoteResult decide_one(store::RemoteStore& remote, const LimitSpec& spec, const std::string& key, Nanos now) {
