@@ -33,10 +33,10 @@ std::shared_ptr<const std::string> SecretFile::current() {
     std::string error;
     if (auto secret = read(error)) {
       secret_ = std::move(secret);
-      stamp_ = stamp;
     } else {
-      failures_.fetch_add(1, std::memory_order_relaxed);
+      failures_.fetch_add(1, std::memory_order_relaxed);  // this version is not read again: the next change is
     }
+    stamp_ = stamp;
   }
   return secret_;
 }

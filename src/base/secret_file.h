@@ -44,7 +44,7 @@ class SecretFile {
   const Charset charset_;
   std::mutex mu_;
   std::shared_ptr<const std::string> secret_;  // mu_
-  std::string stamp_;                          // mu_: the stamp the secret was read at
+  std::string stamp_;                          // mu_: the stamp of the version last read, good or not
   std::atomic<std::uint64_t> failures_{0};
 };
 
