@@ -6,6 +6,8 @@
 // the limit at kMaxSlidingLogLimit). The log is a ring buffer that grows and shrinks with the traffic.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 
@@ -33,6 +35,10 @@ class SlidingLogState {
   void push(std::int64_t t_ns, std::uint64_t cost);
   void pop_front();
   std::size_t heap_bytes() const { return cap_ * sizeof(Entry); }
+  // The most a log under a (valid) `limit` holds on the heap: its ring grown to hold `limit` entries (2 at least).
+  static std::size_t max_heap_bytes(std::uint64_t limit) {
+    return std::bit_ceil(std::max<std::uint64_t>(limit, 2)) * sizeof(Entry);
+  }
 
  private:
   void resize(std::uint32_t cap);

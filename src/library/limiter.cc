@@ -34,7 +34,7 @@ std::string_view stored_key(std::string_view key, char (&buf)[16]) {
 std::size_t per_key_heap(const LimitSpec& spec) {
   std::size_t bytes = kDigestAbove + 16;
   if (spec.algorithm == Algorithm::kSlidingLog) {
-    bytes += std::bit_ceil(static_cast<std::uint64_t>(spec.limit)) * sizeof(core::SlidingLogState::Entry);
+    bytes += core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit));
   }
   return bytes;
 }

@@ -83,6 +83,8 @@ inline constexpr Name kBatchLag{"ratekeeper_redis_batch_lag_seconds",
                                 "From sending the last answered batch to absorbing its answer."};
 // gauge, no labels.
 inline constexpr Name kBatchedKeys{"ratekeeper_redis_batched_keys", "Keys of batched domains held in this process."};
+inline constexpr Name kBatchedBytes{"ratekeeper_redis_batched_bytes",
+                                    "What the batched domains' keys held in this process cost, in bytes (as --max-memory counts it)."};
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 

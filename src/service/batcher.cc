@@ -99,14 +99,35 @@ struct Batcher::Entry {
   std::int64_t synced_ns = kNeverNs;  // when the last answered sync was sent
   std::int64_t used_ns = kNeverNs;
   std::uint64_t generation = 0;    // tells this entry from an evicted one's under the same key, for late replies
+  std::size_t bytes = 0;           // key_bytes() when it was made
 };
+
+std::size_t Batcher::key_bytes(const LimitSpec& spec, std::string_view key) {
+  // Each allocation with glibc's 16-byte header: the map's node (its key's std::string, the entry's pointer, the
+  // next pointer and the cached hash), the key's text past std::string's inline 15 bytes, the entry, the typed
+  // state (its vtable pointer, the parameters, the state).
+  constexpr std::size_t kHeader = 16, kNode = 64, kState = 160;
+  static_assert(sizeof(Typed<core::Earrrl>) <= kState && sizeof(Typed<core::SlidingWindow>) <= kState &&
+                sizeof(Typed<core::Fluid>) <= kState && sizeof(Typed<core::SlidingLog>) <= kState);
+  std::size_t bytes = kHeader + kNode + kHeader + sizeof(Entry) + kHeader + kState;
+  if (key.size() > 15) bytes += kHeader + key.size() + 1;
+  if (spec.algorithm == Algorithm::kSlidingLog) {
+    bytes += kHeader + core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit));
+  }
+  return bytes;
+}
 
 namespace {
 
-// As many shards as keep at least kMinKeysPerShard keys each (a small max_keys is then kept exactly), up to kMax.
-std::size_t shards_for(std::size_t max_keys, std::size_t min_per_shard, std::size_t most) {
+// As many shards as keep at least kMinKeysPerShard keys and kMinShardBytes of the budget each (a small max_keys or
+// budget is then kept exactly, and a shard's share holds a long key many times over), up to kMaxShards.
+std::size_t shards_for(const BatcherOptions& o) {
+  const std::size_t key_bytes = o.max_memory_bytes == 0 ? 0 : o.max_memory_bytes / 8 * 7;
   std::size_t n = 1;
-  while (n < most && max_keys / (n * 2) >= min_per_shard) n *= 2;
+  while (n < Batcher::kMaxShards && o.max_keys / (n * 2) >= Batcher::kMinKeysPerShard &&
+         (key_bytes == 0 || key_bytes / (n * 2) >= Batcher::kMinShardBytes)) {
+    n *= 2;
+  }
   return n;
 }
 
@@ -118,12 +139,13 @@ Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_pt
       clock_(std::move(clock)),
       options_(options),
       seed_(store::random_seed()),
-      shard_count_(shards_for(options_.max_keys, kMinKeysPerShard, kMaxShards)),
+      shard_count_(shards_for(options_)),
       shards_(std::make_unique<Shard[]>(shard_count_)) {
   for (std::size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
     s.keys = decltype(s.keys)(0, KeyHash{seed_});
     s.capacity = std::max<std::size_t>(1, options_.max_keys / shard_count_ + (i < options_.max_keys % shard_count_));
+    if (options_.max_memory_bytes > 0) s.byte_capacity = options_.max_memory_bytes / 8 * 7 / shard_count_;
   }
   if (options_.start_thread) thread_ = std::thread([this] { loop(); });
 }
@@ -147,7 +169,8 @@ Batcher::Shard& Batcher::shard_of(const Hashed& k) const {
 // keys sharing buckets: long chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits
 // are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock is let go
 // (its replies unread: nothing here to learn them).
-void Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
+bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
+  if (s.keys.empty()) return false;
   const std::size_t buckets = s.keys.bucket_count();
   std::size_t b = home;
   for (std::size_t n = 0; n <= buckets; ++n) {
@@ -169,24 +192,43 @@ void Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSy
     if (e.pending > 0) {
       std::lock_guard lock(orphans_mu_);
       orphans_.push_back({.key = victim->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
-      if (orphans_.size() >= options_.max_keys) full.swap(orphans_);
+      orphan_bytes_ += e.bytes;
+      if (orphans_.size() >= options_.max_keys ||
+          (options_.max_memory_bytes > 0 && orphan_bytes_ >= options_.max_memory_bytes / 8)) {
+        full.swap(orphans_);
+        orphan_bytes_ = 0;
+      }
     }
-    s.keys.erase(s.keys.find(victim->first));
+    erase(s, s.keys.find(victim->first));
     stats_.evicted.fetch_add(1, std::memory_order_relaxed);
-    stats_.keys.fetch_sub(1, std::memory_order_relaxed);
-    return;
+    return true;
   }
+  return false;  // every key has decisions waiting on it
+}
+
+void Batcher::erase(Shard& s, KeyMap::const_iterator it) {
+  s.bytes -= it->second->bytes;
+  stats_.bytes.fetch_sub(static_cast<std::int64_t>(it->second->bytes), std::memory_order_relaxed);
+  stats_.keys.fetch_sub(1, std::memory_order_relaxed);
+  s.keys.erase(it);
 }
 
 Batcher::Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
                                       std::vector<store::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
   std::string owned(key.key);
-  if (s.keys.size() >= s.capacity) evict_one(s, s.keys.bucket(owned), full);
+  const std::size_t bytes = key_bytes(spec, owned);
+  // Room by count and by bytes; one key is always held, whatever it costs (a budget too small for it still works).
+  while (s.keys.size() >= s.capacity || s.bytes + bytes > s.byte_capacity) {
+    if (!evict_one(s, s.keys.bucket(owned), full)) break;
+  }
   auto e = std::make_unique<Entry>();
   e->state = make_state(spec);
   e->generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
+  e->bytes = bytes;
+  s.bytes += bytes;
   stats_.keys.fetch_add(1, std::memory_order_relaxed);
+  stats_.bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   return s.keys.emplace(std::move(owned), std::move(e)).first->second.get();
 }
 
@@ -425,8 +467,7 @@ void Batcher::batch_once(std::function<void()> after) {
         generations.push_back(e.generation);
       } else if (!e.busy && e.waiters.empty() && e.state->forgettable(now)) {
         // Nothing to send, nothing to remember: gone, as a sweep forgets a fresh key.
-        it = s.keys.erase(it);
-        stats_.keys.fetch_sub(1, std::memory_order_relaxed);
+        erase(s, it++);
         continue;
       }
       ++it;
@@ -436,6 +477,7 @@ void Batcher::batch_once(std::function<void()> after) {
   {
     std::lock_guard lock(orphans_mu_);
     orphans.swap(orphans_);
+    orphan_bytes_ = 0;
   }
   send_orphans(std::move(orphans));
   send(std::move(ops), std::move(generations), now, std::move(after));
@@ -481,8 +523,7 @@ void Batcher::reset(std::vector<std::string> keys, std::function<void()> done) {
     std::lock_guard lock(s.mu);
     const auto it = s.keys.find(std::string_view(k));
     if (it == s.keys.end() || !it->second->waiters.empty()) continue;
-    s.keys.erase(it);
-    stats_.keys.fetch_sub(1, std::memory_order_relaxed);
+    erase(s, it);
   }
   counters_->reset(std::move(keys), std::move(done));
 }

@@ -24,8 +24,11 @@
 //
 // Thread safety: every member from any thread. Keys live in up to kMaxShards shards, each under its own spin lock
 // (held for one key's step, or a batch's visit of the shard); callbacks run with no lock held. Memory: at most
-// max_keys keys (an evicted key's unsent hits go out with the next batch, or at once when max_keys of them wait),
-// so no client can grow anything without bound; keys are hashed with a random seed, so that no client can choose
+// max_keys keys, and with max_memory_bytes at most that many bytes as key_bytes() counts them (a key's text, its
+// entry and state, a sliding log's whole ring): 7/8 for the keys held, 1/8 for evicted keys' unsent hits (those go
+// out with the next batch, or at once when max_keys of them or their share of bytes wait). A key's text is kept
+// whole (it names the key in Redis, where every server must find it), so its bytes are what a budget must bound:
+// a descriptor's 4 KB made a million keys 4 GB. Keys are hashed with a random seed, so that no client can choose
 // keys that make a lookup long (probe_stats() counts it: tests/redis/batcher_hostile_test.cc).
 #pragma once
 
@@ -33,6 +36,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +57,7 @@ namespace rk::service {
 struct BatcherOptions {
   Nanos interval = std::chrono::milliseconds(20);  // --redis-batch-interval
   std::size_t max_keys = 1'000'000;
+  std::size_t max_memory_bytes = 0;  // 0: no bound in bytes (serve: the batcher's share of --max-memory)
   bool start_thread = true;  // false: batches only when flush() is called (tests)
 };
 
@@ -66,11 +71,15 @@ struct BatcherStats {
   std::atomic<std::int64_t> last_keys{0};     // keys in the last batch
   std::atomic<std::int64_t> lag_ns{0};        // how old the last answered batch was when it came back
   std::atomic<std::int64_t> keys{0};          // keys held now
+  std::atomic<std::int64_t> bytes{0};         // what they cost, as key_bytes() counts it
 };
 
 class Batcher {
  public:
   static constexpr int kStaleIntervals = 4;
+  static constexpr std::size_t kMaxShards = 64;
+  static constexpr std::size_t kMinKeysPerShard = 64;
+  static constexpr std::size_t kMinShardBytes = 64 << 10;  // a key bigger than a shard's share is still held, alone
 
   Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock, BatcherOptions options);
   ~Batcher();
@@ -94,6 +103,10 @@ class Batcher {
   void close();
 
   const BatcherStats& stats() const { return stats_; }
+  // What one key costs held here at most, as the budget counts it: its text, the map's node, its entry, its state
+  // (a sliding log's whole ring at `spec`'s limit), with the allocator's headers. Its per-server counts are not
+  // counted: they grow with the fleet, not with what clients send.
+  static std::size_t key_bytes(const LimitSpec& spec, std::string_view key);
   Nanos interval() const { return options_.interval; }
 
   // What a lookup costs, counted (tests/redis/batcher_hostile_test.cc): over every key held, the entries a lookup
@@ -131,12 +144,15 @@ class Batcher {
     bool operator()(std::string_view a, const std::string& b) const { return a == b; }
     bool operator()(const std::string& a, std::string_view b) const { return a == b; }
   };
+  using KeyMap = std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, KeyEq>;
   struct alignas(64) Shard {  // one cache line of its own at least: two cores on two shards share nothing written
     // A spin lock: held for a few dozen nanoseconds per decision, where a futex-based mutex costs more than that
     // when two threads meet on a hot key.
     mutable store::SpinLock mu;
-    std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, KeyEq> keys;  // under mu
+    KeyMap keys;  // under mu
     std::size_t capacity = 1;
+    std::size_t bytes = 0;  // key_bytes() of the keys held; under mu
+    std::size_t byte_capacity = std::numeric_limits<std::size_t>::max();
     std::uint64_t rng = 0;  // picks eviction's bucket when the new key's is empty; under mu
   };
   using Waiters = std::vector<std::function<void()>>;
@@ -146,7 +162,8 @@ class Batcher {
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;
   Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::CounterSync>& full);
-  void evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
+  bool evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
+  void erase(Shard& s, KeyMap::const_iterator it);  // under s.mu: the key forgotten, its bytes given back
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
   void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
@@ -160,8 +177,6 @@ class Batcher {
   std::shared_ptr<store::SharedCounters> counters_;
   std::shared_ptr<const Clock> clock_;
   const BatcherOptions options_;
-  static constexpr std::size_t kMaxShards = 64;
-  static constexpr std::size_t kMinKeysPerShard = 64;
   const std::uint64_t seed_;
   const std::size_t shard_count_;  // a power of two
   const std::unique_ptr<Shard[]> shards_;
@@ -170,6 +185,7 @@ class Batcher {
 
   std::mutex orphans_mu_;
   std::vector<store::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
+  std::size_t orphan_bytes_ = 0;             // their keys' bytes; under orphans_mu_
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

@@ -153,8 +153,9 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--max-keys", "N", "keys tracked per rule before CLOCK eviction (default 1000000)",
               whole_number(f.max_keys, 1, 1ull << 40));
   flags.value("--max-memory", "BYTES",
-              "the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules, 1/8 by\n"
-              "request overrides; each store holds fewer keys if its share needs it (default: none)",
+              "the stores' budget (e.g. 512MiB): 7/8 shared equally by the rules (6/8 and\n"
+              "1/8 for batched domains' keys with --redis), 1/8 by request overrides; each\n"
+              "store holds fewer keys if its share needs it (default: none)",
               [&f](const std::string& v) {
                 const auto bytes = parse_bytes(v);
                 if (!bytes || *bytes < (1u << 20)) {

@@ -60,12 +60,23 @@ StoreOptions store_options(const ServeFlags& flags, std::size_t memory_bytes) {
   return {.max_keys = flags.max_keys, .max_key_bytes = 1 << 16, .max_memory_bytes = memory_bytes};
 }
 
+// --max-memory's split (docs/security.md): 7/8 for the rules' stores, shared equally by them, 1/8 for the request
+// overrides'; with --redis, one of the rules' eighths goes to the `sharing: batched` domains' keys (the batcher).
+// 0 everywhere without --max-memory.
+struct MemoryShares {
+  std::size_t rules, overrides, batcher;
+};
+MemoryShares memory_shares(const ServeFlags& flags) {
+  const std::size_t eighth = flags.max_memory / 8;
+  const bool batcher = !flags.redis.empty();
+  return {.rules = eighth * (batcher ? 6 : 7), .overrides = eighth, .batcher = batcher ? eighth : 0};
+}
+
 // The rules from --config, reloaded live, each load counted and logged. Before the first good load there are no
 // last good rules to keep: a refusal then says only that.
 std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::shared_ptr<const Clock> clock,
                                                ServeMetrics& metrics) {
-  // 7/8 of --max-memory for the rules' stores, shared equally by them (docs/security.md).
-  const rules::BuildOptions build{.store = store_options(flags, flags.max_memory / 8 * 7), .clock = std::move(clock)};
+  const rules::BuildOptions build{.store = store_options(flags, memory_shares(flags).rules), .clock = std::move(clock)};
   auto loaded = std::make_shared<std::atomic<bool>>(false);
   rules::ReloadEvents events{
       .on_success =
@@ -126,7 +137,8 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
 std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
   return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
                                             service::BatcherOptions{.interval = flags.redis_batch_interval,
-                                                                    .max_keys = flags.max_keys});
+                                                                    .max_keys = flags.max_keys,
+                                                                    .max_memory_bytes = memory_shares(flags).batcher});
 }
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
@@ -179,7 +191,7 @@ int run_serve(const std::vector<std::string>& args) {
   service::Service service(
       *reloader, clock,
       {.shadow_mode = flags.shadow_mode,
-       .store = store_options(flags, flags.max_memory / 8),  // the request overrides' share
+       .store = store_options(flags, memory_shares(flags).overrides),
        .remote = remote,
        .redis_failure = flags.redis_failure,
        .observer = service::observe_all({tracker, metrics.descriptor_stats(flags.near_limit_ratio)}),

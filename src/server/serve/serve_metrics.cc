@@ -87,6 +87,8 @@ void ServeMetrics::watch_remote(const service::Service& service) {
     registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return static_cast<double>(bs.lag_ns.load()) / 1e9; });
     registry_.gauge_fn(n::kBatchedKeys.name, n::kBatchedKeys.help, {},
                        [&bs] { return static_cast<double>(bs.keys.load()); });
+    registry_.gauge_fn(n::kBatchedBytes.name, n::kBatchedBytes.help, {},
+                       [&bs] { return static_cast<double>(bs.bytes.load()); });
   }
   registry_.gauge_fn(n::kBreakerState.name, n::kBreakerState.help, {},
                      [&service] { return service.breaker() ? static_cast<double>(service.breaker()->state()) : 0.0; });
