@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """HTTP benchmark: wrk over loopback keep-alive against ratekeeper's forward-auth endpoint, and in the same run
 against nginx answering `return 200` directly and with `limit_req`, at equal worker threads. Prints requests/s
-and p99 for each and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed
+and p99 for each, the server's CPU time per request (user and system, from /proc: what counts on a machine whose
+cores wrk shares, and less sensitive than requests/s to other load), and ratekeeper's ratios to nginx; then p99 for each at about half of its saturating load (closed
 loop, fewer connections).
 
   bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1] [--tls] [--baseline OTHER_BINARY]
@@ -66,11 +67,48 @@ end
 """
 
 
+def cpu_seconds(pids):
+    """User and system CPU seconds so far of the processes `pids` (every thread of each), from /proc/PID/stat."""
+    user = system = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        user += int(fields[11])
+        system += int(fields[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, system / tick
+
+
+def children(pid):
+    """The processes whose parent is `pid` (nginx's workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
 def wrk(url, seconds, connections, script):
     with open(script, "w") as f:
         f.write(LUA)
     r = run_wrk(url, seconds, connections, script)
     return r["rps"], r["p99"], r["non2xx"]
+
+
+def wrk_cpu(url, seconds, connections, script, pids):
+    """wrk's requests/s, p99 and non-2xx count, and the servers' user and system CPU microseconds per request."""
+    with open(script, "w") as f:
+        f.write(LUA)
+    before = cpu_seconds(pids)
+    r = run_wrk(url, seconds, connections, script)
+    after = cpu_seconds(pids)
+    n = max(r["requests"], 1)
+    return r["rps"], r["p99"], r["non2xx"], (after[0] - before[0]) * 1e6 / n, (after[1] - before[1]) * 1e6 / n
 
 
 def main():
@@ -118,33 +156,40 @@ def main():
             wait_http("https://127.0.0.1:%d/readyz" % tls_port, context=ssl.create_default_context(
                 cafile=os.path.join(work, "ca.crt")))
 
+        workers = children(nginx.pid)
         targets = [
-            ("nginx return 200", "http://127.0.0.1:%d/plain" % nginx_port),
-            ("nginx limit_req", "http://127.0.0.1:%d/limit_req" % nginx_port),
-            ("ratekeeper /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % rk_port),
+            ("nginx return 200", "http://127.0.0.1:%d/plain" % nginx_port, workers),
+            ("nginx limit_req", "http://127.0.0.1:%d/limit_req" % nginx_port, workers),
+            ("ratekeeper /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % rk_port, [procs[0].pid]),
         ]
         if args.baseline:
-            targets.append(("baseline /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % base_port))
+            targets.append(("baseline /v1/auth", "http://127.0.0.1:%d/v1/auth/bench" % base_port, [procs[1].pid]))
         if args.tls:
-            targets.append(("ratekeeper TLS", "https://127.0.0.1:%d/v1/auth/bench" % tls_port))
+            targets.append(("ratekeeper TLS", "https://127.0.0.1:%d/v1/auth/bench" % tls_port, [procs[-1].pid]))
         script = os.path.join(work, "clients.lua")
-        for _, url in targets:  # warm up
+        for _, url, _ in targets:  # warm up
             wrk(url, 1, args.connections, script)
         saturated = {}
         print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores; load average %.1f"
               % (args.connections, args.seconds, args.threads, os.cpu_count(), os.getloadavg()[0]))
-        print("%-22s %12s %10s %8s" % ("", "requests/s", "p99 ms", "non-2xx"))
-        for name, url in targets:
-            rps, p99, bad = wrk(url, args.seconds, args.connections, script)
+        print("%-22s %12s %10s %8s %14s %14s" % ("", "requests/s", "p99 ms", "non-2xx", "user us/req", "system us/req"))
+        cpu = {}
+        for name, url, pids in targets:
+            rps, p99, bad, user, system = wrk_cpu(url, args.seconds, args.connections, script, pids)
             saturated[name] = (rps, p99)
-            print("%-22s %12.0f %10.3f %8d" % (name, rps, p99, bad))
+            cpu[name] = user + system
+            print("%-22s %12.0f %10.3f %8d %14.2f %14.2f" % (name, rps, p99, bad, user, system))
         rk = saturated["ratekeeper /v1/auth"][0]
         print("ratekeeper / nginx return 200: %.2fx   (target >= 0.80)" % (rk / saturated["nginx return 200"][0]))
         print("ratekeeper / nginx limit_req:  %.2fx" % (rk / saturated["nginx limit_req"][0]))
+        print("CPU per request, ratekeeper / nginx return 200: %.2fx" % (cpu["ratekeeper /v1/auth"] /
+                                                                     max(cpu["nginx return 200"], 1e-9)))
         if args.baseline:
             base = saturated["baseline /v1/auth"][0]
             print("baseline / nginx return 200:   %.2fx" % (base / saturated["nginx return 200"][0]))
             print("ratekeeper / baseline:         %.2fx" % (rk / base))
+            print("CPU per request, ratekeeper / baseline: %.2fx" % (cpu["ratekeeper /v1/auth"] /
+                                                             max(cpu["baseline /v1/auth"], 1e-9)))
         if args.tls:
             print("ratekeeper TLS / plaintext:    %.2fx" % (saturated["ratekeeper TLS"][0] / rk))
         if args.no_half_load:
@@ -155,7 +200,7 @@ def main():
         # whole milliseconds, coarser than what is measured here.)
         print("\nat about half of each one's saturating load (closed loop, fewer connections):")
         print("%-22s %12s %10s %12s" % ("", "requests/s", "p99 ms", "connections"))
-        for name, url in targets:
+        for name, url, _ in targets:
             target = saturated[name][0] / 2
             best = None
             for connections in range(1, 9):
