@@ -20,6 +20,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -111,6 +112,85 @@ def wrk_cpu(url, seconds, connections, script, pids):
     return r["rps"], r["p99"], r["non2xx"], (after[0] - before[0]) * 1e6 / n, (after[1] - before[1]) * 1e6 / n
 
 
+def sequential_requests(port, path, n, connections=4):
+    """n keep-alive GETs of `path`, each answered before the next is sent, over `connections` connections in turn."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(connections)]
+    bufs = [b""] * connections
+    for i in range(n):
+        k = i % connections
+        socks[k].sendall(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Client: client-%d\r\n\r\n"
+                         % (path.encode(), i % 1000))
+        buf = bufs[k]
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                head = buf[:end].lower()
+                length = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
+                if len(buf) >= end + 4 + length:
+                    if not head.startswith(b"http/1.1 200"):
+                        raise SystemExit("not 200: %r" % head[:40])
+                    buf = buf[end + 4 + length:]
+                    break
+            more = socks[k].recv(65536)
+            if not more:
+                raise SystemExit("the server closed a connection")
+            buf += more
+        bufs[k] = buf
+    for s in socks:
+        s.close()
+
+
+def callgrind_instructions(command, url, path, port, n, out, stop_signal):
+    """User-space instructions of `command` (a server) over n requests, from start to stop, under callgrind."""
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + command,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_http(url, seconds=60)
+        sequential_requests(port, path, n)
+    finally:
+        proc.send_signal(stop_signal)
+        proc.wait(timeout=60)
+    total = 0
+    for name in os.listdir(os.path.dirname(out)):
+        if name.startswith(os.path.basename(out)):
+            with open(os.path.join(os.path.dirname(out), name)) as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("totals:"))
+    return total
+
+
+def instructions(args, work):
+    """--instructions: user-space instructions per request of each server, and ratekeeper's ratios."""
+    rules = os.path.join(work, "rules.yaml")
+    with open(rules, "w") as f:
+        f.write(RULES)
+    nginx_port = free_port()
+    with open(os.path.join(work, "nginx.conf"), "w") as f:
+        f.write("master_process off;\n" + NGINX % {"threads": 1, "dir": work, "port": nginx_port})
+    servers = [("nginx return 200", None, "/plain", nginx_port)]
+    for name, binary in [("ratekeeper /v1/auth", args.binary), ("baseline /v1/auth", args.baseline)]:
+        if binary:
+            servers.append((name, binary, "/v1/auth/bench", free_port()))
+    n = args.instructions
+    per = {}
+    print("user-space instructions per request (callgrind; %d and %d requests over 4 connections; ratekeeper with"
+          " --threads %d; load average %.1f)" % (n, 3 * n, args.threads, os.getloadavg()[0]))
+    for i, (name, binary, path, port) in enumerate(servers):
+        if binary:
+            command = [binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % port, "--admin",
+                       "127.0.0.1:%d" % free_port(), "--threads", str(args.threads), "--log-level", "error"]
+            stop, url = signal.SIGTERM, "http://127.0.0.1:%d/readyz" % port
+        else:
+            command = ["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-e", "stderr"]
+            stop, url = signal.SIGQUIT, "http://127.0.0.1:%d/plain" % port
+        counts = [callgrind_instructions(command, url, path, port, k, os.path.join(work, "cg%d-%d" % (i, k)), stop)
+                  for k in (n, 3 * n)]
+        per[name] = (counts[1] - counts[0]) / (2 * n)
+        print("%-22s %10.0f" % (name, per[name]))
+    print("ratekeeper / nginx return 200: %.2fx" % (per["ratekeeper /v1/auth"] / per["nginx return 200"]))
+    if args.baseline:
+        print("ratekeeper / baseline:         %.2fx" % (per["ratekeeper /v1/auth"] / per["baseline /v1/auth"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
@@ -120,9 +200,16 @@ def main():
     ap.add_argument("--tls", action="store_true", help="also ratekeeper over TLS (HTTPS)")
     ap.add_argument("--baseline", help="another ratekeeper binary, measured in the same run")
     ap.add_argument("--no-half-load", action="store_true", help="saturating load only")
+    ap.add_argument("--instructions", type=int, metavar="N",
+                    help="count user-space instructions per request under callgrind instead (N and 3N requests)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")
+    if args.instructions:
+        try:
+            return instructions(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     procs = []
     nginx = None
     try:

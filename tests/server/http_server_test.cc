@@ -147,8 +147,6 @@ bool eventually(Pred pred) {
   return true;
 }
 
-constexpr std::size_t kBigBody = 12 << 20;
-
 // The handler's header fields for HandlerHeadersAreCheckedByteByByte: /header?N answers kHeaderCases[N]. The
 // first is sendable (every tchar symbol in its name; a tab and obs-text in its value); the rest are not.
 const std::pair<std::string, std::string> kHeaderCases[] = {
@@ -195,10 +193,6 @@ struct HttpServer : ::testing::Test {
       return;
     }
     if (req.path == "/content-type") res.content_type = std::string("text/plain\0", 11);
-    if (req.path == "/big") {  // more than the kernel's socket buffers hold: its write waits for the client
-      res.body.assign(kBigBody, 'b');
-      return;
-    }
     if (req.path == "/close") res.headers.emplace_back("Connection", "close");
     if (req.path == "/stop") server->stop();  // from a handler: must not deadlock
     if (req.path == "/thread") {  // which of the server's threads serves this connection
@@ -596,22 +590,6 @@ TEST_F(HttpServer, HandlerHeadersAreCheckedByteByByte) {
     EXPECT_NE(handler_errors[i].find("has CR, LF or NUL in its value"), std::string::npos) << i;
   }
   EXPECT_EQ(handler_errors[8], "the handler's Content-Type has CR, LF or NUL in it");
-}
-
-TEST_F(HttpServer, ADeferredAnswerWaitsForTheAnswersBeingWritten) {
-  start();
-  Client c(port(), "127.0.0.1", 4096);  // reads nothing until the deferred answer is in: /big's write waits
-  ASSERT_TRUE(c.send("GET /big HTTP/1.1\r\nHost: t\r\n\r\nGET /defer?x HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply late = take_parked();
-  late.send({.body = "late"});
-  std::this_thread::sleep_for(50ms);  // the answer reaches the session while /big is still being written
-  const Reply big = c.read();
-  EXPECT_EQ(big.status, 200);
-  EXPECT_EQ(big.body, std::string(kBigBody, 'b'));
-  const Reply answer = c.read();
-  EXPECT_EQ(answer.status, 200);
-  EXPECT_EQ(answer.body, "late");
-  EXPECT_EQ(c.get("/fine").status, 200);  // and the connection goes on
 }
 
 TEST_F(HttpServer, AHandlerCanAskToClose) {
