@@ -147,6 +147,20 @@ bool eventually(Pred pred) {
   return true;
 }
 
+// The handler's header fields for HandlerHeadersAreCheckedByteByByte: /header?N answers kHeaderCases[N]. The
+// first is sendable (every tchar symbol in its name; a tab and obs-text in its value); the rest are not.
+const std::pair<std::string, std::string> kHeaderCases[] = {
+    {"X-Ok!#$%&'*+-.^_`|~09az", "tab\there \x80\xff"},
+    {"X Bad", "v"},
+    {"X:Bad", "v"},
+    {"", "v"},
+    {"X-\x80", "v"},
+    {"X-Bad\r", "v"},
+    {"X-Bad", std::string("a\0b", 3)},
+    {"X-Bad", "a\rb"},
+    {"X-Bad", "a\nb"},
+};
+
 struct HttpServer : ::testing::Test {
   void start(ServerOptions o = {}) {
     ServerEvents events{
@@ -173,6 +187,12 @@ struct HttpServer : ::testing::Test {
     if (req.path == "/throw-int") throw 42;
     if (req.path == "/inject") res.headers.emplace_back("X-Bad", "a\r\nSet-Cookie: x=1");
     if (req.path == "/status") res.status = std::stoi(std::string(req.query));
+    if (req.path == "/header") {
+      const auto& [name, value] = kHeaderCases[std::stoul(std::string(req.query))];
+      res.headers.emplace_back(name, value);
+      return;
+    }
+    if (req.path == "/content-type") res.content_type = std::string("text/plain\0", 11);
     if (req.path == "/close") res.headers.emplace_back("Connection", "close");
     if (req.path == "/stop") server->stop();  // from a handler: must not deadlock
     if (req.path == "/thread") {  // which of the server's threads serves this connection
@@ -551,6 +571,25 @@ TEST_F(HttpServer, HandlerFailuresGet500AndTheConnectionStaysUsable) {
   EXPECT_EQ(handler_errors[0], "the handler threw: secret detail");
   EXPECT_EQ(handler_errors[3], "the handler answered status 99");
   EXPECT_TRUE(reasons.empty());  // the server's fault, not the client's
+}
+
+TEST_F(HttpServer, HandlerHeadersAreCheckedByteByByte) {
+  start();
+  Client c(port());
+  const Reply ok = c.get("/header?0");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.header("x-ok!#$%&'*+-.^_`|~09az"), kHeaderCases[0].second);
+  for (std::size_t i = 1; i < std::size(kHeaderCases); ++i) {
+    EXPECT_EQ(c.get("/header?" + std::to_string(i)).status, 500) << i;
+  }
+  EXPECT_EQ(c.get("/content-type").status, 500);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(handler_errors.size(), std::size(kHeaderCases));
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_NE(handler_errors[i].find("is not a token"), std::string::npos) << i;
+  for (std::size_t i = 5; i < 8; ++i) {
+    EXPECT_NE(handler_errors[i].find("has CR, LF or NUL in its value"), std::string::npos) << i;
+  }
+  EXPECT_EQ(handler_errors[8], "the handler's Content-Type has CR, LF or NUL in it");
 }
 
 TEST_F(HttpServer, AHandlerCanAskToClose) {

@@ -1,5 +1,6 @@
 #include "server/http/response_writer.h"
 
+#include <array>
 #include <boost/beast/http/status.hpp>
 #include <charconv>
 
@@ -9,18 +10,31 @@ namespace rk::http::detail {
 
 namespace {
 
+// RFC 9110 5.6.2's tchar as a table, and a field value's forbidden bytes (CR, LF, NUL) compared directly: these run
+// over every header of every answer, and searching a set for each byte (string_view::find, find_first_of) was a
+// tenth of a forward-auth request's user time.
+constexpr auto kTchar = [] {
+  std::array<bool, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (const char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
   for (const char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-    if (!ok) return false;
+    if (!kTchar[static_cast<unsigned char>(c)]) return false;
   }
   return true;
 }
 
 bool is_field_value(std::string_view s) {
-  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+  for (const char c : s) {
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  }
+  return true;
 }
 
 // Framing is the server's: a handler's own copy would contradict it.

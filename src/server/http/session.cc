@@ -45,6 +45,7 @@ Session::Session(tcp::socket socket, Worker& worker, Admission admission)
       tls_context_(std::move(admission.tls)) {
   error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
+  socket_.non_blocking(true, ec);  // write() first sends what fits at once, without an asynchronous operation
   if (tls_context_) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls_context_);
   if (!admission.peer.is_unspecified()) remote_ip_ = admission.peer.to_string();
   worker_.link(this);  // last: nothing after it throws
@@ -106,7 +107,7 @@ void Session::reject(std::string_view reason, std::string_view message) noexcept
     append_error(out_, 503, reason, message);
     final_ = true;
     linger_time_ = kRejectLinger;
-    write();
+    (void)write();
   });
 }
 
@@ -135,8 +136,20 @@ void Session::on_read(error_code ec, std::size_t n) {
   process();
 }
 
-// Parses and answers every complete request in the buffer, then writes the answers or reads for more.
+// Parses and answers every complete request in the buffer, then writes the answers or reads for more; when the
+// answers go out at once, goes on with what else the buffer holds.
 void Session::process() {
+  do {
+    parse();
+    if (out_.empty() || writing_) break;  // a write in flight: its completion writes the rest
+  } while (write());
+  if (!out_.empty() || writing_ || final_) return;  // on_write goes on
+  if (phase_ == Phase::kWaiting) return;            // on_reply goes on
+  if (closing_ && phase_ == Phase::kIdle && quiet()) return close();
+  read();
+}
+
+void Session::parse() {
   while (!final_ && phase_ != Phase::kWaiting) {
     if (phase_ == Phase::kIdle) {
       skip_empty_lines();
@@ -161,10 +174,6 @@ void Session::process() {
       break;
     }
   }
-  if (!out_.empty()) return write();
-  if (phase_ == Phase::kWaiting) return;  // on_reply goes on
-  if (closing_ && phase_ == Phase::kIdle && quiet()) return close();
-  read();
 }
 
 // RFC 9112 2.2: ignore empty lines before a request line (some clients send CRLF after a body).
@@ -273,17 +282,24 @@ std::uint64_t Session::begin_deferral() {
 }
 
 void Session::on_reply(std::uint64_t seq, Response response, bool dropped) noexcept {
-  if (phase_ != Phase::kWaiting || seq != seq_) return;  // stale, or the connection has closed meanwhile
+  // Stale, or the connection has closed meanwhile, or the answer is already in, waiting for a write to end.
+  if (phase_ != Phase::kWaiting || seq != seq_ || replied_) return;
   const std::shared_ptr<Session> self = std::move(held_);
   guarded([&] {
     deferring_ = false;
-    phase_ = Phase::kBody;
     if (dropped) {
       handler_failed("the handler's deferred Reply was dropped unsent");
     } else {
       response_ = std::move(response);
       if (std::string problem = check_response(response_); !problem.empty()) handler_failed(problem);
     }
+    // The answers before this one are still being written (a client that pipelines and reads slowly): out_ is
+    // the write's until it ends, and on_write appends this answer then.
+    if (writing_) {
+      replied_ = true;
+      return;
+    }
+    phase_ = Phase::kBody;
     finish_answer();
     process();
   });
@@ -311,25 +327,50 @@ void Session::fail(error_code ec) {
   final_ = true;
 }
 
-void Session::write() {
+// Plaintext answers are sent at once, as far as the socket's buffer takes them (nearly always whole): an
+// asynchronous write would cost an operation, a completion handler and a trip through the event loop per request.
+// What does not fit goes out asynchronously. True if all of out_ was sent and the connection goes on at once.
+bool Session::write() {
+  if (!tls_) {
+    error_code ec;
+    const std::size_t n = socket_.write_some(asio::buffer(out_), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      if (ec || n == out_.size()) return written(ec);
+      out_.erase(0, n);
+    }
+  }
   writing_ = true;
   write_deadline_ = Clock::now() + server_.options.idle_timeout;
   auto done = [self = shared_from_this()](error_code ec, std::size_t) {
     self->guarded([&] { self->on_write(ec); });
   };
-  if (tls_) return asio::async_write(*tls_, asio::buffer(out_), std::move(done));
-  asio::async_write(socket_, asio::buffer(out_), std::move(done));
+  if (tls_) asio::async_write(*tls_, asio::buffer(out_), std::move(done));
+  else asio::async_write(socket_, asio::buffer(out_), std::move(done));
+  return false;
 }
 
 void Session::on_write(error_code ec) {
   writing_ = false;
-  if (phase_ == Phase::kClosed) return;
-  if (ec) return close();
+  if (!written(ec)) return;
+  if (std::exchange(replied_, false)) finish_answer();  // the deferred answer that came meanwhile
+  process();  // pipelined requests may be waiting in the buffer
+}
+
+// out_ is sent (or the write failed): true if the connection goes on to read or answer more.
+bool Session::written(error_code ec) {
+  if (phase_ == Phase::kClosed) return false;
+  if (ec) {
+    close();
+    return false;
+  }
   out_.clear();
   if (out_.capacity() > kKeepCapacity) std::string().swap(out_);
-  if (final_) return linger();
+  if (final_) {
+    linger();
+    return false;
+  }
   if (phase_ == Phase::kIdle) wait_for_request(server_.options.idle_timeout);
-  process();  // pipelined requests may be waiting in the buffer
+  return true;
 }
 
 void Session::wait_for_request(Clock::duration timeout) {
@@ -411,7 +452,8 @@ void Session::on_tick(Clock::time_point now, bool busy) noexcept {
             out_, 408, "timeout",
             "the request did not arrive within " + std::to_string(server_.options.header_timeout.count()) + " ms");
         final_ = true;
-        return write();  // alongside the pending read, which will see final_
+        (void)write();  // alongside the pending read, which will see final_
+        return;
       case Phase::kWaiting:
       case Phase::kLinger:
       case Phase::kClosed:

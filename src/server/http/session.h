@@ -74,6 +74,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read();
   void on_read(error_code ec, std::size_t n);
   void process();
+  void parse();
   void skip_empty_lines();
   void begin_request();
   bool head_over_limit(std::size_t used, error_code ec);
@@ -83,8 +84,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void run_handler(const Request& req);
   void handler_failed(const std::string& problem);
   void fail(error_code ec);
-  void write();
+  bool write();
   void on_write(error_code ec);
+  bool written(error_code ec);
   void linger();
   bool answer_received() noexcept;
   void close() noexcept;
@@ -118,6 +120,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<ReplyChannel> channel_;  // made by start(), for deferred answers
   std::uint64_t seq_ = 0;                  // of the request whose answer is deferred
   bool deferring_ = false;                 // the running handler called defer()
+  bool replied_ = false;                   // kWaiting: the deferred answer is in response_, out_ being written
   std::shared_ptr<Session> held_;          // while kWaiting: nothing else keeps the session alive
   // With TLS: the stream over socket_ (declared after it, so gone before it), and the context it was made from,
   // kept for the connection's life whatever Server::reload_tls() does meanwhile. Null for plaintext: each read and
