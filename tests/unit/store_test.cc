@@ -334,7 +334,9 @@ TEST(ShardedStore, UpdateManyRacesGrowthEvictionAndErasure) {
   std::vector<std::string> names;
   for (int i = 0; i < kHot; ++i) names.push_back("hot" + std::to_string(i));
   const std::vector<std::string_view> batch(names.begin(), names.end());
-  for (int r = 0; r < kRounds; ++r) m.update_many(batch.data(), batch.size(), [](std::size_t, Counter& c) { ++c.value; });
+  for (int r = 0; r < kRounds; ++r) {
+    m.update_many(batch.data(), batch.size(), [](std::size_t, Counter& c) { ++c.value; });
+  }
   stop = true;
   churn.join();
   for (const std::string& k : names) {
