@@ -289,6 +289,80 @@ TEST(ShardedStore, ForEachVisitsEveryKeyOnceWhileOthersDecideAndInsert) {
   for (const auto& [k, n] : seen) EXPECT_EQ(n, 1) << k;  // nothing erased meanwhile: nothing seen twice
 }
 
+// update_many at the index's highest load (4/5: about half the keys sit past their home slot, where its prefetch
+// must follow the probe run), with keys given twice in one batch and keys not yet tracked: each key's updates
+// apply in the batch's order, exactly as update() one at a time would apply them.
+TEST(ShardedStore, UpdateManyAppliesInOrderAsOneAtATime) {
+  constexpr int kKeys = 1'600;  // in one shard of 2,000: its index ends at 2,053 slots, a load near 4/5
+  ShardedStore<Counter> batched(StoreOptions{.max_keys = 2'000, .shards = 1, .hash_seed = 8});
+  ShardedStore<Counter> single(StoreOptions{.max_keys = 2'000, .shards = 1, .hash_seed = 8});
+  for (int i = 0; i < kKeys; i += 2) {
+    batched.update(key(i), [](Counter& c) { c.value = 1; });
+    single.update(key(i), [](Counter& c) { c.value = 1; });
+  }
+  std::mt19937 rng(8);
+  std::vector<std::string> names;
+  std::vector<std::string_view> batch;
+  std::vector<int> got;
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t n = 1 + rng() % 40;  // groups of the store's 16 and a partial one
+    names.clear();
+    for (std::size_t i = 0; i < n; ++i) names.push_back(key(static_cast<int>(rng() % (i % 5 == 4 ? 8 : kKeys))));
+    batch.assign(names.begin(), names.end());
+    got.assign(n, -1);
+    batched.update_many(batch.data(), n, [&](std::size_t i, Counter& c) { got[i] = c.value = c.value * 3 + 1; });
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], single.update(names[i], [](Counter& c) { return c.value = c.value * 3 + 1; }))
+          << "round " << round << ", " << names[i] << " at " << i;
+    }
+  }
+  EXPECT_GT(batched.probe_stats().total, batched.probe_stats().keys * 3 / 2);  // many keys past their home
+}
+
+// update_many's prefetches read the index and entries without the lock while another thread inserts (growing the
+// tables), evicts and erases: the updates stay exact, and under the sanitizers no read leaves the tables.
+TEST(ShardedStore, UpdateManyRacesGrowthEvictionAndErasure) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 4'000, .shards = 1, .hash_seed = 9});
+  constexpr int kHot = 16, kRounds = 3'000;
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    for (int n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+      m.update(key(n % 20'000), [](Counter& c) { ++c.value; });
+      if (n % 7 == 0) m.erase(key((n / 7) % 20'000));
+    }
+  });
+  std::vector<std::string> names;
+  for (int i = 0; i < kHot; ++i) names.push_back("hot" + std::to_string(i));
+  const std::vector<std::string_view> batch(names.begin(), names.end());
+  for (int r = 0; r < kRounds; ++r) {
+    m.update_many(batch.data(), batch.size(), [](std::size_t, Counter& c) { ++c.value; });
+  }
+  stop = true;
+  churn.join();
+  for (const std::string& k : names) {
+    // Evicted now and then (the churn floods the shard), so at most kRounds; never more, never on another key.
+    const int v = m.read(k, [](const Counter* c) { return c ? c->value : 0; });
+    EXPECT_LE(v, kRounds) << k;
+  }
+  EXPECT_LE(m.stats().keys, 4'000u);
+}
+
+// hash_key places keys in shards and slots here, and in the shared-memory store's region, which processes of
+// different builds may share: its values are fixed (these are the first implementation's).
+TEST(ShardedStore, HashValuesAreStableAcrossBuilds) {
+  struct Case {
+    std::string_view key;
+    std::uint64_t hash;
+  };
+  for (const Case& c : {Case{"", 0x931C294366A22308ULL}, Case{"a", 0x6DA9F5047569D809ULL},
+                        Case{"ab", 0x7AFB0F89A0B1AC2EULL}, Case{"abc", 0xA95A1A4B77EEAA72ULL},
+                        Case{"203.0.113.7", 0x9F34C24196B153FEULL}, Case{"user:00000000042", 0x89A43C02075642B1ULL},
+                        Case{"user:000000000042", 0x517FAEECAB9D2050ULL},
+                        Case{"api-key:0123456789abcdef0123456789abcdef:with/a/longer/path", 0xA47382F3DE380BBDULL}}) {
+    EXPECT_EQ(hash_key(c.key, 0x0123456789ABCDEFULL), c.hash) << c.key;
+  }
+}
+
 // Keys compare by words for common lengths: every byte counts, at every length (inline and on the heap).
 TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
   for (std::size_t n = 0; n <= 40; ++n) {

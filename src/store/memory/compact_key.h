@@ -51,7 +51,7 @@ class CompactKey {
   std::string_view view() const { return is_free() ? std::string_view() : std::string_view{chars(), len_}; }
   // Equality without a call to memcmp for the usual keys (addresses, ids, API keys up to 16 bytes): two
   // overlapping 8- or 4-byte words from each side. A longer key compares its inline first 8 bytes first.
-  bool equals(std::string_view key) const {
+  [[gnu::always_inline]] bool equals(std::string_view key) const {
     if (key.size() != len_) return false;  // a free slot's kFree is no key's length
     const char* b = key.data();
     if (len_ <= kInline) {

@@ -6,11 +6,68 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
+
+#include "core/numeric.h"
 
 namespace rk::store {
 
-std::uint64_t hash_key(std::string_view key, std::uint64_t seed);
+namespace hash_detail {
+
+// Odd constants with well-spread bits: the golden ratio's and two of splitmix64's multipliers.
+constexpr std::uint64_t kP0 = 0x9E3779B97F4A7C15ULL;
+constexpr std::uint64_t kP1 = 0xBF58476D1CE4E5B9ULL;
+constexpr std::uint64_t kP2 = 0x94D049BB133111EBULL;
+
+inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) {
+  const core::u128 r = static_cast<core::u128>(a) * b;
+  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+}
+
+inline std::uint64_t load64(const unsigned char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+inline std::uint64_t load32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Keys over 16 bytes: their 16-byte blocks but the last, folded into h.
+std::uint64_t hash_long_prefix(const unsigned char* p, std::size_t n, std::uint64_t h, std::uint64_t seed);
+
+}  // namespace hash_detail
+
+// Inline: a decision hashes its key first, and a call there is a measurable part of a hot key's ~20 ns. Keys
+// over 16 bytes fold their leading blocks out of line.
+[[gnu::always_inline]] inline std::uint64_t hash_key(std::string_view key, std::uint64_t seed) {
+  using namespace hash_detail;
+  const auto* p = reinterpret_cast<const unsigned char*>(key.data());
+  const std::size_t n = key.size();
+  std::uint64_t h = seed ^ fold_mul(seed ^ kP0, n ^ kP1);
+  std::uint64_t a = 0, b = 0;
+  if (n <= 16) [[likely]] {
+    if (n >= 8) {
+      a = load64(p);
+      b = load64(p + n - 8);
+    } else if (n >= 4) {
+      a = load32(p);
+      b = load32(p + n - 4);
+    } else if (n > 0) {
+      a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[n / 2]} << 8) | p[n - 1];
+    }
+  } else {
+    h = hash_long_prefix(p, n, h, seed);
+    a = load64(p + n - 16);
+    b = load64(p + n - 8);
+  }
+  h = fold_mul(a ^ kP1 ^ h, b ^ seed ^ kP2);
+  return fold_mul(h ^ kP0, seed ^ kP2);
+}
 
 // A seed from std::random_device, never 0.
 std::uint64_t random_seed();

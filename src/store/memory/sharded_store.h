@@ -80,18 +80,18 @@ class ShardedStore {
   template <class F>
   void update_many(const std::string_view* keys, std::size_t n, F&& f) {
     std::uint64_t h[kGroup];
+    const Index* ix[kGroup];
     epoch::Guard guard;  // the tables read for the prefetches stay allocated until it ends
     for (std::size_t base = 0; base < n; base += kGroup) {
       const std::size_t m = std::min(kGroup, n - base);
-      const std::atomic<std::uint32_t>* slot[kGroup];
       for (std::size_t i = 0; i < m; ++i) {
         h[i] = hash_key(keys[base + i], seed_);
-        slot[i] = shard_for(h[i]).home_slot(static_cast<std::uint32_t>(h[i]));
-        if (slot[i] != nullptr) __builtin_prefetch(slot[i]);
+        ix[i] = shard_for(h[i]).index.load(std::memory_order_seq_cst);
+        if (ix[i] != nullptr) __builtin_prefetch(ix[i]->data() + home(static_cast<std::uint32_t>(h[i]), ix[i]->size));
       }
       for (std::size_t i = 0; i < m; ++i) {
-        if (slot[i] == nullptr) continue;
-        if (const Entry* e = shard_for(h[i]).entry_named(*slot[i])) prefetch_entry(e);
+        if (ix[i] == nullptr) continue;
+        if (const Entry* e = shard_for(h[i]).entry_hint(*ix[i], static_cast<std::uint32_t>(h[i]))) prefetch_entry(e);
       }
       for (std::size_t i = 0; i < m; ++i) {
         update_hashed(keys[base + i], h[i], [&](State& s) { return f(base + i, s); });
@@ -298,6 +298,7 @@ class ShardedStore {
 
  private:
   static constexpr std::size_t kGroup = 16;  // update_many's keys in flight at once
+  static constexpr std::size_t kHintProbes = 16;  // update_many's prefetch gives up on longer probe runs
   static constexpr std::uint32_t kNil = 0xFFFFFFFFu;
   static constexpr std::size_t kDefaultShards = 64;
   static constexpr std::size_t kMinPerShard = 64;
@@ -349,7 +350,7 @@ class ShardedStore {
     struct Adopt {};
     explicit EntryHold(const Entry& e, bool use = false) : entry(const_cast<Entry&>(e)), used(use) { entry.lock(); }
     EntryHold(Entry& e, bool use, Adopt) : entry(e), used(use) {}  // already locked (by a lookup)
-    ~EntryHold() {
+    [[gnu::always_inline]] ~EntryHold() {
       if (used) {
         entry.unlock_used();
       } else {
@@ -503,19 +504,24 @@ class ShardedStore {
       return r;
     }
 
-    // For update_many's prefetches, inside an epoch::Guard: the index slot where a lookup of hash h starts, and
-    // the entry a slot's value names (or nullptr). Read without the lock, so possibly stale; never outside the
-    // tables.
-    const std::atomic<std::uint32_t>* home_slot(std::uint32_t h) const {
-      const Index* ix = index.load(std::memory_order_seq_cst);
-      return ix == nullptr ? nullptr : ix->data() + home(h, ix->size);
-    }
-    const Entry* entry_named(const std::atomic<std::uint32_t>& slot) const {
-      const std::uint32_t v = slot.load(std::memory_order_relaxed);
+    // For update_many's prefetches, inside an epoch::Guard that has held since `ix` was read: the entry a lookup
+    // of hash h in index `ix` would read first (the first slot of its probe run whose tag matches; a key is in its
+    // home slot only about half the time at a load of 4/5), or nullptr. Read without the lock, so possibly stale;
+    // never outside the tables.
+    const Entry* entry_hint(const Index& ix, std::uint32_t h) const {
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
-      if (v == 0 || ch == nullptr || (id_of(v) >> kChunkBits) >= ch->size) return nullptr;
-      const Entry* chunk = ch->data()[id_of(v) >> kChunkBits].load(std::memory_order_acquire);
-      return chunk == nullptr ? nullptr : chunk + (id_of(v) & (kChunk - 1));
+      if (ch == nullptr) return nullptr;
+      const std::uint32_t want_tag = tag(h);
+      std::size_t i = home(h, ix.size);
+      for (std::size_t n = 0; n < kHintProbes; ++n, i = ix.next(i)) {
+        const std::uint32_t v = ix.get(i);
+        if (v == 0) return nullptr;
+        if (tag_of(v) != want_tag) continue;
+        if ((id_of(v) >> kChunkBits) >= ch->size) return nullptr;
+        const Entry* chunk = ch->data()[id_of(v) >> kChunkBits].load(std::memory_order_acquire);
+        return chunk == nullptr ? nullptr : chunk + (id_of(v) & (kChunk - 1));
+      }
+      return nullptr;
     }
 
     void begin_change() {
