@@ -52,10 +52,37 @@ inline std::int64_t window_start(std::int64_t t, std::int64_t w) {
 }
 
 // A duration in (fractional) nanoseconds as whole nanoseconds, rounded up and clamped to [0, kMaxI64].
+// Truncation and a correction rather than std::ceil, a library call on x86-64 without SSE4.1; exact: below 2^53 the
+// truncated t converts back exactly, and from 2^53 on every double is whole, so t == ns.
 inline std::int64_t ceil_ns(double ns) {
   if (!(ns > 0)) return 0;  // also NaN
   if (ns >= 9.2e18) return kMaxI64;
-  return static_cast<std::int64_t>(std::ceil(ns));
+  const auto t = static_cast<std::int64_t>(ns);
+  return static_cast<double>(t) < ns ? t + 1 : t;
 }
+
+// n / d for a divisor fixed in advance, as a multiplication (Granlund and Montgomery, "Division by invariant
+// integers using multiplication", 1994, section 4): a 64-bit division takes several times as long, and GCRA's
+// `remaining` divides by its interval on every decision. Exact for every n and every d >= 1.
+class Divider {
+ public:
+  Divider() = default;
+  explicit Divider(std::uint64_t d) {
+    const int l = d == 1 ? 0 : 64 - __builtin_clzll(d - 1);  // ceil(log2 d)
+    // m = floor(2^64 * (2^l - d) / d) + 1 < 2^64
+    m_ = static_cast<std::uint64_t>((static_cast<u128>((u128{1} << l) - d) << 64) / d) + 1;
+    shift1_ = l > 0 ? 1 : 0;
+    shift2_ = l > 0 ? l - 1 : 0;
+  }
+  std::uint64_t divide(std::uint64_t n) const {
+    const auto t = static_cast<std::uint64_t>((static_cast<u128>(m_) * n) >> 64);
+    return (t + ((n - t) >> shift1_)) >> shift2_;
+  }
+
+ private:
+  std::uint64_t m_ = 1;  // with the shifts 0: divides by 1
+  int shift1_ = 0;
+  int shift2_ = 0;
+};
 
 }  // namespace rk::core

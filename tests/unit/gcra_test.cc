@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "test_util.h"
 
@@ -93,6 +95,7 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
     p.interval_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)) + 1;
     p.tolerance_ns = sat_mul(rng() >> (rng() % 64), p.interval_ns);
     p.limit = 1;
+    p.per_interval = Divider(static_cast<std::uint64_t>(p.interval_ns));  // as gcra_params sets it
     GcraState s{.tat_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63))};
     const std::int64_t now = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
     const GcraState before = s;
@@ -101,6 +104,46 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
     ASSERT_EQ(d.remaining, room > 0 ? static_cast<double>(room / p.interval_ns) : 0.0)
         << "T " << p.interval_ns << " tau " << p.tolerance_ns << " tat " << before.tat_ns << " now " << now;
   }
+}
+
+// The precomputed division `remaining` uses equals the hardware's for divisors and dividends at every scale: ones,
+// powers of two and their neighbours, the ends of the range, and random ones.
+TEST(Divider, EqualsDivisionEverywhere) {
+  std::vector<std::uint64_t> edges{1, 2, 3, 5, 7, 10, 641, 1000, 6700417, kMaxI64, ~std::uint64_t{0}};
+  for (int b = 1; b < 64; ++b) {
+    for (const std::uint64_t x : {(std::uint64_t{1} << b) - 1, std::uint64_t{1} << b, (std::uint64_t{1} << b) + 1}) {
+      edges.push_back(x);
+    }
+  }
+  std::mt19937_64 rng(18);
+  for (const std::uint64_t d : edges) {
+    const Divider div(d);
+    for (const std::uint64_t n : edges) ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+    for (int i = 0; i < 2000; ++i) {
+      const std::uint64_t n = rng() >> (rng() % 64);
+      ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+    }
+  }
+  for (int i = 0; i < 200'000; ++i) {
+    const std::uint64_t d = (rng() >> (rng() % 64)) | 1u, n = rng() >> (rng() % 64);
+    ASSERT_EQ(Divider(d).divide(n), n / d) << n << " / " << d;
+  }
+}
+
+// ceil_ns rounds up as std::ceil does, at every scale, and clamps.
+TEST(CeilNs, EqualsCeil) {
+  std::mt19937_64 rng(19);
+  for (int i = 0; i < 200'000; ++i) {
+    const double x = std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 120) - 60);
+    ASSERT_EQ(ceil_ns(x), x >= 9.2e18 ? kMaxI64 : static_cast<std::int64_t>(std::ceil(x))) << x;
+  }
+  EXPECT_EQ(ceil_ns(0.0), 0);
+  EXPECT_EQ(ceil_ns(-1.5), 0);
+  EXPECT_EQ(ceil_ns(std::nan("")), 0);
+  EXPECT_EQ(ceil_ns(1e-300), 1);
+  EXPECT_EQ(ceil_ns(4503599627370495.5), 4503599627370496);  // 2^52 - 0.5
+  EXPECT_EQ(ceil_ns(9007199254740992.0), 9007199254740992);  // 2^53
+  EXPECT_EQ(ceil_ns(1e19), kMaxI64);
 }
 
 TEST(LeakyQueue, DelaysInsteadOfRefusing) {
