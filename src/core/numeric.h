@@ -52,13 +52,10 @@ inline std::int64_t window_start(std::int64_t t, std::int64_t w) {
 }
 
 // A duration in (fractional) nanoseconds as whole nanoseconds, rounded up and clamped to [0, kMaxI64].
-// Truncation and a correction rather than std::ceil, a library call on x86-64 without SSE4.1; exact: below 2^53 the
-// truncated t converts back exactly, and from 2^53 on every double is whole, so t == ns.
 inline std::int64_t ceil_ns(double ns) {
   if (!(ns > 0)) return 0;  // also NaN
   if (ns >= 9.2e18) return kMaxI64;
-  const auto t = static_cast<std::int64_t>(ns);
-  return static_cast<double>(t) < ns ? t + 1 : t;
+  return static_cast<std::int64_t>(std::ceil(ns));
 }
 
 // n / d for a divisor fixed in advance, as a multiplication (Granlund and Montgomery, "Division by invariant

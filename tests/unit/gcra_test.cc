@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
@@ -128,22 +127,6 @@ TEST(Divider, EqualsDivisionEverywhere) {
     const std::uint64_t d = (rng() >> (rng() % 64)) | 1u, n = rng() >> (rng() % 64);
     ASSERT_EQ(Divider(d).divide(n), n / d) << n << " / " << d;
   }
-}
-
-// ceil_ns rounds up as std::ceil does, at every scale, and clamps.
-TEST(CeilNs, EqualsCeil) {
-  std::mt19937_64 rng(19);
-  for (int i = 0; i < 200'000; ++i) {
-    const double x = std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 120) - 60);
-    ASSERT_EQ(ceil_ns(x), x >= 9.2e18 ? kMaxI64 : static_cast<std::int64_t>(std::ceil(x))) << x;
-  }
-  EXPECT_EQ(ceil_ns(0.0), 0);
-  EXPECT_EQ(ceil_ns(-1.5), 0);
-  EXPECT_EQ(ceil_ns(std::nan("")), 0);
-  EXPECT_EQ(ceil_ns(1e-300), 1);
-  EXPECT_EQ(ceil_ns(4503599627370495.5), 4503599627370496);  // 2^52 - 0.5
-  EXPECT_EQ(ceil_ns(9007199254740992.0), 9007199254740992);  // 2^53
-  EXPECT_EQ(ceil_ns(1e19), kMaxI64);
 }
 
 TEST(LeakyQueue, DelaysInsteadOfRefusing) {
