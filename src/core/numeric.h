@@ -59,8 +59,8 @@ inline std::int64_t ceil_ns(double ns) {
 }
 
 // n / d for a divisor fixed in advance, as a multiplication (Granlund and Montgomery, "Division by invariant
-// integers using multiplication", 1994, section 4): a 64-bit division takes several times as long, and GCRA's
-// `remaining` divides by its interval on every decision. Exact for every n and every d >= 1.
+// integers using multiplication", 1994, section 4): a 64-bit division takes tens of cycles on many x86-64 cores,
+// and GCRA's `remaining` divides by its interval on every decision. Exact for every n and every d >= 1.
 class Divider {
  public:
   Divider() = default;
