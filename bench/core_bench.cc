@@ -10,7 +10,7 @@
 //                     one core, and they then take turns instead of running, and contending, at once)
 //   With --benchmark_repetitions=N the summary uses each run's median.
 //
-// Time: every decision is Limiter::check_at(key, now) with a simulated `now` that each thread advances by a fixed
+// Time: every decision is Limiter::check_at(key, now, 1, Fields::kAllButResetAfter) with a simulated `now` that each thread advances by a fixed
 // step per decision; the system clock is never read. The threads' simulated clocks resynchronise every 256
 // decisions through one shared atomic (and later runs start where earlier ones ended), so time only moves forward
 // and the two threads of a hot-key run stay within a few milliseconds of each other.
@@ -294,9 +294,11 @@ void run(benchmark::State& state, Keys k, std::int64_t step, Check&& check) {
       benchmark::Counter::kAvgThreads);
 }
 
-void bm_ratekeeper(benchmark::State& state, Algorithm a, Keys k) {
+// The decisions read `allowed` alone, and say so (rk::Fields); `fields` kAll: as a caller that reads reset_after.
+void bm_ratekeeper(benchmark::State& state, Algorithm a, Keys k, rk::Fields fields) {
   rk::Limiter& l = limiter(a, k);
-  run(state, k, step_ns(a), [&](std::string_view key, std::int64_t now) { return l.check_at(key, Nanos{now}); });
+  run(state, k, step_ns(a),
+      [&](std::string_view key, std::int64_t now) { return l.check_at(key, Nanos{now}, 1, fields); });
 }
 
 // Limiter::check_many over the million keys, kBatch consecutive keys of the thread's slice a call, one simulated
@@ -345,7 +347,8 @@ void register_all(bool with_10k) {
   if (with_10k) cases.push_back(Keys::kTenThousand);
   for (Keys k : cases) {
     for (Algorithm a : rk::kAllAlgorithms) {
-      benchmark::RegisterBenchmark(bench_name(std::string(rk::algorithm_name(a)), k).c_str(), bm_ratekeeper, a, k)
+      benchmark::RegisterBenchmark(bench_name(std::string(rk::algorithm_name(a)), k).c_str(), bm_ratekeeper, a, k,
+                                   rk::Fields::kAllButResetAfter)
           ->Threads(1)
           ->Threads(2)
           ->UseRealTime();
@@ -355,6 +358,11 @@ void register_all(bool with_10k) {
         ->Threads(2)
         ->UseRealTime();
   }
+  // What asking for earrrl's reset_after (a logarithm) costs a hot-key decision: not in the summary.
+  benchmark::RegisterBenchmark("earrrl/hot/with_reset_after", bm_ratekeeper, Algorithm::kEarrrl, Keys::kHot,
+                               rk::Fields::kAll)
+      ->Threads(1)
+      ->UseRealTime();
   for (Algorithm a : rk::kAllAlgorithms) {
     benchmark::RegisterBenchmark(batch_name(a).c_str(), bm_batch, a)->Threads(1)->Threads(2)->UseRealTime();
   }

@@ -32,9 +32,10 @@ class RK_EXPORT Limiter {
   Limiter(Limiter&&) noexcept;
   Limiter& operator=(Limiter&&) noexcept;
 
-  // Decides one attempt of `cost` (0 is allowed: it reports without spending) and records it.
-  Decision check(std::string_view key, std::uint64_t cost = 1);
-  Decision check_at(std::string_view key, Nanos now, std::uint64_t cost = 1);
+  // Decides one attempt of `cost` (0 is allowed: it reports without spending) and records it. `fields`: what the
+  // caller reads (Fields::kAllButResetAfter skips earrrl's reset_after; decision.h).
+  Decision check(std::string_view key, std::uint64_t cost = 1, Fields fields = Fields::kAll);
+  Decision check_at(std::string_view key, Nanos now, std::uint64_t cost = 1, Fields fields = Fields::kAll);
 
   // Decides keys[i] at costs[i] (1 each when `costs` is empty) and writes out[i], for every i: what check_at would
   // answer for each in turn (a key given twice sees its first attempt), all at one `now`. Faster than one check a
@@ -44,9 +45,9 @@ class RK_EXPORT Limiter {
   //   rk::Decision out[2];
   //   limiter.check_many(keys, {}, out);
   void check_many(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs,
-                  std::span<Decision> out);
+                  std::span<Decision> out, Fields fields = Fields::kAll);
   void check_many_at(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs, Nanos now,
-                     std::span<Decision> out);
+                     std::span<Decision> out, Fields fields = Fields::kAll);
 
   // What check would answer now, without recording anything.
   Decision peek(std::string_view key, std::uint64_t cost = 1) const;

@@ -16,16 +16,22 @@
 
 namespace rk::core {
 
-template <class P, class S, auto Decide, auto Forgettable, auto Absorb>
+// DecideBrief: decide for a caller that reads no reset_after (rk::Fields::kAllButResetAfter); the same function
+// where reset_after costs nothing to compute.
+template <class P, class S, auto Decide, auto Forgettable, auto Absorb, auto DecideBrief = Decide>
 struct AlgorithmOf {
   using Params = P;
   using State = S;
   static Decision decide(const P& p, S& s, std::int64_t now, std::uint64_t cost) { return Decide(p, s, now, cost); }
+  static Decision decide_brief(const P& p, S& s, std::int64_t now, std::uint64_t cost) {
+    return DecideBrief(p, s, now, cost);
+  }
   static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }
   static void absorb(const P& p, S& s, std::int64_t now, std::uint64_t hits) { Absorb(p, s, now, hits); }
 };
 
-using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb>;
+using Earrrl =
+    AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb, earrrl_decide_brief>;
 using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb>;
 using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb>;
 using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb>;

@@ -21,6 +21,9 @@ struct EarrrlState {
 };
 
 Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost);
+// earrrl_decide without reset_after (left 0), for callers that do not read it (rk::Fields::kAllButResetAfter); the
+// state and every other field are the same.
+Decision earrrl_decide_brief(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost);
 void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t hits);
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now);
 

@@ -33,6 +33,7 @@ GcraParams gcra_params(const LimitSpec& given) {
   const double burst = *spec.burst;
   p.tolerance_ns = sat_mul(static_cast<std::uint64_t>(burst) + 1, p.interval_ns);
   p.limit = burst + 1;
+  p.per_interval = Divider(static_cast<std::uint64_t>(p.interval_ns));
   return p;
 }
 

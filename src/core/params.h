@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/numeric.h"
 #include "ratekeeper/params.h"
 
 namespace rk::core {
@@ -24,6 +25,7 @@ struct GcraParams {
   std::int64_t interval_ns = 0;
   std::int64_t tolerance_ns = 0;
   double limit = 0;  // burst + 1
+  Divider per_interval;  // divides by interval_ns: `remaining` is a division on every decision
 };
 
 // token_bucket and leaky_bucket: one fluid level, kept in time (core/fluid.h), that drains one request every

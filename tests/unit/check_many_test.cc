@@ -33,6 +33,39 @@ void expect_same(const Decision& many, const Decision& one, const std::string& w
   EXPECT_EQ(many.estimate, one.estimate) << where;
 }
 
+// Fields::kAllButResetAfter changes nothing but reset_after (0 for earrrl, which skips it; the same for the others),
+// neither the answer nor the state left: a brief limiter and a full one, fed the same attempts, stay equal, one
+// check at a time and in batches.
+TEST(CheckMany, BriefChecksDifferOnlyInResetAfter) {
+  for (Algorithm a : kAllAlgorithms) {
+    Limiter brief(spec_for(a), {.hash_seed = 42}), full(spec_for(a), {.hash_seed = 42});
+    std::mt19937_64 rng(18);
+    std::int64_t now = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const std::string key = "key:" + std::to_string(rng() % 5);
+      const std::uint64_t cost = rng() % 4;
+      now += static_cast<std::int64_t>(rng() % 100'000'000) - (i % 50 == 0 ? 300'000'000 : 0);  // at times backwards
+      const std::string where = std::string(algorithm_name(a)) + " attempt " + std::to_string(i);
+      Decision one[1];
+      Decision d;
+      if (i % 2) {
+        d = brief.check_at(key, Nanos{now}, cost, Fields::kAllButResetAfter);
+      } else {
+        const std::string_view keys[] = {key};
+        const std::uint64_t costs[] = {cost};
+        brief.check_many_at(keys, costs, Nanos{now}, one, Fields::kAllButResetAfter);
+        d = one[0];
+      }
+      const Decision f = full.check_at(key, Nanos{now}, cost);
+      if (a == Algorithm::kEarrrl) {
+        EXPECT_EQ(d.reset_after, Nanos{0}) << where;
+        d.reset_after = f.reset_after;
+      }
+      expect_same(d, f, where);
+    }
+  }
+}
+
 TEST(CheckMany, DecidesAsSingleChecksInOrder) {
   for (Algorithm a : kAllAlgorithms) {
     // 200 keys in a store of 150: batches evict as single checks would (the same seed, the same CLOCK hand).

@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "test_util.h"
 
@@ -93,6 +94,7 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
     p.interval_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63)) + 1;
     p.tolerance_ns = sat_mul(rng() >> (rng() % 64), p.interval_ns);
     p.limit = 1;
+    p.per_interval = Divider(static_cast<std::uint64_t>(p.interval_ns));  // as gcra_params sets it
     GcraState s{.tat_ns = static_cast<std::int64_t>(rng() >> (1 + rng() % 63))};
     const std::int64_t now = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
     const GcraState before = s;
@@ -100,6 +102,30 @@ TEST(Gcra, RemainingIsExactlyTheWholeIntervalsLeft) {
     const std::int64_t room = sat_sub(p.tolerance_ns, d.reset_after.count());
     ASSERT_EQ(d.remaining, room > 0 ? static_cast<double>(room / p.interval_ns) : 0.0)
         << "T " << p.interval_ns << " tau " << p.tolerance_ns << " tat " << before.tat_ns << " now " << now;
+  }
+}
+
+// The precomputed division `remaining` uses equals the hardware's for divisors and dividends at every scale: ones,
+// powers of two and their neighbours, the ends of the range, and random ones.
+TEST(Divider, EqualsDivisionEverywhere) {
+  std::vector<std::uint64_t> edges{1, 2, 3, 5, 7, 10, 641, 1000, 6700417, kMaxI64, ~std::uint64_t{0}};
+  for (int b = 1; b < 64; ++b) {
+    for (const std::uint64_t x : {(std::uint64_t{1} << b) - 1, std::uint64_t{1} << b, (std::uint64_t{1} << b) + 1}) {
+      edges.push_back(x);
+    }
+  }
+  std::mt19937_64 rng(18);
+  for (const std::uint64_t d : edges) {
+    const Divider div(d);
+    for (const std::uint64_t n : edges) ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+    for (int i = 0; i < 2000; ++i) {
+      const std::uint64_t n = rng() >> (rng() % 64);
+      ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+    }
+  }
+  for (int i = 0; i < 200'000; ++i) {
+    const std::uint64_t d = (rng() >> (rng() % 64)) | 1u, n = rng() >> (rng() % 64);
+    ASSERT_EQ(Divider(d).divide(n), n / d) << n << " / " << d;
   }
 }
 
