@@ -1,6 +1,7 @@
 #include "core/windows.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 namespace rk::core {
@@ -52,21 +53,74 @@ void roll_fixed(const WindowParams& p, FixedWindowState& s, std::int64_t now) {
   }
 }
 
-void roll_sliding(const WindowParams& p, SlidingWindowState& s, std::int64_t now) {
-  const std::int64_t w = window_start(now, p.window_ns);
+// The sliding window's state unpacked: the window's index and counts, and the window's start, q * W saturated into
+// [kMinI64 + 1, kMaxI64] as window_start() gives it. Windows are compared by their starts, not their indices, as
+// the 24-byte state did: at the low end of time two indices can share a start (saturation), and then they are one
+// window. The fresh state's index (all-zero bits, below every window's) starts at kMinI64 + 1 too, with no count:
+// every answer from it is the one the 24-byte state's kMinI64 gave, rolled or not.
+struct Sliding {
+  std::int64_t q;
+  std::uint64_t curr, prev;
+  std::int64_t start_ns;
+};
+
+struct Layout {
+  int q_bits, count_bits;  // the counts: curr in count_bits, prev in the rest (count_bits or one more)
+};
+
+// |q| <= 2^63 / 2^floor(log2 W), so q fits in 64 - floor(log2 W) = 1 + clz(W) bits, two's complement.
+Layout layout(std::int64_t window_ns) {
+  const int q_bits = 1 + std::countl_zero(static_cast<std::uint64_t>(window_ns));
+  return {q_bits, (128 - q_bits) / 2};
+}
+
+std::int64_t start_of(std::int64_t q, std::int64_t window_ns) {
+  // As window_start(), with the negation done unsigned (q can be -2^63 when W is 1 ns).
+  const std::uint64_t magnitude = q < 0 ? 0 - static_cast<std::uint64_t>(q) : static_cast<std::uint64_t>(q);
+  return q < 0 ? -sat_mul(magnitude, window_ns) : sat_mul(magnitude, window_ns);
+}
+
+Sliding unpack(const WindowParams& p, const SlidingWindowState& s) {
+  const Layout l = layout(p.window_ns);
+  const u128 v = static_cast<u128>(s.hi) << 64 | s.lo;
+  const std::uint64_t biased = static_cast<std::uint64_t>(v & ((static_cast<u128>(1) << l.q_bits) - 1));
+  Sliding u;
+  u.q = static_cast<std::int64_t>(biased - (std::uint64_t{1} << (l.q_bits - 1)));
+  u.curr = static_cast<std::uint64_t>(v >> l.q_bits) & ((std::uint64_t{1} << l.count_bits) - 1);
+  u.prev = static_cast<std::uint64_t>(v >> (l.q_bits + l.count_bits));
+  u.start_ns = start_of(u.q, p.window_ns);
+  return u;
+}
+
+// curr saturates at the largest count it holds (absorbed hits; a decision stays within the limit); prev is
+// always a former curr.
+void pack(const WindowParams& p, const Sliding& u, SlidingWindowState& s) {
+  const Layout l = layout(p.window_ns);
+  const std::uint64_t biased = static_cast<std::uint64_t>(u.q) + (std::uint64_t{1} << (l.q_bits - 1));
+  const std::uint64_t curr = std::min(u.curr, (std::uint64_t{1} << l.count_bits) - 1);
+  const u128 v = (static_cast<u128>(biased) & ((static_cast<u128>(1) << l.q_bits) - 1)) |
+                 static_cast<u128>(curr) << l.q_bits | static_cast<u128>(u.prev) << (l.q_bits + l.count_bits);
+  s.lo = static_cast<std::uint64_t>(v);
+  s.hi = static_cast<std::uint64_t>(v >> 64);
+}
+
+void roll_sliding(const WindowParams& p, Sliding& s, std::int64_t now) {
+  const std::int64_t q = floor_div(now, p.window_ns);
+  const std::int64_t w = start_of(q, p.window_ns);
   if (w <= s.start_ns) return;
-  const bool adjacent = s.start_ns != kMinI64 && sat_sub(w, s.start_ns) == p.window_ns;
-  s.prev = adjacent ? s.curr : 0;
+  // A fresh state has no count: whether it is "adjacent" changes nothing.
+  s.prev = sat_sub(w, s.start_ns) == p.window_ns ? s.curr : 0;
   s.curr = 0;
+  s.q = q;
   s.start_ns = w;
 }
 
-std::int64_t elapsed_in_window(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
+std::int64_t elapsed_in_window(const WindowParams& p, const Sliding& s, std::int64_t now) {
   return std::clamp<std::int64_t>(sat_sub(now, s.start_ns), 0, p.window_ns);
 }
 
 // floor(prev * (W - e) / W), exactly.
-std::uint64_t weighted_prev(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
+std::uint64_t weighted_prev(const WindowParams& p, const Sliding& s, std::int64_t now) {
   const std::int64_t left = p.window_ns - elapsed_in_window(p, s, now);
   return static_cast<std::uint64_t>(static_cast<u128>(s.prev) * static_cast<u128>(left) /
                                     static_cast<u128>(p.window_ns));
@@ -107,7 +161,13 @@ bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, 
   return s.count == 0 || fixed_bounds(p, now).start > s.start_ns;
 }
 
-Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost) {
+std::uint64_t sliding_window_max_count(std::int64_t window_ns) {
+  return (std::uint64_t{1} << layout(window_ns).count_bits) - 1;
+}
+
+Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
+                               std::uint64_t cost) {
+  Sliding s = unpack(p, packed);
   roll_sliding(p, s, now);
   const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
   Decision d;
@@ -138,16 +198,19 @@ Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std
     fresh_at = sat_add(s.start_ns, first_offset_below(p, s.prev, 1));
   }
   d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
+  pack(p, s, packed);
   return d;
 }
 
-void sliding_window_absorb(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t hits) {
+void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t hits) {
+  Sliding s = unpack(p, packed);
   roll_sliding(p, s, now);
   s.curr = sat_add_u(s.curr, hits);
+  pack(p, s, packed);
 }
 
-bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now) {
-  SlidingWindowState rolled = s;
+bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& packed, std::int64_t now) {
+  Sliding rolled = unpack(p, packed);
   roll_sliding(p, rolled, now);
   // The weighted previous count only falls until the next roll, which makes it curr (0): nothing left to count.
   return rolled.curr == 0 && weighted_prev(p, rolled, now) == 0;
