@@ -61,52 +61,56 @@ void roll_fixed(const WindowParams& p, FixedWindowState& s, std::int64_t now) {
 struct Sliding {
   std::int64_t q;
   std::uint64_t curr, prev;
-  std::int64_t start_ns;
+  std::int64_t start_ns;  // set by roll_sliding(), which every use of the state begins with
 };
 
+// |q| <= 2^63 / 2^k with k = floor(log2 W), so q fits in q_bits = 64 - k bits, two's complement; the counts take
+// the other 64 + k: curr 32 + k / 2 bits, prev the rest (as many or one more). Each mask and shift once, here.
 struct Layout {
-  int q_bits, count_bits;  // the counts: curr in count_bits, prev in the rest (count_bits or one more)
+  int k;                    // floor(log2 W): q_bits = 64 - k
+  int prev_shift;           // where prev starts in `hi`: q_bits + count_bits - 64 = 32 - ceil(k / 2)
+  std::uint64_t q_mask;     // q_bits ones
+  std::uint64_t half;       // 2^(q_bits - 1): the bias
+  std::uint64_t count_max;  // count_bits ones
 };
 
-// |q| <= 2^63 / 2^floor(log2 W), so q fits in 64 - floor(log2 W) = 1 + clz(W) bits, two's complement.
-Layout layout(std::int64_t window_ns) {
-  const int q_bits = 1 + std::countl_zero(static_cast<std::uint64_t>(window_ns));
-  return {q_bits, (128 - q_bits) / 2};
+[[gnu::always_inline]] inline Layout layout(std::int64_t window_ns) {
+  const int k = 63 - std::countl_zero(static_cast<std::uint64_t>(window_ns));
+  constexpr std::uint64_t kOnes = ~std::uint64_t{0};
+  return {k, 32 - (k + 1) / 2, kOnes >> k, std::uint64_t{1} << (63 - k), kOnes >> (32 - k / 2)};
 }
 
-std::int64_t start_of(std::int64_t q, std::int64_t window_ns) {
+[[gnu::always_inline]] inline std::int64_t start_of(std::int64_t q, std::int64_t window_ns) {
   // As window_start(), with the negation done unsigned (q can be -2^63 when W is 1 ns).
   const std::uint64_t magnitude = q < 0 ? 0 - static_cast<std::uint64_t>(q) : static_cast<std::uint64_t>(q);
   return q < 0 ? -sat_mul(magnitude, window_ns) : sat_mul(magnitude, window_ns);
 }
 
-Sliding unpack(const WindowParams& p, const SlidingWindowState& s) {
-  const Layout l = layout(p.window_ns);
-  const u128 v = static_cast<u128>(s.hi) << 64 | s.lo;
-  const std::uint64_t biased = static_cast<std::uint64_t>(v & ((static_cast<u128>(1) << l.q_bits) - 1));
+// The 128 bits, low first: q (biased) in q_bits, curr in count_bits, prev in the rest; q_bits + count_bits is
+// 64 to 96, so q is in `lo`, prev in `hi`, and curr straddles them. In 64-bit words, every shift below 64.
+[[gnu::always_inline]] inline Sliding unpack(const Layout& l, const SlidingWindowState& s) {
   Sliding u;
-  u.q = static_cast<std::int64_t>(biased - (std::uint64_t{1} << (l.q_bits - 1)));
-  u.curr = static_cast<std::uint64_t>(v >> l.q_bits) & ((std::uint64_t{1} << l.count_bits) - 1);
-  u.prev = static_cast<std::uint64_t>(v >> (l.q_bits + l.count_bits));
-  u.start_ns = start_of(u.q, p.window_ns);
+  u.q = static_cast<std::int64_t>((s.lo & l.q_mask) - l.half);
+  // (lo >> q_bits) | (hi << (64 - q_bits)), for q_bits of 64 too.
+  u.curr = (((s.lo >> 1) >> (63 - l.k)) | (s.hi << l.k)) & l.count_max;
+  u.prev = s.hi >> l.prev_shift;
   return u;
 }
 
 // curr saturates at the largest count it holds (absorbed hits; a decision stays within the limit); prev is
 // always a former curr.
-void pack(const WindowParams& p, const Sliding& u, SlidingWindowState& s) {
-  const Layout l = layout(p.window_ns);
-  const std::uint64_t biased = static_cast<std::uint64_t>(u.q) + (std::uint64_t{1} << (l.q_bits - 1));
-  const std::uint64_t curr = std::min(u.curr, (std::uint64_t{1} << l.count_bits) - 1);
-  const u128 v = (static_cast<u128>(biased) & ((static_cast<u128>(1) << l.q_bits) - 1)) |
-                 static_cast<u128>(curr) << l.q_bits | static_cast<u128>(u.prev) << (l.q_bits + l.count_bits);
-  s.lo = static_cast<std::uint64_t>(v);
-  s.hi = static_cast<std::uint64_t>(v >> 64);
+[[gnu::always_inline]] inline void pack(const Layout& l, const Sliding& u, SlidingWindowState& s) {
+  const std::uint64_t curr = std::min(u.curr, l.count_max);
+  s.lo = ((static_cast<std::uint64_t>(u.q) + l.half) & l.q_mask) | ((curr << (63 - l.k)) << 1);
+  s.hi = (curr >> l.k) | (u.prev << l.prev_shift);
 }
 
-void roll_sliding(const WindowParams& p, Sliding& s, std::int64_t now) {
+[[gnu::always_inline]] inline void roll_sliding(const WindowParams& p, Sliding& s, std::int64_t now) {
   const std::int64_t q = floor_div(now, p.window_ns);
   const std::int64_t w = start_of(q, p.window_ns);
+  s.start_ns = w;
+  if (q == s.q) return;  // the usual case: the same window
+  s.start_ns = start_of(s.q, p.window_ns);
   if (w <= s.start_ns) return;
   // A fresh state has no count: whether it is "adjacent" changes nothing.
   s.prev = sat_sub(w, s.start_ns) == p.window_ns ? s.curr : 0;
@@ -121,6 +125,7 @@ std::int64_t elapsed_in_window(const WindowParams& p, const Sliding& s, std::int
 
 // floor(prev * (W - e) / W), exactly.
 std::uint64_t weighted_prev(const WindowParams& p, const Sliding& s, std::int64_t now) {
+  if (s.prev == 0) return 0;  // a key seen in no adjacent window: no division
   const std::int64_t left = p.window_ns - elapsed_in_window(p, s, now);
   return static_cast<std::uint64_t>(static_cast<u128>(s.prev) * static_cast<u128>(left) /
                                     static_cast<u128>(p.window_ns));
@@ -161,13 +166,12 @@ bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, 
   return s.count == 0 || fixed_bounds(p, now).start > s.start_ns;
 }
 
-std::uint64_t sliding_window_max_count(std::int64_t window_ns) {
-  return (std::uint64_t{1} << layout(window_ns).count_bits) - 1;
-}
+std::uint64_t sliding_window_max_count(std::int64_t window_ns) { return layout(window_ns).count_max; }
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
                                std::uint64_t cost) {
-  Sliding s = unpack(p, packed);
+  const Layout l = layout(p.window_ns);
+  Sliding s = unpack(l, packed);
   roll_sliding(p, s, now);
   const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
   Decision d;
@@ -198,19 +202,20 @@ Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed
     fresh_at = sat_add(s.start_ns, first_offset_below(p, s.prev, 1));
   }
   d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
-  pack(p, s, packed);
+  pack(l, s, packed);
   return d;
 }
 
 void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t hits) {
-  Sliding s = unpack(p, packed);
+  const Layout l = layout(p.window_ns);
+  Sliding s = unpack(l, packed);
   roll_sliding(p, s, now);
   s.curr = sat_add_u(s.curr, hits);
-  pack(p, s, packed);
+  pack(l, s, packed);
 }
 
 bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& packed, std::int64_t now) {
-  Sliding rolled = unpack(p, packed);
+  Sliding rolled = unpack(layout(p.window_ns), packed);
   roll_sliding(p, rolled, now);
   // The weighted previous count only falls until the next roll, which makes it curr (0): nothing left to count.
   return rolled.curr == 0 && weighted_prev(p, rolled, now) == 0;
