@@ -65,20 +65,29 @@ struct Sliding {
 };
 
 // |q| <= 2^63 / 2^k with k = floor(log2 W), so q fits in q_bits = 64 - k bits, two's complement; the counts take
-// the other 64 + k: curr 32 + k / 2 bits, prev the rest (as many or one more). Each mask and shift once, here.
+// the other 64 + k: curr 32 + k / 2 bits, prev the rest (as many or one more). k stops at kLongK: from 2^16 ns on,
+// counts of 40 bits hold every limit (10^12 < 2^40), and one layout for every such window lets the compiler fold
+// its masks and shifts into constants (sliding_window_decide's usual case).
+constexpr int kLongK = 16;
+
 struct Layout {
-  int k;                    // floor(log2 W): q_bits = 64 - k
+  int k;                    // q_bits = 64 - k
   int prev_shift;           // where prev starts in `hi`: q_bits + count_bits - 64 = 32 - ceil(k / 2)
   std::uint64_t q_mask;     // q_bits ones
   std::uint64_t half;       // 2^(q_bits - 1): the bias
   std::uint64_t count_max;  // count_bits ones
 };
 
-[[gnu::always_inline]] inline Layout layout(std::int64_t window_ns) {
-  const int k = 63 - std::countl_zero(static_cast<std::uint64_t>(window_ns));
+[[gnu::always_inline]] inline int layout_k(std::int64_t window_ns) {
+  return std::min(63 - std::countl_zero(static_cast<std::uint64_t>(window_ns)), kLongK);
+}
+
+[[gnu::always_inline]] inline Layout layout_of(int k) {
   constexpr std::uint64_t kOnes = ~std::uint64_t{0};
   return {k, 32 - (k + 1) / 2, kOnes >> k, std::uint64_t{1} << (63 - k), kOnes >> (32 - k / 2)};
 }
+
+[[gnu::always_inline]] inline Layout layout(std::int64_t window_ns) { return layout_of(layout_k(window_ns)); }
 
 [[gnu::always_inline]] inline std::int64_t start_of(std::int64_t q, std::int64_t window_ns) {
   // As window_start(), with the negation done unsigned (q can be -2^63 when W is 1 ns).
@@ -168,9 +177,10 @@ bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, 
 
 std::uint64_t sliding_window_max_count(std::int64_t window_ns) { return layout(window_ns).count_max; }
 
-Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
-                               std::uint64_t cost) {
-  const Layout l = layout(p.window_ns);
+namespace {
+
+[[gnu::always_inline]] inline Decision decide_in(const Layout& l, const WindowParams& p, SlidingWindowState& packed,
+                                                 std::int64_t now, std::uint64_t cost) {
   Sliding s = unpack(l, packed);
   roll_sliding(p, s, now);
   const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
@@ -204,6 +214,15 @@ Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed
   d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
   pack(l, s, packed);
   return d;
+}
+
+}  // namespace
+
+Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
+                               std::uint64_t cost) {
+  const int k = layout_k(p.window_ns);
+  if (k == kLongK) return decide_in(layout_of(kLongK), p, packed, now, cost);  // constants
+  return decide_in(layout_of(k), p, packed, now, cost);
 }
 
 void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t hits) {
