@@ -8,11 +8,12 @@
 //   if (!decode_state<Gcra>(in, back)) ...      // consumes what it read; false: malformed, `back` unspecified
 //
 // The encoding is little-endian and fixed-width (a double is its IEEE-754 bits), with no header and no version:
-// whoever frames the states (a file, a message) versions the frame. A sliding log is its entry count (u32, at most
-// kMaxLogEntries) then its entries (t_ns i64, cost u64), oldest first. Decoding refuses what no run of the
-// algorithm can produce (a NaN or negative EARRRL estimate, a fluid fraction outside [0, 1), a log out of order, a
-// zero cost, a sum that overflows), so that bytes from anywhere cannot make a decision compute nonsense; it never
-// allocates more than the input's own length justifies.
+// whoever frames the states (a file, a message) versions the frame. A sliding window counter is its two packed
+// words (core/windows.h; their layout depends on the window, which the frame's rule fixes). A sliding log is its
+// entry count (u32, at most kMaxLogEntries) then its entries (t_ns i64, cost u64), oldest first. Decoding refuses
+// what no run of the algorithm can produce (a NaN or negative EARRRL estimate, a fluid fraction outside [0, 1), a log
+// out of order, a zero cost, a sum that overflows), so that bytes from anywhere cannot make a decision compute
+// nonsense; it never allocates more than the input's own length justifies.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,11 @@
 //
 // A clock that goes back into an earlier window keeps counting in the latest window it has seen: going back
 // never forgives.
+//
+// The sliding window's state is 16 bytes (a 40-byte entry in the in-process store): the window's index
+// q = floor(start / W) instead of its start, in 64 - floor(log2 W) bits (every index an int64 time has; 48 from
+// 2^16 ns on), and the two counts in the rest, each in at least sliding_window_max_count(W)'s bits. Its layout depends on W alone, so a state means
+// something only to limiters of its window (the state file and the batched snapshots are per rule). All-zero is fresh.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +32,16 @@ struct FixedWindowState {
 };
 
 struct SlidingWindowState {
-  std::int64_t start_ns = kMinI64;  // start of the current window
-  std::uint64_t curr = 0;
-  std::uint64_t prev = 0;
+  std::uint64_t lo = 0;  // the bits of q (biased: 0 is the index below every window), curr and prev, low first
+  std::uint64_t hi = 0;
 };
+static_assert(sizeof(SlidingWindowState) == 16);
+
+// The largest count a sliding window's state holds with windows of `window_ns` (> 0): 2^32 - 1 at 1 ns, rising
+// by one bit each time the window doubles twice, up to 2^40 - 1 (above kMaxLimit) from 65.536 µs on.
+// A decision never counts past the limit, so it is exact for every limit up to this (validation refuses more);
+// absorbed hits saturate at it, where the 24-byte state saturated at 2^64 - 1.
+std::uint64_t sliding_window_max_count(std::int64_t window_ns);
 
 Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t cost);
 void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t hits);
