@@ -324,6 +324,42 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
   }
 }
 
+// By Redis's clock, a fixed window counted again within its window is added to its digits in place (INCRBY): the
+// count goes on from the stored one, the value stays an integer, the TTL the first write gave is kept, and a
+// decision that counts nothing (cost 0, or refused) leaves the value as it was.
+TEST_F(RemoteService, AFixedWindowCountedAgainInItsWindowByRedisClockKeepsItsDigitsAndTtl) {
+  RedisProcess redis;
+  auto store = redis::make_redis_remote({.url = redis.url(), .timeout = 500ms});
+  // 30 days: the window's end (a multiple of 30 days since the epoch) is not crossed while the test runs.
+  const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 5, .window = 720h};
+  const std::string key = redis::redis_key("rk:incr");
+  const Nanos now = clock_->now();  // not read: Redis's clock decides
+  auto first = decide_one(*store, spec, "rk:incr", now);
+  ASSERT_EQ(first.status, store::RemoteResult::Status::kOk) << first.error;
+  EXPECT_EQ(first.decision.remaining, 4);
+  const long ttl = std::stol(cli(redis.url(), "PTTL '" + key + "'"));
+  const std::string one = cli(redis.url(), "GET '" + key + "'");
+  ASSERT_EQ(one.size(), 18u);
+  EXPECT_EQ(one.substr(1, 7), "0000001");
+  std::promise<store::RemoteResult> p;
+  store->decide({{&spec, "rk:incr", 0, false}}, now,
+                [&p](std::vector<store::RemoteResult> v) { p.set_value(v.at(0)); });
+  EXPECT_EQ(p.get_future().get().decision.remaining, 4);  // cost 0: nothing counted, nothing written
+  EXPECT_EQ(cli(redis.url(), "GET '" + key + "'"), one);
+  for (int i = 3; i >= 0; --i) EXPECT_EQ(decide_one(*store, spec, "rk:incr", now).decision.remaining, i);
+  const auto refused = decide_one(*store, spec, "rk:incr", now);
+  EXPECT_FALSE(refused.decision.allowed);
+  EXPECT_GT(refused.decision.retry_after, 0s);
+  EXPECT_EQ(refused.decision.retry_after, refused.decision.reset_after);  // the window's end
+  const std::string five = cli(redis.url(), "GET '" + key + "'");
+  EXPECT_EQ(five.substr(1, 7), "0000005");
+  EXPECT_EQ(five.substr(8), one.substr(8));  // the same window's start
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + key + "'"), "int");
+  EXPECT_LE(std::stol(cli(redis.url(), "PTTL '" + key + "'")), ttl);  // kept, not given again
+  EXPECT_GT(std::stol(cli(redis.url(), "PTTL '" + key + "'")), 0);
+  store->close();
+}
+
 TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
   RedisProcess redis;
   const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "

@@ -53,7 +53,7 @@ struct Table {
         case Algorithm::kTokenBucket:
         case Algorithm::kLeakyBucket: text[i] = script_text(a, {lua::kFluid}); break;
         case Algorithm::kFixedWindow: text[i] = script_text(a, {lua::kWindows, lua::kFixedWindow}); break;
-        case Algorithm::kSlidingLog: text[i] = script_text(a, {lua::kWindows, lua::kSlidingLog}); break;
+        case Algorithm::kSlidingLog: text[i] = script_text(a, {lua::kSlidingLog}); break;  // no window maths
         case Algorithm::kSlidingWindow: text[i] = script_text(a, {lua::kWindows, lua::kSlidingWindow}); break;
       }
       sources[i] = {name, text[i]};

@@ -3,6 +3,11 @@ read_state('dd', nil, true)
 local lambda, rate, n_saturate, n_forget, window_ns, limit = param(5), param(6), param(7), param(8), param(9), param(10)
 local count_refused = ARGV[11] == '1'
 local inv_n_forget, inv_lambda = param(12), param(13) -- reset_after multiplies, as the C++ does
+local function ceil_ns(x) -- a whole number of nanoseconds, as src/core/numeric.h's
+  if not (x > 0) then return 0 end
+  if x >= MAX_NS then return MAX_NS end
+  return math.ceil(x)
+end
 local n, t = 0, 0
 if st then n, t = st[1], st[2] end
 local n_before = 0

@@ -44,11 +44,6 @@ local function param(i)
 end
 local NEVER = -1
 local MAX_NS = 9.2e18
-local function ceil_ns(x)
-  if not (x > 0) then return 0 end
-  if x >= MAX_NS then return MAX_NS end
-  return math.ceil(x)
-end
 local st, now, shift = nil, 0, 0
 local raw
 if own then
@@ -63,8 +58,9 @@ else
 end
 local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
 local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
--- Every `local function` here is a closure made again at each call (Redis runs the script's body each time): the
--- rare ones are made only where they are needed, and whatever can be is worked out once per call, not per use.
+-- Redis runs the script's body at each call: every `local function` is a closure made again each time (about 0.1 µs,
+-- more with many upvalues), so there are three here (param, read_state, finish), and an algorithm whose state is
+-- simple reads and writes it in its own lines (fixed_window, sliding_log) rather than through tables.
 -- Set by an algorithm whose state, rewritten, expires when it did (fixed_window): its TTL is then kept, which
 -- costs Redis less than a new one. Only by Redis's clock: by callers' clocks each write's TTL is its caller's view.
 local KEEP_TTL = false
@@ -72,12 +68,10 @@ local by_redis_clock = ARGV[1] == ''
 -- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
 -- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
--- A state of an older layout is read as fresh, once; anything else is refused and left as it is. `form` (optional):
--- {read = function(raw) -> fields or nil, write = function(fields) -> string or nil}, a form tried first.
+-- A state of an older layout is read as fresh, once; anything else is refused and left as it is.
 -- One struct.unpack for the whole state (up to GROUPS entries), one struct.pack to write it.
-local FORM -- an algorithm's other form of its state, from read_state
-local function read_state(fields, each, timed, form)
-  TIMED, EACH, FORM = timed, each, form
+local function read_state(fields, each, timed)
+  TIMED, EACH = timed, each
   HEAD = timed and '<Bi7' .. fields or '<B' .. fields
   if each then
     NHEAD, NEACH = select(2, string.gsub(fields, '%a', '')), select(2, string.gsub(each, '%a', ''))
@@ -86,9 +80,7 @@ local function read_state(fields, each, timed, form)
   if raw then
     local rest, n = #raw - struct.size(HEAD), 0
     if each and rest > 0 then n = rest / struct.size('<' .. each) end
-    st = form and form.read(raw)
-    if st then -- the other form
-    elseif string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
+    if string.byte(raw) == TAG and (rest == 0 or (n > 0 and n == math.floor(n))) then
       local k = math.min(n, GROUPS)
       st = {struct.unpack(HEAD .. string.rep(each or '', k), raw)} -- the tag, base_us, the fields, the position
       local pos = table.remove(st)
@@ -116,75 +108,14 @@ local function read_state(fields, each, timed, form)
   shift = (base - now_us) * 1000
   return st
 end
--- Writes the state v to live px ms (docs/redis.md, "Packed states": the hash lives as long as its longest field).
-local function save(v, px)
-  if not own then
-    if KEEP_TTL and by_redis_clock then
-      redis.call('SET', key, v, 'KEEPTTL')
-    else
-      redis.call('SET', key, v, 'PX', px)
-    end
-    return
-  end
-  if #v <= PACK_VALUE and (in_hash or not raw) then
-    local n = -1 -- fields before this one's; -1: this key has one
-    if not in_hash then
-      n = redis.call('HLEN', key)
-      if n >= PACK_FIELDS then
-        -- The hash is full: forget its fields whose state expired (is a fresh key's) by now, unless a scan that found
-        -- none is still good (the field '' holds the second the earliest live field expires): so a flood of new keys
-        -- into a full hash costs each an HGET, not a scan of PACK_FIELDS fields.
-        local now_s = math.floor(now_us / 1000000)
-        local next_s = tonumber(redis.call('HGET', key, '') or '')
-        n = PACK_FIELDS -- no room, unless the scan finds some
-        if not next_s or now_s >= next_s then
-          local all = redis.call('HGETALL', key)
-          local dead, live = {}, 0
-          next_s = nil
-          for i = 1, #all, 2 do
-            if all[i] ~= '' then
-              local e = struct.unpack('<i5', all[i + 1])
-              if e <= now_s then
-                dead[#dead + 1] = all[i]
-              else
-                live = live + 1
-                if not next_s or e < next_s then next_s = e end
-              end
-            end
-          end
-          if #dead > 0 then
-            redis.call('HDEL', key, unpack(dead))
-            n = live
-          else
-            redis.call('HSET', key, '', next_s or 0)
-          end
-        end
-      end
-    end
-    if n < PACK_FIELDS then
-      -- The second it expires, rounded up, + 1: a field is only ever forgotten after its state is a fresh key's.
-      redis.call('HSET', key, field, struct.pack('<i5', math.floor(now_us / 1000000) + math.ceil(px / 1000) + 1) .. v)
-      if n == 0 then redis.call('PEXPIRE', key, px) elseif not (KEEP_TTL and by_redis_clock) then
-        redis.call('PEXPIRE', key, px, 'GT')
-      end
-      return
-    end
-  end
-  if in_hash then redis.call('HDEL', key, field) end
-  redis.call('SET', own, v, 'PX', px)
-end
-local function drop()
-  if not own then redis.call('DEL', key)
-  elseif in_hash then redis.call('HDEL', key, field)
-  else redis.call('DEL', own) end
-end
--- Saves the new state (its fields in read_state's order, times already relative to now_us) for reset_after
--- nanoseconds, or drops it if empty.
+-- Saves the new state for reset_after nanoseconds, or drops it if empty, and gives the reply. `state`: its fields
+-- in read_state's order, times already relative to now_us; or the state already packed, a string; or true: the
+-- algorithm has written it itself; nil: none (a key that had one is deleted).
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
-  if not peek then
+  if not peek and state ~= true then
     if state and reset > 0 then
-      local v = FORM and FORM.write(state)
-      if v then -- written in the algorithm's other form
+      local v = state
+      if type(v) == 'string' then -- packed by the algorithm
       elseif not EACH then
         if TIMED then v = struct.pack(HEAD, TAG, now_us, unpack(state))
         else v = struct.pack(HEAD, TAG, unpack(state)) end
@@ -202,9 +133,66 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
         end
         v = table.concat(parts)
       end
-      save(v, math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6)))
+      -- Written to live px ms (docs/redis.md, "Packed states": the hash lives as long as its longest field), where
+      -- it was read from; a new one in the hash if it fits.
+      local px = math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6))
+      local unpacked = not own
+      if own and #v <= PACK_VALUE and (in_hash or not raw) then
+        local n = -1 -- fields before this one's; -1: this key has one
+        if not in_hash then
+          n = redis.call('HLEN', key)
+          if n >= PACK_FIELDS then
+            -- The hash is full: forget its fields whose state expired (is a fresh key's) by now, unless a scan that
+            -- found none is still good (the field '' holds the second the earliest live field expires): so a flood
+            -- of new keys into a full hash costs each an HGET, not a scan of PACK_FIELDS fields.
+            local now_s = math.floor(now_us / 1000000)
+            local next_s = tonumber(redis.call('HGET', key, '') or '')
+            n = PACK_FIELDS -- no room, unless the scan finds some
+            if not next_s or now_s >= next_s then
+              local all = redis.call('HGETALL', key)
+              local dead, live = {}, 0
+              next_s = nil
+              for i = 1, #all, 2 do
+                if all[i] ~= '' then
+                  local e = struct.unpack('<i5', all[i + 1])
+                  if e <= now_s then
+                    dead[#dead + 1] = all[i]
+                  else
+                    live = live + 1
+                    if not next_s or e < next_s then next_s = e end
+                  end
+                end
+              end
+              if #dead > 0 then
+                redis.call('HDEL', key, unpack(dead))
+                n = live
+              else
+                redis.call('HSET', key, '', next_s or 0)
+              end
+            end
+          end
+        end
+        if n < PACK_FIELDS then
+          -- The second it expires, rounded up, + 1: a field is only ever forgotten after its state is a fresh key's.
+          redis.call('HSET', key, field,
+                     struct.pack('<i5', math.floor(now_us / 1000000) + math.ceil(px / 1000) + 1) .. v)
+          if n == 0 then redis.call('PEXPIRE', key, px) elseif not (KEEP_TTL and by_redis_clock) then
+            redis.call('PEXPIRE', key, px, 'GT')
+          end
+        else
+          if in_hash then redis.call('HDEL', key, field) end
+          redis.call('SET', own, v, 'PX', px)
+        end
+      elseif unpacked and KEEP_TTL and by_redis_clock then
+        redis.call('SET', key, v, 'KEEPTTL')
+      else
+        if in_hash then redis.call('HDEL', key, field) end
+        redis.call('SET', own or key, v, 'PX', px)
+      end
     elseif raw then
-      drop()
+      if not own then redis.call('DEL', key)
+      elseif in_hash then redis.call('HDEL', key, field)
+      else redis.call('DEL', own) end
     end
   end
   -- Whole nanoseconds go back as integers; what may have a fraction as the bits of three little-endian doubles,
