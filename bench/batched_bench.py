@@ -37,15 +37,16 @@ import urllib.request
 
 from benchlib import free_port, parse_grpc_load, run_wrk, wait_http
 
-# Every answer must be OK, so that exact and batched decide the same thing: GCRA at 1e9/s tolerates `burst` hits
-# within 1 ns each, and a batch brings a server the fleet's hits of a whole interval at once (20 ms of ~100,000/s is
-# 2,000, which a burst of 1,000 refused now and then); 1,000,000 is 1 ms of the limit, far above any batch here.
+# Every answer must be OK, so that exact and batched decide the same thing. GCRA at 1e9/s refuses a hit whose `now`
+# trails the key's last time by more than `burst` ns: a burst of 1,000 (1 us) refused a few in 10,000 on this shared
+# machine, even from the embedded store alone (a thread descheduled between reading the clock and taking the key's
+# lock), and a batch brings the fleet's hits of an interval at once; 1e9 is a second of tolerance.
 RULES = """
 domain: bench
 %s
 descriptors:
   - key: client
-    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: gcra, burst: 1000000}
+    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: gcra, burst: 1000000000}
 forward_auth:
   descriptors:
 %s"""
