@@ -181,11 +181,12 @@ def fleet_rps(servers, seconds, connections, script):
     return total, requests, bad
 
 
-def grpc_fleet(servers, h2_load, seconds, inflight, connections):
-    """One rk_grpc_h2_load per server's gRPC port, all at once, every call the hot key (--clients 1): decisions/s
-    summed, the answers the generators checked, the failed calls and the OVER_LIMIT answers, and the first error."""
+def grpc_fleet(servers, h2_load, seconds, inflight, connections, descriptors):
+    """One rk_grpc_h2_load per server's gRPC port, all at once, every call the hot key (--clients 1) `descriptors`
+    times: requests/s summed, the answers the generators checked, the failed calls, the OVER_LIMIT answers, and the
+    first error."""
     cmds = [[h2_load, s.grpc, "--seconds", str(seconds), "--inflight", str(inflight), "--connections",
-             str(connections), "--clients", "1"] for s in servers]
+             str(connections), "--clients", "1", "--descriptors", str(descriptors)] for s in servers]
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
     total = {"rps": 0.0, "answered": 0, "failed": 0, "over_limit": 0, "error": ""}
     for p in procs:
@@ -203,45 +204,48 @@ def grpc_fleet(servers, h2_load, seconds, inflight, connections):
     return total
 
 
-def grpc_fleets(binary, d, redis_port, h2_load, seconds, levels, connections):
+def grpc_fleets(binary, d, redis_port, h2_load, seconds, levels, connections, descriptor_counts):
     """6: the fleets of 3 over gRPC, exact and batched, at each level of streams in flight per server."""
     url = "redis://127.0.0.1:%d" % redis_port
     fleets = {sharing: [Serve(binary, d, sharing, url, grpc=True) for _ in range(3)]
               for sharing in ("exact", "batched")}
-    print("6. gRPC (rk_grpc_h2_load: HTTP/2, %d connections a server, --inflight streams a server), one hot key, "
-          "1 descriptor/request" % connections)
-    best = {}
+    print("6. gRPC (rk_grpc_h2_load: HTTP/2, %d connections a server, 'inflight' streams a server), one hot key"
+          % connections)
     try:
         for fleet in fleets.values():
-            grpc_fleet(fleet, h2_load, 1, levels[-1], connections)  # warm-up
-        for inflight in levels:
-            for sharing, fleet in fleets.items():
-                calls0, rcpu0, gcpu0 = redis_calls(redis_port), redis_cpu(redis_port), children_cpu()
-                scpu0, fb0 = sum(proc_cpu(s.proc.pid) for s in fleet), sum(s.fallbacks() for s in fleet)
-                r = grpc_fleet(fleet, h2_load, seconds, inflight, connections)
-                gcpu, scpu = children_cpu() - gcpu0, sum(proc_cpu(s.proc.pid) for s in fleet) - scpu0
-                calls, rcpu = redis_calls(redis_port) - calls0, redis_cpu(redis_port) - rcpu0
-                fallbacks = sum(s.fallbacks() for s in fleet) - fb0
-                n = max(1, r["answered"])
-                ok = r["answered"] - r["over_limit"]
-                valid = r["answered"] > 0 and r["failed"] == 0 and r["over_limit"] == 0 and fallbacks == 0
-                if valid and r["rps"] > best.get(sharing, (0, 0))[0]:
-                    best[sharing] = (r["rps"], inflight)
-                print("   %-7s inflight %4d x3 %9.0f decisions/s   OK %d of %d, failed %d   Redis calls/decision %.4f"
-                      "   CPU us/decision: servers %.2f h2load %.2f Redis %.2f   fallbacks %d   (load %s)%s"
-                      % (sharing, inflight, r["rps"], ok, r["answered"], r["failed"], calls / n, scpu / n * 1e6,
-                         gcpu / n * 1e6, rcpu / n * 1e6, fallbacks, load(),
-                         "" if valid else "   NOT A FIGURE" + (": " + r["error"] if r["error"] else "")))
+            grpc_fleet(fleet, h2_load, 1, levels[-1], connections, 1)  # warm-up
+        for descriptors in descriptor_counts:
+            best = {}
+            for inflight in levels:
+                for sharing, fleet in fleets.items():
+                    calls0, rcpu0, gcpu0 = redis_calls(redis_port), redis_cpu(redis_port), children_cpu()
+                    scpu0, fb0 = sum(proc_cpu(s.proc.pid) for s in fleet), sum(s.fallbacks() for s in fleet)
+                    r = grpc_fleet(fleet, h2_load, seconds, inflight, connections, descriptors)
+                    gcpu, scpu = children_cpu() - gcpu0, sum(proc_cpu(s.proc.pid) for s in fleet) - scpu0
+                    calls, rcpu = redis_calls(redis_port) - calls0, redis_cpu(redis_port) - rcpu0
+                    fallbacks = sum(s.fallbacks() for s in fleet) - fb0
+                    n = max(1, r["answered"] * descriptors)
+                    rate = r["rps"] * descriptors
+                    valid = r["answered"] > 0 and r["failed"] == 0 and r["over_limit"] == 0 and fallbacks == 0
+                    if valid and rate > best.get(sharing, (0, 0))[0]:
+                        best[sharing] = (rate, inflight)
+                    print("   %-7s %d/request inflight %4d x3 %9.0f decisions/s   OK %d of %d answers, failed %d"
+                          "   Redis calls/decision %.4f   CPU us/decision: servers %.2f h2load %.2f Redis %.2f"
+                          "   fallbacks %d   (load %s)%s"
+                          % (sharing, descriptors, inflight, rate, r["answered"] - r["over_limit"], r["answered"],
+                             r["failed"], calls / n, scpu / n * 1e6, gcpu / n * 1e6, rcpu / n * 1e6, fallbacks,
+                             load(), "" if valid else "   NOT A FIGURE" + (": " + r["error"] if r["error"] else "")))
+            if len(best) == 2:
+                print("   gRPC batched over exact, %d/request, best of each %6.2fx   (batched %.0f at %d in flight,"
+                      " exact %.0f at %d; target >= 5)   (load %s)"
+                      % (descriptors, best["batched"][0] / best["exact"][0], best["batched"][0], best["batched"][1],
+                         best["exact"][0], best["exact"][1], load()))
+            else:
+                print("   gRPC batched over exact, %d/request: no ratio, a side has no valid run" % descriptors)
     finally:
         for fleet in fleets.values():
             for s in fleet:
                 s.stop()
-    if len(best) == 2:
-        print("   gRPC batched over exact, best of each %9.2fx   (batched %.0f at %d in flight, exact %.0f at %d;"
-              " target >= 5)   (load %s)" % (best["batched"][0] / best["exact"][0], best["batched"][0],
-                                             best["batched"][1], best["exact"][0], best["exact"][1], load()))
-    else:
-        print("   gRPC batched over exact: no ratio, a side has no valid run")
 
 
 def wrk_runs(a, d, script):
@@ -332,7 +336,8 @@ def main():
         if a.h2_load:
             redis = Redis(d)
             try:
-                grpc_fleets(a.binary, d, redis.port, a.h2_load, a.seconds, levels, a.grpc_connections)
+                grpc_fleets(a.binary, d, redis.port, a.h2_load, a.seconds, levels, a.grpc_connections,
+                            sorted({1, a.descriptors}))
             finally:
                 redis.stop()
     finally:

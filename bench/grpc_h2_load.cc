@@ -6,14 +6,15 @@
 // not libgrpc's client (bench/grpc_load.cc keeps that one, for comparison).
 //
 //   rk_grpc_h2_load 127.0.0.1:8081 [--seconds 5] [--inflight 64] [--connections 2] [--domain bench] [--key client]
-//                   [--clients 1000]
+//                   [--clients 1000] [--descriptors 1]
 //
 // One thread, one epoll loop, non-blocking sockets. `inflight` calls are spread over `connections` HTTP/2
 // connections (Envoy opens one per worker thread); each finished call starts the next until the time is up. Each
-// call carries one descriptor {key: client-N} for N in 0..clients-1 in turn (--clients 1: one hot key), is
-// serialised with the generated protobuf classes, and its answer is checked: HTTP 200, grpc-status 0, one
-// well-formed length-prefixed RateLimitResponse. Prints the same line as rk_grpc_load, then the count of answers
-// that passed those checks (OK answers are answered - over_limit):
+// call carries one descriptor {key: client-N} for N in 0..clients-1 in turn (--clients 1: one hot key), or that
+// descriptor --descriptors times (a request decided against several limits, as Envoy sends them), is serialised
+// with the generated protobuf classes, and its answer is checked: HTTP 200, grpc-status 0, one well-formed
+// length-prefixed RateLimitResponse. Prints the same line as rk_grpc_load (its decisions/s are calls/s), then the
+// count of answers that passed those checks (the OK ones are answered - over_limit):
 //   decisions/s N p50_ms X p99_ms Y failed F over_limit O answered A
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -88,6 +89,7 @@ struct Load {
   Stats stats;
   std::size_t next_client = 0;
   std::size_t clients = 1000;
+  int descriptors = 1;
   int epfd = -1;
   bool broken = false;
 };
@@ -95,9 +97,12 @@ struct Load {
 std::string encode_request(const Load& load, std::size_t client) {
   pb::RateLimitRequest req;
   req.set_domain(load.domain);
-  auto* e = req.add_descriptors()->add_entries();
-  e->set_key(load.key);
-  e->set_value("client-" + std::to_string(client));
+  const std::string value = "client-" + std::to_string(client);
+  for (int i = 0; i < load.descriptors; ++i) {
+    auto* e = req.add_descriptors()->add_entries();
+    e->set_key(load.key);
+    e->set_value(value);
+  }
   const std::string msg = req.SerializeAsString();
   std::string frame(5, '\0');
   const auto n = static_cast<std::uint32_t>(msg.size());
@@ -299,7 +304,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: rk_grpc_h2_load ADDR [--seconds N] [--inflight N] [--connections N] [--domain D] [--key K]"
-                 " [--clients N]\n");
+                 " [--clients N] [--descriptors N]\n");
     return 2;
   }
   Load load;
@@ -316,6 +321,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--key")) load.key = argv[i + 1];
     else if (!std::strcmp(argv[i], "--clients")) {
       load.clients = static_cast<std::size_t>(std::max(1, std::atoi(argv[i + 1])));
+    } else if (!std::strcmp(argv[i], "--descriptors")) {
+      load.descriptors = std::max(1, std::atoi(argv[i + 1]));
     } else {
       std::fprintf(stderr, "rk_grpc_h2_load: unknown flag %s\n", argv[i]);
       return 2;
