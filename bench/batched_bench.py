@@ -14,16 +14,16 @@ the same run. wrk over loopback keep-alive sends forward-auth checks of ONE hot 
   5. exact sharing through a Redis Cluster of 1 and of 3 primaries (the same fleet): decisions/s, and Redis CPU
      per decision (INFO cpu, user + sys, summed over the primaries);
   6. with --h2-load (bench/grpc_h2_load.cc): the fleet of 3 over gRPC, Envoy's rate-limit API as Envoy calls it
-     (HTTP/2, many streams on few connections), one descriptor a request, the hot key; exact and batched fleets up
-     at once, one generator per server, at each of --grpc-inflight streams per server in turn (exact, then batched,
-     at the same level: driven identically, and a neighbour's load hits both alike). The same CPU accounting per
-     decision. A run counts only if every answer was checked well-formed and OK (the limit is far above the load),
-     no call failed and no decision was a fallback (Redis not answering); the best exact figure is set against the
-     best batched one.
+     (HTTP/2, many streams on few connections), the hot key, one descriptor a request and then --descriptors; exact
+     and batched fleets up at once, one generator per server, at each of --grpc-inflight streams per server in turn
+     (exact, then batched, at the same level: driven identically, and a neighbour's load hits both alike). The same
+     CPU accounting per decision. A run counts only if every answer was checked well-formed and OK (the limit is far
+     above the load), no call failed and no decision was a fallback (Redis not answering); the best exact figure is
+     set against the best batched one.
 On a 2-core machine the servers, wrk and Redis share the cores: the load average is printed with every figure.
 
   bench/batched_bench.py build/release/ratekeeper [--seconds 5] [--connections 32] [--descriptors 8] [--no-cluster]
-      [--h2-load build/release/bench/rk_grpc_h2_load [--grpc-inflight 16,64,256] [--grpc-connections 2]]
+      [--h2-load build/release/bench/rk_grpc_h2_load [--grpc-inflight 16,64,256] [--grpc-connections 2] [--only-grpc]]
 """
 import argparse
 import os
