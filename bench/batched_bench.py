@@ -38,9 +38,9 @@ import urllib.request
 from benchlib import free_port, parse_grpc_load, run_wrk, wait_http
 
 # Every answer must be OK, so that exact and batched decide the same thing. GCRA at 1e9/s refuses a hit whose `now`
-# trails the key's last time by more than `burst` ns: a burst of 1,000 (1 us) refused a few in 10,000 on this shared
-# machine, even from the embedded store alone (a thread descheduled between reading the clock and taking the key's
-# lock), and a batch brings the fleet's hits of an interval at once; 1e9 is a second of tolerance.
+# trails the key's time by more than `burst` ns: bursts of 1,000 (1 us) and even 1,000,000 (1 ms) refused a few
+# answers in 10,000 on the loaded shared machine, from the embedded store alone too (likely a thread descheduled
+# between reading the clock and taking the key's lock); 1e9 is a second of tolerance.
 RULES = """
 domain: bench
 %s
@@ -286,9 +286,10 @@ def wrk_runs(a, d, script):
             decisions = max(1, requests * descriptors)
             results[sharing] = rps * descriptors
             print("%s. fleet of 3, %-7s %d/request %9.0f decisions/s   Redis calls/decision %.4f   CPU us/decision:"
-                  " servers %.2f wrk %.2f Redis %.2f   fallbacks %d   not 200 %d   (load %s)"
+                  " servers %.2f wrk %.2f Redis %.2f   fallbacks %d   not 200 %d   (load %s)%s"
                   % ("3" if sharing == "exact" else "4", sharing, descriptors, rps * descriptors, calls / decisions,
-                     scpu / decisions * 1e6, wcpu / decisions * 1e6, rcpu / decisions * 1e6, fallbacks, bad, load()))
+                     scpu / decisions * 1e6, wcpu / decisions * 1e6, rcpu / decisions * 1e6, fallbacks, bad, load(),
+                     "   NOT A FIGURE" if bad or fallbacks else ""))
         print("   batched over exact, %d/request %9.2fx             (target >= 5)"
               % (descriptors, results["batched"] / results["exact"]))
     redis.stop()
