@@ -50,13 +50,15 @@ def run_wrk(url, seconds, connections, script):
     return parse_wrk(out)
 
 
-LOAD_LINE = re.compile(r"decisions/s (\S+) p50_ms (\S+) p99_ms (\S+) failed (\d+) over_limit (\d+)")
+LOAD_LINE = re.compile(r"decisions/s (\S+) p50_ms (\S+) p99_ms (\S+) failed (\d+) over_limit (\d+)(?: answered (\d+))?")
 
 
 def parse_grpc_load(out):
-    """The line rk_grpc_h2_load and rk_grpc_load print, as a dict; None if it is missing (the run broke off early)."""
+    """The line rk_grpc_h2_load and rk_grpc_load print, as a dict; None if it is missing (the run broke off early).
+    "answered" (the answers that passed the client's checks) is None from a client that does not print it."""
     m = LOAD_LINE.search(out)
     if not m:
         return None
     return {"rate": float(m.group(1)), "p50_ms": float(m.group(2)), "p99_ms": float(m.group(3)),
-            "failed": int(m.group(4)), "over_limit": int(m.group(5))}
+            "failed": int(m.group(4)), "over_limit": int(m.group(5)),
+            "answered": int(m.group(6)) if m.group(6) is not None else None}

@@ -6,13 +6,16 @@
 // not libgrpc's client (bench/grpc_load.cc keeps that one, for comparison).
 //
 //   rk_grpc_h2_load 127.0.0.1:8081 [--seconds 5] [--inflight 64] [--connections 2] [--domain bench] [--key client]
+//                   [--clients 1000] [--descriptors 1]
 //
 // One thread, one epoll loop, non-blocking sockets. `inflight` calls are spread over `connections` HTTP/2
 // connections (Envoy opens one per worker thread); each finished call starts the next until the time is up. Each
-// call carries one descriptor {key: client-N} for N in 0..999 in turn, is serialised with the generated protobuf
-// classes, and its answer is checked: HTTP 200, grpc-status 0, one well-formed length-prefixed RateLimitResponse.
-// Prints the same line as rk_grpc_load:
-//   decisions/s N p50_ms X p99_ms Y failed F over_limit O
+// call carries one descriptor {key: client-N} for N in 0..clients-1 in turn (--clients 1: one hot key), or that
+// descriptor --descriptors times (a request decided against several limits, as Envoy sends them), is serialised
+// with the generated protobuf classes, and its answer is checked: HTTP 200, grpc-status 0, one well-formed
+// length-prefixed RateLimitResponse. Prints the same line as rk_grpc_load (its decisions/s are calls/s), then the
+// count of answers that passed those checks (the OK ones are answered - over_limit):
+//   decisions/s N p50_ms X p99_ms Y failed F over_limit O answered A
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -85,6 +88,8 @@ struct Load {
   Clock::time_point end;
   Stats stats;
   std::size_t next_client = 0;
+  std::size_t clients = 1000;
+  int descriptors = 1;
   int epfd = -1;
   bool broken = false;
 };
@@ -92,9 +97,12 @@ struct Load {
 std::string encode_request(const Load& load, std::size_t client) {
   pb::RateLimitRequest req;
   req.set_domain(load.domain);
-  auto* e = req.add_descriptors()->add_entries();
-  e->set_key(load.key);
-  e->set_value("client-" + std::to_string(client));
+  const std::string value = "client-" + std::to_string(client);
+  for (int i = 0; i < load.descriptors; ++i) {
+    auto* e = req.add_descriptors()->add_entries();
+    e->set_key(load.key);
+    e->set_value(value);
+  }
   const std::string msg = req.SerializeAsString();
   std::string frame(5, '\0');
   const auto n = static_cast<std::uint32_t>(msg.size());
@@ -125,7 +133,7 @@ bool start_call(Connection& c) {
   Load& load = *c.load;
   auto call = std::make_unique<Call>();
   call->conn = &c;
-  call->frame = encode_request(load, load.next_client++ % 1000);
+  call->frame = encode_request(load, load.next_client++ % load.clients);
   call->started = Clock::now();
   static const std::string post = "POST", http = "http", path = kPath, grpc = "application/grpc",
                            trailers = "trailers", agent = "rk-grpc-h2-load";
@@ -295,7 +303,8 @@ int connect_to(const std::string& address) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: rk_grpc_h2_load ADDR [--seconds N] [--inflight N] [--connections N] [--domain D] [--key K]\n");
+                 "usage: rk_grpc_h2_load ADDR [--seconds N] [--inflight N] [--connections N] [--domain D] [--key K]"
+                 " [--clients N] [--descriptors N]\n");
     return 2;
   }
   Load load;
@@ -310,7 +319,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--connections")) connections = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--domain")) load.domain = argv[i + 1];
     else if (!std::strcmp(argv[i], "--key")) load.key = argv[i + 1];
-    else {
+    else if (!std::strcmp(argv[i], "--clients")) {
+      load.clients = static_cast<std::size_t>(std::max(1, std::atoi(argv[i + 1])));
+    } else if (!std::strcmp(argv[i], "--descriptors")) {
+      load.descriptors = std::max(1, std::atoi(argv[i + 1]));
+    } else {
       std::fprintf(stderr, "rk_grpc_h2_load: unknown flag %s\n", argv[i]);
       return 2;
     }
@@ -384,9 +397,9 @@ int main(int argc, char** argv) {
   auto pct = [&](double p) {
     return lat.empty() ? 0.0 : lat[static_cast<std::size_t>(p * static_cast<double>(lat.size() - 1))];
   };
-  std::printf("decisions/s %.0f p50_ms %.3f p99_ms %.3f failed %zu over_limit %zu\n",
+  std::printf("decisions/s %.0f p50_ms %.3f p99_ms %.3f failed %zu over_limit %zu answered %zu\n",
               static_cast<double>(lat.size()) / elapsed, pct(0.50), pct(0.99), load.stats.failed,
-              load.stats.over_limit);
+              load.stats.over_limit, lat.size());
   if (load.stats.failed > 0) std::fprintf(stderr, "rk_grpc_h2_load: first failure: %s\n", load.stats.first_error.c_str());
   return load.stats.failed == 0 ? 0 : 1;
 }
