@@ -185,9 +185,12 @@ std::string with_checksum(std::string body) {
 }
 
 TEST_F(StateFileTest, RefusesOtherVersionsAndImpossibleStates) {
-  std::string v2 = saved_file();
-  v2[8] = 2;
-  expect_refused(with_checksum(v2), "version 2, this ratekeeper reads version 1", "version 2");
+  std::string v3 = saved_file();
+  v3[8] = 3;
+  expect_refused(with_checksum(v3), "version 3, this ratekeeper reads versions 1 to 2", "version 3");
+  std::string v0 = saved_file();
+  v0[8] = 0;
+  expect_refused(with_checksum(v0), "version 0, this ratekeeper reads versions 1 to 2", "version 0");
   expect_refused(with_checksum(saved_file() + "xxxx"), "after the last rule", "trailing bytes");
 
   // The sliding log's entry count, 3 where 4 were logged at one time (merged into one entry): its one entry's
@@ -237,6 +240,36 @@ TEST(Crc32c, KnownValues) {
   EXPECT_EQ(base::crc32c("56789", base::crc32c("1234")), 0xE3069283u);
   const std::string zeros(32, '\0');
   EXPECT_EQ(base::crc32c(zeros), 0x8A9136AAu);  // RFC 3720 B.4
+}
+
+// A version-1 file (before the sliding window's state took 16 bytes) comes back but for its sliding_window rules,
+// whose 24-byte states mean nothing now: those start fresh and count as skipped.
+TEST_F(StateFileTest, AVersion1FileSkipsOnlyItsSlidingWindowRules) {
+  const std::string rules = std::string(kRules) + R"(
+  - key: win
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: sliding_window}
+)";
+  const auto saved = build(rules);
+  for (int i = 0; i < 3; ++i) limiter(*saved, "ip").check("10.0.0.1");
+  for (int i = 0; i < 2; ++i) limiter(*saved, "win").check("w");
+  StateCounts counts;
+  const std::string v2 = encode_state_file(*saved, all, clock->now(), counts);
+  ASSERT_EQ(counts.rules, 5u);
+  std::string v1 = v2;
+  v1[8] = 1;
+  v1 = with_checksum(v1);
+
+  const auto now_v2 = build(rules);
+  ASSERT_TRUE(std::holds_alternative<StateCounts>(restore_state_file(v2, *now_v2, all)));
+  EXPECT_FALSE(limiter(*now_v2, "win").check("w").allowed);
+
+  const auto now_v1 = build(rules);
+  const auto result = restore_state_file(v1, *now_v1, all);
+  ASSERT_TRUE(std::holds_alternative<StateCounts>(result)) << std::get<std::string>(result);
+  EXPECT_EQ(std::get<StateCounts>(result).rules, 4u);
+  EXPECT_EQ(std::get<StateCounts>(result).skipped_rules, 1u);
+  EXPECT_FALSE(limiter(*now_v1, "ip").check("10.0.0.1").allowed);
+  EXPECT_TRUE(limiter(*now_v1, "win").check("w").allowed);
 }
 
 }  // namespace

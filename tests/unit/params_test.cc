@@ -74,6 +74,17 @@ TEST(Validate, SlidingLogTooLarge) {
   EXPECT_EQ(only_error(s).rfind("limit: limit 2000000 is too large for sliding_log", 0), 0u) << only_error(s);
 }
 
+TEST(Validate, SlidingWindowLimitBeyondItsCounts) {
+  LimitSpec s{.algorithm = Algorithm::kSlidingWindow, .limit = 5e9, .window = Nanos{1}};
+  EXPECT_EQ(only_error(s), "limit: limit 5000000000 is too large for sliding_window with a window of 0.000000001s: "
+                           "at most 4294967295 (a window under 65.536us counts in fewer bits)");
+  s.limit = 4294967295;
+  EXPECT_TRUE(validate(s).empty());
+  s.limit = 1e12;  // kMaxLimit: every window from 65.536 us holds it
+  s.window = Nanos{65'536};
+  EXPECT_TRUE(validate(s).empty());
+}
+
 TEST(Validate, ZeroWindow) {
   LimitSpec s{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = Nanos{0}};
   EXPECT_EQ(only_error(s), "window: window must be longer than 0 (got 0ns)");

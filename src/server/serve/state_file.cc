@@ -22,7 +22,10 @@ namespace rk::serve {
 namespace {
 
 constexpr std::string_view kMagic{"rkstate\0", 8};
-constexpr std::uint32_t kVersion = 1;
+// 2: a sliding window's state in 16 bytes (core/windows.h). A version-1 file is read with its sliding_window rules
+// skipped (their 24-byte states have no meaning now); every other rule's states come back.
+constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kOldestVersion = 1;
 
 void put_bytes(std::string_view s, std::string& out) {
   core::put_u32(static_cast<std::uint32_t>(s.size()), out);
@@ -47,7 +50,7 @@ std::unordered_map<std::string_view, Limiter*> limiters_by_identity(const rules:
 }
 
 // Walks the rules of a checked file's body; `apply` false only checks every state. Returns "" or the problem.
-std::string walk(std::string_view body, std::uint32_t rule_count,
+std::string walk(std::string_view body, std::uint32_t version, std::uint32_t rule_count,
                  const std::unordered_map<std::string_view, Limiter*>& limiters, bool apply, StateCounts& counts) {
   for (std::uint32_t r = 0; r < rule_count; ++r) {
     std::string_view identity;
@@ -55,6 +58,7 @@ std::string walk(std::string_view body, std::uint32_t rule_count,
     if (!get_bytes(body, identity) || !core::get_u64(body, keys)) return "rule " + std::to_string(r) + " is cut short";
     const auto it = limiters.find(identity);
     Limiter* limiter = it == limiters.end() ? nullptr : it->second;
+    if (limiter && version < 2 && limiter->spec().algorithm == Algorithm::kSlidingWindow) limiter = nullptr;
     for (std::uint64_t k = 0; k < keys; ++k) {
       std::string_view key, state;
       if (!get_bytes(body, key) || !get_bytes(body, state)) return "rule " + std::to_string(r) + " is cut short";
@@ -133,8 +137,9 @@ std::variant<StateCounts, std::string> restore_state_file(std::string_view bytes
   std::string_view in = bytes.substr(kMagic.size());
   std::uint32_t version;
   if (!core::get_u32(in, version)) return "cut short in its header";
-  if (version != kVersion) {
-    return "version " + std::to_string(version) + ", this ratekeeper reads version " + std::to_string(kVersion);
+  if (version < kOldestVersion || version > kVersion) {
+    return "version " + std::to_string(version) + ", this ratekeeper reads versions " + std::to_string(kOldestVersion) +
+           " to " + std::to_string(kVersion);
   }
   std::string_view tail = bytes.substr(bytes.size() - std::min<std::size_t>(bytes.size(), 4));
   std::uint32_t sum;
@@ -149,9 +154,9 @@ std::variant<StateCounts, std::string> restore_state_file(std::string_view bytes
   counts.saved_at_ns = static_cast<std::int64_t>(saved_at);
   const auto limiters = limiters_by_identity(set, keep);
   // Every state checked before any is restored: a file is taken whole or not at all.
-  if (std::string e = walk(in, rule_count, limiters, false, counts); !e.empty()) return e;
+  if (std::string e = walk(in, version, rule_count, limiters, false, counts); !e.empty()) return e;
   counts = StateCounts{.saved_at_ns = counts.saved_at_ns};
-  walk(in, rule_count, limiters, true, counts);
+  walk(in, version, rule_count, limiters, true, counts);
   return counts;
 }
 

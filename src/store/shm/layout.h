@@ -24,8 +24,9 @@
 
 namespace rk::shm {
 
-// "rkshm" then the format's version: a region of another version is refused by name, not misread.
-inline constexpr char kMagic[8] = {'r', 'k', 's', 'h', 'm', '0', '1', '\0'};
+// "rkshm" then the format's version: a region of another version is refused by name, not misread. 02: a sliding
+// window's state in 16 bytes (core/windows.h), where 01 had 24.
+inline constexpr char kMagic[8] = {'r', 'k', 's', 'h', 'm', '0', '2', '\0'};
 inline constexpr std::size_t kMagicNameBytes = 5;
 inline constexpr std::uint32_t kNil = 0xffffffffu;
 inline constexpr std::size_t kStateBytes = 32;
