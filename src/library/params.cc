@@ -67,11 +67,13 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
   // A sliding window's 16-byte state holds counts of 32 to 40 bits, by its window (core/windows.h): only windows
   // under 65.536 µs with a limit of billions of requests reach that.
   if (a == Algorithm::kSlidingWindow && std::isfinite(limit) && spec.window > Nanos{0} &&
-      spec.window <= kMaxDuration && limit > static_cast<double>(core::sliding_window_max_count(spec.window.count()))) {
-    fail("limit", "limit " + num(limit) + " is too large for sliding_window with a window of " +
-                      format_seconds(spec.window) + "s: at most " +
-                      num(static_cast<double>(core::sliding_window_max_count(spec.window.count()))) +
-                      " (a window under 65.536us counts in fewer bits)");
+      spec.window <= kMaxDuration) {
+    const auto most = static_cast<double>(core::sliding_window_max_count(spec.window.count()));
+    if (limit > most) {
+      fail("limit", "limit " + num(limit) + " is too large for sliding_window with a window of " +
+                        format_seconds(spec.window) + "s: at most " + num(most) +
+                        " (a window under 65.536us counts in fewer bits)");
+    }
   }
 
   if (core::takes(a, Param::kHalfLife)) {

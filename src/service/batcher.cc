@@ -119,10 +119,14 @@ std::size_t Batcher::key_bytes(const LimitSpec& spec, std::string_view key) {
 
 namespace {
 
+// max_memory_bytes's split (batcher.h): 7/8 for the keys held, 1/8 for evicted keys' unsent hits. 0: no bound.
+std::size_t held_bytes(const BatcherOptions& o) { return o.max_memory_bytes / 8 * 7; }
+std::size_t orphan_bytes(const BatcherOptions& o) { return o.max_memory_bytes / 8; }
+
 // As many shards as keep at least kMinKeysPerShard keys and kMinShardBytes of the budget each (a small max_keys or
 // budget is then kept exactly, and a shard's share holds a long key many times over), up to kMaxShards.
 std::size_t shards_for(const BatcherOptions& o) {
-  const std::size_t key_bytes = o.max_memory_bytes == 0 ? 0 : o.max_memory_bytes / 8 * 7;
+  const std::size_t key_bytes = held_bytes(o);
   std::size_t n = 1;
   while (n < Batcher::kMaxShards && o.max_keys / (n * 2) >= Batcher::kMinKeysPerShard &&
          (key_bytes == 0 || key_bytes / (n * 2) >= Batcher::kMinShardBytes)) {
@@ -145,7 +149,7 @@ Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_pt
     Shard& s = shards_[i];
     s.keys = decltype(s.keys)(0, KeyHash{seed_});
     s.capacity = std::max<std::size_t>(1, options_.max_keys / shard_count_ + (i < options_.max_keys % shard_count_));
-    if (options_.max_memory_bytes > 0) s.byte_capacity = options_.max_memory_bytes / 8 * 7 / shard_count_;
+    if (options_.max_memory_bytes > 0) s.byte_capacity = held_bytes(options_) / shard_count_;
   }
   if (options_.start_thread) thread_ = std::thread([this] { loop(); });
 }
@@ -194,7 +198,7 @@ bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSy
       orphans_.push_back({.key = victim->first, .add = e.pending, .ttl = ttl_for(*e.state, clock_->now().count())});
       orphan_bytes_ += e.bytes;
       if (orphans_.size() >= options_.max_keys ||
-          (options_.max_memory_bytes > 0 && orphan_bytes_ >= options_.max_memory_bytes / 8)) {
+          (options_.max_memory_bytes > 0 && orphan_bytes_ >= orphan_bytes(options_))) {
         full.swap(orphans_);
         orphan_bytes_ = 0;
       }
