@@ -3,9 +3,11 @@
 //   - shared:      rk::SharedLimiter in anonymous shared memory (it refuses sliding_log: that refusal is checked);
 //   - capi:        rk_limiter_check_at / rk_limiter_peek_at;
 //   - capi_shared: rk_shared_check_at / rk_shared_peek_at in a region the test provides;
-//   - redis:       the Lua scripts in a real redis-server, through make_redis_remote with the caller's clock;
+//   - redis:       the Lua scripts in a real redis-server, through make_redis_remote with the caller's clock, run as
+//                  functions (FCALL);
 //   - redis_packed: the same, with the states packed into hashes (--redis-packed-hashes; docs/redis.md): a field
-//                  of a hash, or the key's own key for a sliding log too long for a field.
+//                  of a hash, or the key's own key for a sliding log too long for a field; as a user whose ACL
+//                  forbids functions, so run as EVAL scripts (EVALSHA), the form Redis before 7.0 gets.
 // And on the memory store, for every step: a refusal with retry_after r is allowed at now + r (no attempt made
 // meanwhile, refused or not) and, but for earrrl, refused at now + r - 1ns; and a clock stepped back never admits
 // what the latest time the key has seen would refuse.
@@ -181,13 +183,15 @@ Decision from_c(const rk_decision& d) {
 }
 
 // The real redis-server and the remote store the service uses, with the caller's clock: unpacked, and packed into
-// hashes (enough of them that none fills up here: a full hash's pruning is tests/redis's).
+// hashes (enough of them that none fills up here: a full hash's pruning is tests/redis's). The scripts' two forms
+// (src/store/redis/script.h) are both compared: the unpacked store calls functions, the packed one, as a user who
+// may not, EVAL scripts.
 class Redis {
  public:
   Redis()
       : store_(redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})),
-        packed_(redis::make_redis_remote(
-            {.url = process_.url(), .caller_clock = true, .timeout = 10s, .packed_hashes = 4096})) {}
+        packed_(redis::make_redis_remote({.url = no_functions_url(), .caller_clock = true, .timeout = 10s,
+                                          .packed_hashes = 4096})) {}
   ~Redis() {
     store_->close();
     packed_->close();
@@ -201,8 +205,21 @@ class Redis {
     });
     return f.get();
   }
+  // How many times Redis ran `command` ("fcall", "evalsha").
+  long calls(const std::string& command) {
+    const std::string out = redis_test::redis_cli(process_.port(), "INFO commandstats");
+    const std::string field = "cmdstat_" + command + ":calls=";
+    const auto at = out.find(field);
+    return at == std::string::npos ? 0 : std::stol(out.substr(at + field.size()));
+  }
 
  private:
+  std::string no_functions_url() {
+    EXPECT_EQ(redis_test::redis_cli(process_.port(), "ACL SETUSER nofn on '>pw' '~*' '&*' +@all -function -fcall "
+                                                     "-fcall_ro"),
+              "OK");
+    return "redis://nofn:pw@127.0.0.1:" + std::to_string(process_.port());
+  }
   redis_test::RedisProcess process_;
   std::shared_ptr<store::RemoteStore> store_, packed_;
 };
@@ -533,6 +550,8 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
     EXPECT_LT(tally.redis_cut, static_cast<int>(cases / 4)) << "the machine is too slow for Redis's 1 ms expiry";
     EXPECT_GT(tally.compared[static_cast<int>(Store::kRedis)], tally.steps / 3);
     EXPECT_GT(tally.compared[static_cast<int>(Store::kRedisPacked)], tally.steps / 3);
+    EXPECT_GT(redis.calls("fcall"), tally.steps / 3);
+    EXPECT_GT(redis.calls("evalsha"), tally.steps / 3);
   }
 }
 

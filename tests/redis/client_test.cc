@@ -316,6 +316,58 @@ TEST(RedisClient, ScriptsByTheDigestRedisAnswersSurviveAScriptFlushAndServerErro
   EXPECT_EQ(std::get<Error>(e).kind, Error::Kind::kServer);
 }
 
+// A script with a function form (script.h): FCALL once Redis said it loaded the library; after a FUNCTION FLUSH one
+// call goes by EVAL and the library is loaded again; a user who may not call functions gets the same answers by
+// EVALSHA. The counts are Redis's own (INFO commandstats).
+TEST(RedisClient, FunctionsAreCalledOnceLoadedSurviveAFunctionFlushAndAUserWithoutThemGetsTheScript) {
+  RedisProcess redis;
+  auto calls = [&](const std::string& command) {
+    const std::string out = redis_test::redis_cli(redis.port(), "INFO commandstats");
+    const std::string field = "cmdstat_" + command + ":calls=";
+    const auto at = out.find(field);
+    return at == std::string::npos ? 0L : std::stol(out.substr(at + field.size()));
+  };
+  const std::string body = "local function add(keys, args) return redis.call('INCRBY', keys[1], args[1]) end\n";
+  const FunctionSource fn{"#!lua name=rk_test_add_1\n" + body + "redis.register_function('rk_test_add_1', add)\n",
+                          "rk_test_add_1"};
+  auto eval_with = [](const Script& s, const std::string& by) {
+    std::promise<Result> p;
+    auto f = p.get_future();
+    s.eval({"n"}, {by}, [&p](Result r) { p.set_value(std::move(r)); });
+    return f.get();
+  };
+  {
+    Client c(options(redis));
+    Script s(c, body + "return add(KEYS, ARGV)\n", fn);
+    EXPECT_EQ(std::get<Reply>(eval_with(s, "2")).integer, 2);  // the handshake's answers may not be in yet: EVAL
+    ASSERT_TRUE(s.by_function());
+    EXPECT_EQ(std::get<Reply>(eval_with(s, "3")).integer, 5);
+    EXPECT_EQ(calls("fcall"), 1);
+    ASSERT_EQ(redis_test::redis_cli(redis.port(), "FUNCTION FLUSH"), "OK");
+    EXPECT_EQ(std::get<Reply>(eval_with(s, "1")).integer, 6);  // FCALL, not found, EVAL; the library loaded again
+    EXPECT_EQ(std::get<Reply>(eval_with(s, "1")).integer, 7);
+    EXPECT_EQ(calls("fcall"), 3);
+    EXPECT_EQ(calls("eval"), 2);
+    EXPECT_TRUE(s.by_function());
+    // A second client loading the same library: Redis says it exists, which is as good as loaded.
+    Client c2(options(redis));
+    Script s2(c2, body + "return add(KEYS, ARGV)\n", fn);
+    EXPECT_EQ(std::get<Reply>(eval_with(s2, "1")).integer, 8);
+    EXPECT_TRUE(s2.by_function());
+  }
+  ASSERT_EQ(redis_test::redis_cli(redis.port(), "ACL SETUSER nofn on '>pw' '~*' '&*' +@all -function -fcall"), "OK");
+  auto o = options(redis);
+  o.username = "nofn";
+  o.password = "pw";
+  Client c(o);
+  Script s(c, body + "return add(KEYS, ARGV)\n", fn);
+  const long fcalls = calls("fcall");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(std::get<Reply>(eval_with(s, "1")).integer, 9 + i);
+  EXPECT_FALSE(s.by_function());
+  EXPECT_EQ(calls("fcall"), fcalls);
+  EXPECT_GE(calls("evalsha"), 2);
+}
+
 TEST(RedisClient, AClosedClientFailsAtOnce) {
   RedisProcess redis;
   Client c(options(redis));

@@ -238,7 +238,7 @@ TEST_F(RemoteService, PoliciesDecideWhenRedisIsDeadAndTheBreakerSparesTheTimeout
   EXPECT_EQ(open.breaker()->state(), CircuitBreaker::State::kClosed);
 }
 
-// Scripts Redis has run: each decision is one, by EVALSHA, or by EVAL before the digest is known.
+// Scripts Redis has run: each decision is one, by FCALL, or by EVAL before the function is loaded.
 long script_calls(const std::string& url) {
   const std::string port = url.substr(url.rfind(':') + 1);
   FILE* f = ::popen(("/usr/bin/redis-cli -p " + port + " INFO commandstats").c_str(), "r");
@@ -247,7 +247,7 @@ long script_calls(const std::string& url) {
   while (f && std::fgets(buf, sizeof buf, f)) out += buf;
   if (f) ::pclose(f);
   long calls = 0;
-  for (const std::string command : {"evalsha", "eval"}) {
+  for (const std::string command : {"fcall", "evalsha", "eval"}) {
     const std::string field = "cmdstat_" + command + ":calls=";
     if (const auto at = out.find(field); at != std::string::npos) calls += std::stol(out.substr(at + field.size()));
   }

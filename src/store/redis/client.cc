@@ -109,12 +109,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   Clock::time_point last_refresh{};
   std::size_t seed_turn = 0;
   std::mt19937 rng{std::random_device{}()};
-  // Loaded at every connection's handshake (load_script()).
-  struct ScriptLoad {
-    std::string source;
-    std::function<void(const std::string&)> learned;
+  // Sent in every connection's handshake (on_every_connection()).
+  struct Always {
+    std::vector<std::string> args;
+    std::function<void(const Reply&)> answered;
   };
-  std::vector<ScriptLoad> scripts;
+  std::vector<Always> always;
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0}, tls_failures{0};
 
   Node& node_for(const Endpoint& e) {
@@ -193,30 +193,27 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     if (c.state == Conn::State::kReady && !c.busy && !c.out.empty()) flush(c);
   }
 
-  // A script goes to every connection: at the handshake of those to come, and now on those already made (a
-  // connection still asking the sentinels loads it at its handshake).
-  void load_script(ScriptLoad s) {
+  // A command for every connection: in the handshake of those to come, and now on those already made (a
+  // connection still asking the sentinels sends it in its handshake).
+  void on_every_connection(Always s) {
     const auto deadline = Clock::now() + options.command_timeout;
     for (auto& [_, n] : nodes) {
       for (auto& c : n->conns) {
         if (c->state != Conn::State::kConnecting && c->state != Conn::State::kReady) continue;
-        Pending p = script_load(s);
+        Pending p = always_pending(s);
         p.deadline = deadline;
         push(*c, std::move(p));
         kick(*c);
       }
     }
-    scripts.push_back(std::move(s));
+    always.push_back(std::move(s));
   }
 
-  // Redis answers the digest; a script it refuses (it does not compile, an ACL forbids SCRIPT) is run by EVAL later,
-  // whose error the caller gets: the connection goes on either way.
-  static Pending script_load(const ScriptLoad& s) {
-    return Pending{
-        .args = {"SCRIPT", "LOAD", s.source}, .internal = true, .check = [learned = s.learned](const Reply& r) {
-          if (r.type == Reply::Type::kBulk) learned(r.str);
-          return true;
-        }};
+  static Pending always_pending(const Always& s) {
+    return Pending{.args = s.args, .internal = true, .check = [answered = s.answered](const Reply& r) {
+                     answered(r);
+                     return true;
+                   }};
   }
 
   void expire(Pending& p, const std::string& where) {
@@ -325,7 +322,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                                        r.elements[0].str == "master";
                               }});
     }
-    for (const ScriptLoad& s : scripts) hello.push_back(script_load(s));
+    for (const Always& s : always) hello.push_back(always_pending(s));
     return hello;
   }
 
@@ -561,10 +558,10 @@ void Client::close() {
 
 std::chrono::milliseconds Client::command_timeout() const { return impl_->options.command_timeout; }
 
-void Client::load_script(std::string source, std::function<void(const std::string& digest)> learned) {
+void Client::on_every_connection(std::vector<std::string> args, std::function<void(const Reply&)> answered) {
   Impl* impl = impl_.get();
-  auto s = std::make_shared<Impl::ScriptLoad>(Impl::ScriptLoad{std::move(source), std::move(learned)});
-  impl->post([impl, s] { impl->load_script(std::move(*s)); });
+  auto s = std::make_shared<Impl::Always>(Impl::Always{std::move(args), std::move(answered)});
+  impl->post([impl, s] { impl->on_every_connection(std::move(*s)); });
 }
 
 std::string Client::describe() const { return redis::describe(impl_->options); }

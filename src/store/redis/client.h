@@ -16,15 +16,15 @@
 // once (kConnection) until its backoff has passed; then one reconnection is tried.
 //
 // Every connection opens with a handshake pipelined ahead of the commands waiting for it (no round trip of its
-// own): AUTH, SELECT, ROLE (to a primary named by a sentinel), and SCRIPT LOAD of each script given to
-// load_script(), whose digest Redis answers.
+// own): AUTH, SELECT, ROLE (to a primary named by a sentinel), and the commands given to on_every_connection()
+// (a script's SCRIPT LOAD and FUNCTION LOAD: script.h).
 //
 // Cluster (redis+cluster://): slots from CLUSTER SLOTS, a key's slot by CRC16 with {hash tags} (cluster.h), MOVED
 // (the map is corrected and refreshed) and ASK (ASKING, then the command) followed up to 5 times. Sentinel
 // (redis+sentinel://): the primary's address asked of each sentinel in turn at every (re)connection, each
 // exchange bounded by connect_timeout (sentinel.h), and checked with ROLE.
 //
-// Thread safety: exec(), load_script() and Script::eval() may be called from any thread, the client's own
+// Thread safety: exec(), on_every_connection() and Script::eval() may be called from any thread, the client's own
 // included; callbacks run on the client's thread and must not block. close() must not be called from a callback.
 #pragma once
 
@@ -63,10 +63,10 @@ class Client {
   void exec(std::vector<std::string> args, std::string_view routing_key, std::function<void(Result)> done,
             Deadline deadline = {});
   std::chrono::milliseconds command_timeout() const;
-  // SCRIPT LOAD `source` on every connection from now on (at its handshake), and on those already open; `learned`
-  // gets each digest Redis answers, on the client's thread. A script Redis refuses is not loaded, and the
-  // connection goes on.
-  void load_script(std::string source, std::function<void(const std::string& digest)> learned);
+  // `args` on every connection from now on (in its handshake), and on those already open: a command of the client's
+  // own (SCRIPT LOAD, FUNCTION LOAD) whose every answer, an error included, goes to `answered` on the client's
+  // thread. The connection goes on whatever the answer.
+  void on_every_connection(std::vector<std::string> args, std::function<void(const Reply&)> answered);
   void close();                  // fails what is in flight with kClosed, joins the thread; idempotent
   std::string describe() const;  // "redis://127.0.0.1:6379" (never the password)
 

@@ -76,8 +76,9 @@ class RedisRemote final : public store::RemoteStore {
  public:
   explicit RedisRemote(const RedisRemoteOptions& o) : options_(o), client_(client_options(o)) {
     for (Algorithm a : kAllAlgorithms) {
-      scripts_[static_cast<std::size_t>(a)] =
-          std::make_unique<redis::Script>(client_, std::string(redis::script_for(a).source));
+      const redis::ScriptSource& s = redis::script_for(a);
+      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(
+          client_, std::string(s.source), redis::FunctionSource{std::string(s.library), std::string(s.function)});
     }
     if (options_.near_cache) flusher_ = std::thread([this] { flush_loop(); });
   }

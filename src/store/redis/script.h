@@ -1,13 +1,21 @@
-// store/redis/script.h: a Lua script run in Redis by its digest (EVALSHA), the digest being the one Redis answers
-// to SCRIPT LOAD, which the client sends at the handshake of every connection (client.h): no round trip of its own,
-// and nothing hashed here.
+// store/redis/script.h: a Lua script run in Redis, as a function (FCALL) where Redis has them (7.0 on) and by its
+// digest (EVALSHA) elsewhere. Both are loaded in the handshake of every connection (client.h): no round trip of
+// their own, and nothing hashed here.
 //
 //   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");
 //   script.eval({"k"}, {}, [](rk::redis::Result r) { ... });  // EVALSHA; EVAL until a digest is known, and once
 //                                                              // after a NOSCRIPT (which also loads it again)
+//   rk::redis::Script fn(client, source, {.library = "#!lua name=f_1\n...", .name = "f_1"});
+//   fn.eval(...);  // FCALL f_1 once Redis said it loaded the library; else as above
 //
-// Thread safety: eval() from any thread; the digest is learnt on the client's thread. The script must not outlive
-// its client.
+// A function runs without making the script's functions and closures again at each call, which costs an EVAL
+// script about a microsecond of Redis's time (docs/redis.md, "Where Redis's time goes"). Where FUNCTION LOAD is
+// refused (Redis before 7.0, an ACL), the script runs by EVALSHA, answering the same. A function Redis has lost
+// (FUNCTION FLUSH; a replica promoted before the library reached it) costs the call an EVAL, and its library is
+// loaded again on that connection.
+//
+// Thread safety: eval() from any thread; what Redis answers is learnt on the client's thread. The script must not
+// outlive its client.
 #pragma once
 
 #include <atomic>
@@ -21,23 +29,34 @@
 
 namespace rk::redis {
 
+// A library for FUNCTION LOAD registering one function, `name`, that takes the same KEYS and ARGV as the script
+// and answers the same. `name` must change whenever the text does: Redis keeps one library of a name.
+struct FunctionSource {
+  std::string library;
+  std::string name;
+};
+
 class Script {
  public:
-  Script(Client& client, std::string source);
+  Script(Client& client, std::string source, FunctionSource function = {});
   const std::string& source() const { return state_->source; }
   std::string digest() const;  // SHA-1 in hex, as Redis answered it; empty until then
-  // EVALSHA digest numkeys keys... args... (EVAL source ... while the digest is unknown); on NOSCRIPT, EVAL once,
-  // within the first command's deadline. Routed by keys[0].
+  bool by_function() const { return state_->function_loaded.load(std::memory_order_acquire); }
+  // FCALL name numkeys keys... args... once the function is loaded; else EVALSHA digest ... (EVAL source ... while
+  // the digest is unknown); on NOSCRIPT or a function not found, EVAL once, within the first command's deadline.
+  // Routed by keys[0].
   void eval(std::vector<std::string> keys, std::vector<std::string> args, std::function<void(Result)> done) const;
 
  private:
-  // Shared with the client's SCRIPT LOAD callbacks. The digest is written once (every answer is the same: the SHA-1
-  // of the source), then only read: `known` says when it may be read without the lock.
+  // Shared with the client's callbacks. The digest is written once (every answer is the same: the SHA-1 of the
+  // source), then only read: `known` says when it may be read without the lock.
   struct State {
     std::string source;
+    FunctionSource function;
     std::mutex mu;
     std::string digest;  // under mu until `known`
     std::atomic<bool> known{false};
+    std::atomic<bool> function_loaded{false};
   };
   Client& client_;
   std::shared_ptr<State> state_;

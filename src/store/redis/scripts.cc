@@ -39,24 +39,44 @@ std::string script_text(Algorithm a, std::initializer_list<std::string_view> par
   return s;
 }
 
+// The function's name: the algorithm's and 64 bits of the text's FNV-1a hash, so that servers of two versions
+// sharing a Redis (a rolling upgrade) each call their own.
+std::string function_name(std::string_view algorithm, std::string_view text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  for (int i = 15; i >= 0; --i, h >>= 4) hex[i] = "0123456789abcdef"[h & 15];
+  hex[16] = 0;
+  return "rk_" + std::string(algorithm) + "_" + hex;
+}
+
 struct Table {
   std::string text[std::size(kAllAlgorithms)];
+  std::string library[std::size(kAllAlgorithms)];
+  std::string function[std::size(kAllAlgorithms)];
   ScriptSource sources[std::size(kAllAlgorithms)];
   Table() {
     for (Algorithm a : kAllAlgorithms) {
       const auto i = static_cast<std::size_t>(a);
       const std::string_view name = algorithm_name(a);
+      std::string body;
       switch (a) {
-        case Algorithm::kEarrrl: text[i] = script_text(a, {lua::kEarrrl}); break;
+        case Algorithm::kEarrrl: body = script_text(a, {lua::kEarrrl}); break;
         case Algorithm::kGcra:
-        case Algorithm::kLeakyQueue: text[i] = script_text(a, {lua::kGcra}); break;
+        case Algorithm::kLeakyQueue: body = script_text(a, {lua::kGcra}); break;
         case Algorithm::kTokenBucket:
-        case Algorithm::kLeakyBucket: text[i] = script_text(a, {lua::kFluid}); break;
-        case Algorithm::kFixedWindow: text[i] = script_text(a, {lua::kWindows, lua::kFixedWindow}); break;
-        case Algorithm::kSlidingLog: text[i] = script_text(a, {lua::kSlidingLog}); break;  // no window maths
-        case Algorithm::kSlidingWindow: text[i] = script_text(a, {lua::kWindows, lua::kSlidingWindow}); break;
+        case Algorithm::kLeakyBucket: body = script_text(a, {lua::kFluid}); break;
+        case Algorithm::kFixedWindow: body = script_text(a, {lua::kWindows, lua::kFixedWindow}); break;
+        case Algorithm::kSlidingLog: body = script_text(a, {lua::kSlidingLog}); break;  // no window maths
+        case Algorithm::kSlidingWindow: body = script_text(a, {lua::kWindows, lua::kSlidingWindow}); break;
       }
-      sources[i] = {name, text[i]};
+      // Each algorithm's text ends with its decide(keys, args): run at once by an EVAL script, registered by a
+      // function library (script.h).
+      function[i] = function_name(name, body);
+      text[i] = body + "return decide(KEYS, ARGV)\n";
+      library[i] = "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] +
+                   "', decide)\n";
+      sources[i] = {name, text[i], library[i], function[i]};
     }
   }
 };

@@ -1,7 +1,8 @@
 // store/redis/scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
 // its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
 //
-//   rk::redis::Script script(client, std::string(rk::redis::script_for(rk::Algorithm::kEarrrl).source));  // script.h
+//   const auto& s = rk::redis::script_for(rk::Algorithm::kEarrrl);
+//   rk::redis::Script script(client, std::string(s.source), {std::string(s.library), std::string(s.function)});
 //   script.eval({key}, rk::redis::script_args(spec, now, 1, false), ...);
 //   auto d = rk::redis::decode_reply(elements);  // Decision, or an error message
 #pragma once
@@ -19,8 +20,10 @@
 namespace rk::redis {
 
 struct ScriptSource {
-  std::string_view name;    // "earrrl", ...
-  std::string_view source;  // the whole Lua text: prelude.lua, then the algorithm's own file
+  std::string_view name;      // "earrrl", ...
+  std::string_view source;    // the whole Lua text, an EVAL script: prelude.lua, then the algorithm's own files
+  std::string_view library;   // the same as a library for FUNCTION LOAD (Redis 7.0 on), registering `function`
+  std::string_view function;  // "rk_earrrl_<16 hex digits>": the FCALL name, its hex digits the text's hash
 };
 const ScriptSource& script_for(Algorithm algorithm);
 

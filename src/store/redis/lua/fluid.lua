@@ -1,9 +1,6 @@
 -- token_bucket and leaky_bucket: as src/core/fluid.cc. State {empty, frac}: the bucket is empty at empty + frac
 -- (relative to the base).
-read_state('dd', nil, true)
-local capacity, interval, tolerance = param(5), param(6), param(7)
-local whole, frac = 0, 0 -- the backlog at now: whole nanoseconds until empty, and the fraction
-if st and st[1] >= now then whole, frac = st[1] - now, st[2] end
+local capacity, interval, tolerance -- this call's, ARGV[5...7]
 local function fits(w, f, k) return w <= math.floor(tolerance - k * interval - f) end
 local function room_for(w, f) -- the most whole requests that fit (fits is monotone in k)
   local k = math.floor((tolerance - f - w) / interval)
@@ -12,18 +9,26 @@ local function room_for(w, f) -- the most whole requests that fit (fits is monot
   while k + 1 <= capacity and fits(w, f, k + 1) do k = k + 1 end
   return k
 end
-local most = math.floor(tolerance - cost * interval - frac)
-local allowed = cost <= capacity and whole <= most
-local retry, state = 0, nil
-if allowed then
-  local x = frac + cost * interval
-  local xw = math.floor(x)
-  whole, frac = whole + xw, x - xw
-  state = {now + whole + shift, frac}
-else
-  if cost <= capacity then retry = whole - most else retry = NEVER end
-  if st then state = {st[1] + shift, st[2]} end
+local function decide(keys, args)
+  local bad = begin(keys, args)
+  if bad then return bad end
+  read_state('dd', nil, true)
+  capacity, interval, tolerance = param(5), param(6), param(7)
+  local whole, frac = 0, 0 -- the backlog at now: whole nanoseconds until empty, and the fraction
+  if st and st[1] >= now then whole, frac = st[1] - now, st[2] end
+  local most = math.floor(tolerance - cost * interval - frac)
+  local allowed = cost <= capacity and whole <= most
+  local retry, state = 0, nil
+  if allowed then
+    local x = frac + cost * interval
+    local xw = math.floor(x)
+    whole, frac = whole + xw, x - xw
+    state = {now + whole + shift, frac}
+  else
+    if cost <= capacity then retry = whole - most else retry = NEVER end
+    if st then state = {st[1] + shift, st[2]} end
+  end
+  local reset = whole
+  if frac > 0 then reset = reset + 1 end
+  return finish(allowed, capacity, room_for(whole, frac), retry, reset, 0, nil, state)
 end
-local reset = whole
-if frac > 0 then reset = reset + 1 end
-return finish(allowed, capacity, room_for(whole, frac), retry, reset, 0, nil, state)

@@ -1,23 +1,27 @@
 -- gcra and leaky_queue: as src/core/gcra.cc. State {tat} (relative to the base).
-read_state('d', nil, true)
-local interval, tolerance, limit, queue = param(5), param(6), param(7), ARGV[8] == '1'
-local tat = now
-if st then tat = math.max(st[1], now) end
-local increment = cost * interval
-local new_tat = tat + increment
-local allow_at = new_tat - tolerance
-local allowed, retry, ttl, delay, state = false, 0, 0, 0, nil
-if increment <= tolerance and allow_at <= now then
-  allowed = true
-  ttl = new_tat - now
-  if queue then delay = tat - now end
-  state = {new_tat + shift}
-else
-  if increment <= tolerance then retry = allow_at - now else retry = NEVER end
-  ttl = tat - now
-  if st then state = {st[1] + shift} end
+local function decide(keys, args)
+  local bad = begin(keys, args)
+  if bad then return bad end
+  read_state('d', nil, true)
+  local interval, tolerance, limit, queue = param(5), param(6), param(7), args[8] == '1'
+  local tat = now
+  if st then tat = math.max(st[1], now) end
+  local increment = cost * interval
+  local new_tat = tat + increment
+  local allow_at = new_tat - tolerance
+  local allowed, retry, ttl, delay, state = false, 0, 0, 0, nil
+  if increment <= tolerance and allow_at <= now then
+    allowed = true
+    ttl = new_tat - now
+    if queue then delay = tat - now end
+    state = {new_tat + shift}
+  else
+    if increment <= tolerance then retry = allow_at - now else retry = NEVER end
+    ttl = tat - now
+    if st then state = {st[1] + shift} end
+  end
+  local room = tolerance - ttl
+  local remaining = 0
+  if room > 0 then remaining = math.floor(room / interval) end
+  return finish(allowed, limit, remaining, retry, ttl, delay, nil, state)
 end
-local room = tolerance - ttl
-local remaining = 0
-if room > 0 then remaining = math.floor(room / interval) end
-return finish(allowed, limit, remaining, retry, ttl, delay, nil, state)

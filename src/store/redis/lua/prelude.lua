@@ -18,53 +18,26 @@
 -- second by which it expires ('i5'); or, when the hash is full (PACK_FIELDS, from scripts.cc) or the state longer
 -- than PACK_VALUE bytes, the own key, as unpacked. A state is read from the field, else from the own key, and
 -- written back where it was read (a new one to the field if it fits).
-local key = KEYS[1]
-local own = KEYS[2]
-local field, in_hash
-if own then field = string.sub(own, #key + 1) end
-local now_us, now_r
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  now_r = 0
-else
-  now_us = tonumber(ARGV[1])
-  now_r = tonumber(ARGV[2])
-end
-local cost = tonumber(ARGV[3])
-local peek = ARGV[4] == '1'
-if not now_us or not now_r or not cost or cost < 0 or now_r < 0 or now_r >= 1000 then
-  return redis.error_reply('ERR ratekeeper: bad arguments: now_us=' .. tostring(ARGV[1]) .. ' now_r=' ..
-                           tostring(ARGV[2]) .. ' cost=' .. tostring(ARGV[3]))
-end
-local function param(i)
-  local v = tonumber(ARGV[i])
-  if not v then error('ratekeeper: parameter ' .. i .. ' is not a number: ' .. tostring(ARGV[i])) end
-  return v
-end
-local NEVER = -1
-local MAX_NS = 9.2e18
-local st, now, shift = nil, 0, 0
-local raw
-if own then
-  raw = redis.call('HGET', key, field)
-  if raw then
-    raw, in_hash = string.sub(raw, 6), true
-  else
-    raw = redis.call('GET', own)
-  end
-else
-  raw = redis.call('GET', key)
-end
+-- Every name below is the library's, made once when Redis loads it (FUNCTION LOAD): each call sets its own values in
+-- begin() and the algorithm's decide(), so nothing of one call's is read by the next. Run as an EVAL script instead
+-- (scripts.cc), the whole text runs at each call and every function here is made again.
+local ARGS -- this call's ARGV
+local key, own, field, in_hash
+local now_us, now_r, cost, peek
+local by_redis_clock
+local st, now, shift, raw
 local HEAD, EACH, NHEAD, NEACH, TIMED -- the layout, from read_state
-local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
--- Redis runs the script's body at each call: every `local function` is a closure made again each time (about 0.1 µs,
--- more with many upvalues), so there are three here (param, read_state, finish), and an algorithm whose state is
--- simple reads and writes it in its own lines (fixed_window, sliding_log) rather than through tables.
 -- Set by an algorithm whose state, rewritten, expires when it did (fixed_window): its TTL is then kept, which
 -- costs Redis less than a new one. Only by Redis's clock: by callers' clocks each write's TTL is its caller's view.
-local KEEP_TTL = false
-local by_redis_clock = ARGV[1] == ''
+local KEEP_TTL
+local NEVER = -1
+local MAX_NS = 9.2e18
+local GROUPS = 256 -- a sliding log's entries are unpacked and packed this many at a time: Lua takes 8,000 values
+local function param(i)
+  local v = tonumber(ARGS[i])
+  if not v then error('ratekeeper: parameter ' .. i .. ' is not a number: ' .. tostring(ARGS[i])) end
+  return v
+end
 -- Reads the key's state: `fields` (a struct format), then any number of `each` groups (nil: none); with `timed`, a
 -- base_us before them, and times in nanoseconds relative to it. Sets st (the fields, in order; nil: a fresh key),
 -- now (nanoseconds since the base) and shift (adds to a time relative to the base to make it relative to now_us).
@@ -198,4 +171,36 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
   -- Whole nanoseconds go back as integers; what may have a fraction as the bits of three little-endian doubles,
   -- which keeps every bit and costs Redis far less than formatting them as text. No estimate: NaN.
   return {allowed and 1 or 0, struct.pack('<ddd', limit, remaining, estimate or (0 / 0)), retry, reset, delay}
+end
+-- Starts a call: its arguments, and the key's stored value (raw). Gives an error reply when the arguments are bad.
+local function begin(keys, args)
+  ARGS, key, own, field, in_hash = args, keys[1], keys[2], nil, nil
+  if own then field = string.sub(own, #key + 1) end
+  if args[1] == '' then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now_r = 0
+  else
+    now_us = tonumber(args[1])
+    now_r = tonumber(args[2])
+  end
+  cost = tonumber(args[3])
+  peek = args[4] == '1'
+  if not now_us or not now_r or not cost or cost < 0 or now_r < 0 or now_r >= 1000 then
+    return redis.error_reply('ERR ratekeeper: bad arguments: now_us=' .. tostring(args[1]) .. ' now_r=' ..
+                             tostring(args[2]) .. ' cost=' .. tostring(args[3]))
+  end
+  by_redis_clock, KEEP_TTL = args[1] == '', false
+  st, now, shift = nil, 0, 0
+  HEAD, EACH, NHEAD, NEACH, TIMED = nil, nil, nil, nil, nil
+  if own then
+    raw = redis.call('HGET', key, field)
+    if raw then
+      raw, in_hash = string.sub(raw, 6), true
+    else
+      raw = redis.call('GET', own)
+    end
+  else
+    raw = redis.call('GET', key)
+  end
 end

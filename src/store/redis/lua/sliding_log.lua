@@ -1,50 +1,54 @@
 -- sliding_log: as src/core/sliding_log.cc. State {t1, c1, t2, c2, ...}, oldest first (times relative to the base):
 -- c_i requests counted at t_i. The log is worked on in the one table read_state gives, entries dropped in place.
 -- Its window and limit are ARGV[5...7] as windows.lua reads them (scripts.cc's WindowParams); none of windows.lua's
--- functions is needed here, so it is not part of this script (each of its closures costs every call).
-local window, limit = param(5) * 1000 + param(6), param(7)
-read_state('', 'dd', true)
-local log, sum = st or {}, 0 -- log[2i - 1], log[2i]: t_i, c_i
-local m = #log / 2
-for i = 2, #log, 2 do sum = sum + log[i] end
-local first = 1 -- entries before it have left the window
-while first <= m and log[2 * first - 1] + window <= now do
-  sum = sum - log[2 * first]
-  first = first + 1
-end
-local used = sum
-local allowed = used <= limit and cost <= limit - used
-local retry = 0
-if allowed then
-  if cost > 0 then
-    local t = now
-    if m >= first then t = math.max(now, log[2 * m - 1]) end
-    if m >= first and log[2 * m - 1] == t then
-      log[2 * m] = log[2 * m] + cost
-    else
-      m = m + 1
-      log[2 * m - 1], log[2 * m] = t, cost
-    end
-    sum = sum + cost
+-- functions is needed here, so it is not part of this library.
+local function decide(keys, args)
+  local bad = begin(keys, args)
+  if bad then return bad end
+  local window, limit = param(5) * 1000 + param(6), param(7)
+  read_state('', 'dd', true)
+  local log, sum = st or {}, 0 -- log[2i - 1], log[2i]: t_i, c_i
+  local m = #log / 2
+  for i = 2, #log, 2 do sum = sum + log[i] end
+  local first = 1 -- entries before it have left the window
+  while first <= m and log[2 * first - 1] + window <= now do
+    sum = sum - log[2 * first]
+    first = first + 1
   end
-elseif cost > limit then
-  retry = NEVER
-else
-  local freed = 0
-  for i = first, m do
-    freed = freed + log[2 * i]
-    if used - freed <= limit - cost then
-      retry = math.max(0, log[2 * i - 1] + window - now)
-      break
+  local used = sum
+  local allowed = used <= limit and cost <= limit - used
+  local retry = 0
+  if allowed then
+    if cost > 0 then
+      local t = now
+      if m >= first then t = math.max(now, log[2 * m - 1]) end
+      if m >= first and log[2 * m - 1] == t then
+        log[2 * m] = log[2 * m] + cost
+      else
+        m = m + 1
+        log[2 * m - 1], log[2 * m] = t, cost
+      end
+      sum = sum + cost
+    end
+  elseif cost > limit then
+    retry = NEVER
+  else
+    local freed = 0
+    for i = first, m do
+      freed = freed + log[2 * i]
+      if used - freed <= limit - cost then
+        retry = math.max(0, log[2 * i - 1] + window - now)
+        break
+      end
     end
   end
+  local remaining = 0
+  if sum < limit then remaining = limit - sum end
+  local reset = 0
+  if m >= first then reset = math.max(0, log[2 * m - 1] + window - now) end
+  -- The entries still in the window, moved to the front with their times made relative to now_us; the rest dropped.
+  local gone = 2 * (first - 1)
+  for i = gone + 1, 2 * m, 2 do log[i - gone], log[i - gone + 1] = log[i] + shift, log[i + 1] end
+  for i = 2 * m, 2 * m - gone + 1, -1 do log[i] = nil end
+  return finish(allowed, limit, remaining, retry, reset, 0, nil, log)
 end
-local remaining = 0
-if sum < limit then remaining = limit - sum end
-local reset = 0
-if m >= first then reset = math.max(0, log[2 * m - 1] + window - now) end
--- The entries still in the window, moved to the front with their times made relative to now_us; the rest dropped.
-local gone = 2 * (first - 1)
-for i = gone + 1, 2 * m, 2 do log[i - gone], log[i - gone + 1] = log[i] + shift, log[i + 1] end
-for i = 2 * m, 2 * m - gone + 1, -1 do log[i] = nil end
-return finish(allowed, limit, remaining, retry, reset, 0, nil, log)

@@ -4,9 +4,15 @@
 -- 0 <= r < 1000, each exact in a double; so every window the in-process store takes (any number of nanoseconds up to
 -- 100 years, calendar weeks, months and years in UTC) starts and ends here on the same nanosecond as there, whether
 -- the time is Redis's or the caller's.
-local window_us, window_r, limit = param(5), param(6), param(7)
-local calendar = ARGV[9] -- '0': aligned to the epoch; 'week', 'month', 'year': calendar windows (UTC)
-local window = window_us * 1000 + window_r -- nanoseconds: exact below 2^53 (104 days)
+local window_us, window_r, limit
+local calendar -- '0': aligned to the epoch; 'week', 'month', 'year': calendar windows (UTC)
+local window -- nanoseconds: exact below 2^53 (104 days)
+-- This call's window and limit: ARGV[5...7] and ARGV[9] (scripts.cc's WindowParams).
+local function window_args()
+  window_us, window_r, limit = param(5), param(6), param(7)
+  calendar = ARGS[9]
+  window = window_us * 1000 + window_r
+end
 local function room(count) if count >= limit then return 0 end return limit - count end
 
 local function norm(us, r) -- any whole r into [0, 1000)
@@ -28,18 +34,15 @@ local function mod(a, b) -- exact for whole a, b below 2^53 (Lua's % rounds a / 
   return m
 end
 
--- Days since 1970-01-01 of a proleptic Gregorian date, and back (eras of 400 years are 146097 days). Made only
--- for calendar windows (each closure costs every call that makes it).
-local days_from_civil, civil_from_days
-if calendar ~= '0' then
-days_from_civil = function(y, m, d)
+-- Days since 1970-01-01 of a proleptic Gregorian date, and back (eras of 400 years are 146097 days).
+local function days_from_civil(y, m, d)
   if m <= 2 then y = y - 1 end
   local era = math.floor(y / 400)
   local yoe = y - era * 400
   local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
   return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
 end
-civil_from_days = function(z)
+local function civil_from_days(z)
   z = z + 719468
   local era = math.floor(z / 146097)
   local doe = z - era * 146097
@@ -51,7 +54,6 @@ civil_from_days = function(z)
   local y = yoe + era * 400
   if m <= 2 then y = y + 1 end
   return y, m
-end
 end
 
 -- The window holding (us, r): start and end.
