@@ -72,10 +72,10 @@ def info_field(port, section, name):
 
 
 def redis_calls(port):
-    """Commands Redis ran that the batcher or the exact path send (EVAL, EVALSHA), from INFO commandstats."""
+    """Commands Redis ran that the batcher or the exact path send (FCALL, EVAL, EVALSHA), from INFO commandstats."""
     total = 0
     for line in cli(port, "INFO", "commandstats").splitlines():
-        if line.startswith("cmdstat_eval"):
+        if line.startswith(("cmdstat_eval", "cmdstat_fcall")):
             total += int(line.split("calls=")[1].split(",")[0])
     return total
 

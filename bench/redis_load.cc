@@ -1,10 +1,11 @@
 // bench/redis_load.cc: decisions per second through ratekeeper's Redis store (the same code path as
 // `ratekeeper serve --redis`: the Lua script, the pipelining client), with `--inflight` decisions always
 // outstanding, over `--keys` distinct keys, for `--seconds`. Prints one line: "decisions_per_s=... p99_us=...".
-// `--print-args ALGORITHM` prints the script's ARGV for one decision (Redis time, cost 1), and `--print-script
-// ALGORITHM` the script itself, for redis-benchmark. `--window-s S` sets the window (default 1 s), `--limit L` the
-// limit per window (default: one that never refuses), `--populate N`
-// makes one decision on each of N distinct keys and exits (bench/compare: Redis's used_memory per key).
+// `--print-args ALGORITHM` prints the script's ARGV for one decision (Redis time, cost 1), `--print-script
+// ALGORITHM` the script itself (the EVAL form), and `--print-library ALGORITHM` its function library (FUNCTION LOAD;
+// its first line names the function), for redis-benchmark. `--window-s S` sets the window (default 1 s), `--limit L`
+// the limit per window (default: one that never refuses), `--populate N` makes one decision on each of N distinct
+// keys and exits (bench/compare: Redis's used_memory per key).
 // `--packed-hashes N` packs the states into N hashes (--redis-packed-hashes; docs/redis.md, "Packed states").
 //
 // `--tls-ca FILE` checks a rediss:// URL's server against that CA (bench/redis_tls_bench.py).
@@ -97,6 +98,12 @@ int main(int argc, char** argv) {
       const auto alg = rk::parse_algorithm(v);
       if (!alg) return 2;
       std::cout << rk::redis::script_for(*alg).source;
+      return 0;
+    }
+    else if (a == "--print-library") {
+      const auto alg = rk::parse_algorithm(v);
+      if (!alg) return 2;
+      std::cout << rk::redis::script_for(*alg).library;
       return 0;
     }
     else {

@@ -4,11 +4,12 @@ layout against a baseline's (by default `main`, read with git), in one run on on
   bench/redis_state.py build/release/bench/rk_redis_load [--before main] [--keys 100000] [--rounds 10] [--passes 3]
                        [--only fixed_window,sliding_log]
 
-For each algorithm and each side, the very script each side sends (this build's from `rk_redis_load --print-script`;
-the baseline's put together from its git tree as its scripts.cc did) is run from redis-cli --pipe with the ARGV
+For each algorithm and each side, the very script each side sends (this build's function library from
+`rk_redis_load --print-library`, called by FCALL; the baseline's put together from its git tree as its scripts.cc
+did: a library too if its prelude has begin(), else an EVALSHA script) is run from redis-cli --pipe with the ARGV
 rk_redis_load gives (Redis's clock, cost 1, 100 an hour), on keys named as each side names them:
   bytes/key        INFO memory's used_memory before and after one decision on each of --keys keys, / DBSIZE
-  new key          over those first decisions (a state created): INFO commandstats' usec_per_call for EVALSHA (wall
+  new key          over those first decisions (a state created): INFO commandstats' usec_per_call of the call (wall
                    time inside Redis, which a loaded machine stretches), and Redis's main thread's CPU time per call
                    (INFO cpu: the script and the command's parsing and reply; less sensitive to other load)
   existing key     the same over --rounds decisions on each of 10,000 of those keys (a state read and written)
@@ -85,7 +86,7 @@ class Redis:
                    for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread"))
 
     def usec_per_call(self):
-        m = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+),usec_per_call=([0-9.]+)",
+        m = re.search(r"cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+),usec_per_call=([0-9.]+)",
                       self.cli("INFO", "commandstats"))
         return float(m.group(3)) if m else float("nan")
 
@@ -99,24 +100,38 @@ def before_script(ref, alg):
     def show(name):
         return subprocess.run(["git", "show", "%s:src/store/redis/lua/%s.lua" % (ref, name)], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
+    prelude = show("prelude")
     s = ("local ALGORITHM = '%s'\nlocal TAG = %d\nlocal PACK_FIELDS, PACK_VALUE = 64, 59\n"
-         % (alg, 0x30 + ALGORITHMS.index(alg) + 1)) + show("prelude")
-    return s + "".join(show(p) for p in PARTS[alg])
+         % (alg, 0x30 + ALGORITHMS.index(alg) + 1)) + prelude
+    s += "".join(show(p) for p in PARTS[alg])
+    if "local function begin(" not in prelude:
+        return s  # before functions: an EVAL script
+    name = "rk_before_" + alg
+    return "#!lua name=%s\n%sredis.register_function('%s', decide)\n" % (name, s, name)
+
+
+def call_of(r, script):
+    """The command that runs `script` (a function library, or an EVAL script), loaded into r: FCALL or EVALSHA."""
+    if script.startswith("#!lua name="):
+        name = script.split("\n", 1)[0].split("=", 1)[1].strip()
+        r.cli("FUNCTION", "LOAD", "REPLACE", script)
+        return ("FCALL", name)
+    return ("EVALSHA", r.cli("SCRIPT", "LOAD", script))
 
 
 def measure(r, script, args, key, keys, rounds):
     """bytes/key, then (usec_per_call, Redis's CPU microseconds per call) for new keys, and for existing ones."""
     r.cli("FLUSHALL")
-    sha = r.cli("SCRIPT", "LOAD", script)
+    call = call_of(r, script)
     r.cli("CONFIG", "RESETSTAT")
     before, cpu = r.used_memory(), r.cpu_s()
-    r.pipe(resp("EVALSHA", sha, 1, key(i), *args) for i in range(keys))
+    r.pipe(resp(*call, 1, key(i), *args) for i in range(keys))
     created = (r.usec_per_call(), (r.cpu_s() - cpu) * 1e6 / keys)
     per_key = (r.used_memory() - before) / max(int(r.cli("DBSIZE")), 1)
     r.cli("CONFIG", "RESETSTAT")
     hot = min(keys, 10000)
     cpu = r.cpu_s()
-    r.pipe(resp("EVALSHA", sha, 1, key(i % hot), *args) for i in range(hot * rounds))
+    r.pipe(resp(*call, 1, key(i % hot), *args) for i in range(hot * rounds))
     return per_key, created, (r.usec_per_call(), (r.cpu_s() - cpu) * 1e6 / (hot * rounds))
 
 
@@ -144,7 +159,7 @@ def main():
             sides = {
                 # Keys as both sides name the store key "rk:pop:<i>" (the baseline has issue 17's names).
                 "before": (before_script(a.before, alg), lambda i: "rk:{}pop:%d" % i),
-                "after": (subprocess.run([a.load, "--print-script", alg], check=True, capture_output=True,
+                "after": (subprocess.run([a.load, "--print-library", alg], check=True, capture_output=True,
                                          text=True).stdout, lambda i: "rk:{}pop:%d" % i),
             }
             got = {side: [] for side in sides}
