@@ -27,6 +27,7 @@ constexpr double kMaxN = 1e300;
 // callers read (rk::Fields).
 template <bool kResetAfter>
 Decision decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost) {
+  const EarrrlState before = s;
   const double n_before = decayed(p, s, now);
   const double estimate = n_before * p.lambda;  // per nanosecond
   Decision d;
@@ -46,10 +47,16 @@ Decision decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::ui
     // The estimate n_after * lambda * e^(-lambda w) falls to the limit after w = ln(n_after / n_saturate) / lambda.
     // One more nanosecond makes sure the comparison then passes despite rounding; where a nanosecond is below a
     // double's resolution (waits past 2^53 ns), step on until the test the later attempt makes passes.
+    // The attempt at now + retry_after decides from the state stored by then: this one's after a check, the one
+    // before it after a peek (a decision on a copy, which this function cannot tell apart). Both reach the limit
+    // at once in exact arithmetic, but not in rounding (N e^(-lambda (a + b)) against N e^(-lambda a) e^(-lambda b)):
+    // the wait is one that passes the later attempt's own test on either.
+    const auto refused_after = [&](std::int64_t w) {
+      return n_after * std::exp(-p.lambda * static_cast<double>(w)) * p.lambda > p.rate ||
+             decayed(p, before, sat_add(s.t_ns, w)) * p.lambda > p.rate;
+    };
     std::int64_t wait = sat_add(ceil_ns(std::log(n_after / p.n_saturate) / p.lambda), 1);
-    for (int i = 0; i < 16 && n_after * std::exp(-p.lambda * static_cast<double>(wait)) * p.lambda > p.rate; ++i) {
-      wait = sat_add(wait, std::max<std::int64_t>(1, wait >> 50));
-    }
+    for (int i = 0; i < 16 && refused_after(wait); ++i) wait = sat_add(wait, std::max<std::int64_t>(1, wait >> 50));
     d.retry_after = Nanos{sat_add(wait, lead)};
   }
   if (kResetAfter && n_after > p.n_forget) {

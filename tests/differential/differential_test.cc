@@ -332,10 +332,14 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
   std::vector<std::optional<Written>> written_in[2] = {std::vector<std::optional<Written>>(nkeys),
                                                        std::vector<std::optional<Written>>(nkeys)};
   std::vector<char> maybe_expired_in[2] = {std::vector<char>(nkeys, 0), std::vector<char>(nkeys, 0)};
-  // Whether the key's state was back to a fresh key's (reset_after 0) at the latest time it has seen. Either store
-  // may then forget it (Redis at once, the memory store at a sweep), and an attempt timed before that moment is
-  // decided as on a fresh key by the one that did: docs/algorithms.md, "A clock that goes backwards".
+  // Whether the key's state was back to a fresh key's at the latest time it has seen: left so by a decision
+  // (reset_after 0), or already so when a decision came (at or past the previous one's time + reset_after, which
+  // Redis's TTL may have reached by its own clock: that decision's state then lacks what the old one held). Either
+  // store may forget a fresh state (Redis at once, the memory store at a sweep), and an attempt timed before that
+  // moment is decided as on a fresh key by the one that did: docs/algorithms.md, "A clock that goes backwards".
   std::vector<char> fresh_at_latest(static_cast<std::size_t>(c.keys), 0);
+  // When the state the memory store holds for the key is a fresh key's: its latest write's time + reset_after.
+  std::vector<std::int64_t> fresh_from(static_cast<std::size_t>(c.keys), std::numeric_limits<std::int64_t>::max());
   std::vector<char> forgotten(static_cast<std::size_t>(c.keys), 0);
   std::vector<std::int64_t> key_lives(static_cast<std::size_t>(c.keys), 0);
   std::vector<char> long_key(static_cast<std::size_t>(c.keys), 0);  // the longest reset_after it has had
@@ -378,8 +382,16 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     ref.push_back(d);
     // Once a state was fresh at the latest time, a store may have forgotten it then; what it held can show again
     // only through a clock that goes back behind that moment, so from then on the key's differences are excused.
+    std::int64_t& fresh = fresh_from[static_cast<std::size_t>(s.key)];
     if (behind && fresh_at_latest[static_cast<std::size_t>(s.key)]) forgotten[static_cast<std::size_t>(s.key)] = 1;
-    if (!s.peek && !behind && d.reset_after == Nanos{0}) fresh_at_latest[static_cast<std::size_t>(s.key)] = 1;
+    if (!s.peek && !behind && (d.reset_after == Nanos{0} || s.t_ns >= fresh)) {
+      fresh_at_latest[static_cast<std::size_t>(s.key)] = 1;
+    }
+    if (!s.peek) {
+      fresh = d.reset_after <= Nanos{0} || s.t_ns > std::numeric_limits<std::int64_t>::max() - d.reset_after.count()
+                  ? std::numeric_limits<std::int64_t>::max()
+                  : s.t_ns + d.reset_after.count();
+    }
     key_lives[static_cast<std::size_t>(s.key)] =
         std::max(key_lives[static_cast<std::size_t>(s.key)], d.reset_after.count());
     if (!s.peek) last = std::max(last, s.t_ns);

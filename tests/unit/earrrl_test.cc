@@ -150,6 +150,34 @@ TEST(Earrrl, RetryAfterIsWhenTheEstimateFallsToTheLimit) {
   EXPECT_TRUE(earrrl_decide(p, late, d.retry_after.count(), 1).allowed);
 }
 
+// A peek decides on a copy and leaves the state as it was; its retry_after must hold for the attempt that then
+// decides from that state. Its wait is N e^(-lambda a) e^(-lambda w) on the copy, and the later test N e^(-lambda
+// (a + w)), which rounds otherwise: a wait exactly at the limit by the one was refused, a few ulps above it, by the
+// other (differential seed 20667: a half-life of 42 days and a key saturated by one attempt of cost 2^36). Peeks
+// from every few hours over two years, after a refusal that was not counted and so did not move the state.
+TEST(Earrrl, APeeksRetryAfterHoldsForTheStateItLeft) {
+  LimitSpec spec{.algorithm = Algorithm::kEarrrl,
+                 .limit = 2,
+                 .window = Nanos{1'496'494'349'083},
+                 .half_life = Nanos{3'676'054'682'684'580},
+                 .count_refused = false};
+  const auto p = earrrl_params(spec);
+  EarrrlState s;
+  earrrl_decide(p, s, 27'589'418'441'108'499, std::uint64_t{1} << 36);
+  ASSERT_FALSE(earrrl_decide(p, s, 27'589'418'441'108'978, 1).allowed);
+  int refused = 0;
+  for (std::int64_t t = 27'590'188'606'082'934, i = 0; i < 4000; t += 17'654'321'987'654, ++i) {
+    for (const std::uint64_t cost : {0, 1, 3}) {
+      EarrrlState copy = s;
+      const Decision peek = earrrl_decide(p, copy, t, cost);
+      if (peek.allowed) continue;
+      EarrrlState then = s;
+      refused += !earrrl_decide(p, then, t + peek.retry_after.count(), cost).allowed;
+    }
+  }
+  EXPECT_EQ(refused, 0);
+}
+
 TEST(Earrrl, ClockGoingBackwardsNeitherDecaysNorForgives) {
   const auto p = params(1, 10);
   EarrrlState s;

@@ -31,11 +31,16 @@ local function decide(keys, args)
   local lead = new_t - now -- waits count from the impulse, which a clock that went backwards left ahead of now
   local retry = 0
   if not allowed then
+    -- The wait passes the later attempt's test on this attempt's state (a check's) and on the one before it (a
+    -- peek's), which round differently: as src/core/earrrl.cc.
     local wait = ceil_ns(math.log(n_after / n_saturate) / lambda) + 1
-    local i = 0
-    while i < 16 and n_after * math.exp(-lambda * wait) * lambda > rate do
+    for _ = 1, 16 do
+      local dt = new_t + wait - t
+      if dt < 0 then dt = 0 end
+      local old = n * math.exp(-lambda * dt)
+      if old < n_forget then old = 0 end
+      if not (n_after * math.exp(-lambda * wait) * lambda > rate or old * lambda > rate) then break end
       wait = wait + math.max(1, math.floor(wait / 1125899906842624)) -- 2^50
-      i = i + 1
     end
     retry = wait + lead
   end

@@ -149,8 +149,12 @@ local function finish(allowed, limit, remaining, retry, reset, delay, estimate, 
           -- The second it expires, rounded up, + 1: a field is only ever forgotten after its state is a fresh key's.
           redis.call('HSET', key, field,
                      struct.pack('<i5', math.floor(now_us / 1000000) + math.ceil(px / 1000) + 1) .. v)
-          if n == 0 then redis.call('PEXPIRE', key, px) elseif not (KEEP_TTL and by_redis_clock) then
-            redis.call('PEXPIRE', key, px, 'GT')
+          -- The hash gets one millisecond more than px. Redis 7.0's PEXPIRE reads its clock twice, for the base and
+          -- then to delete at once a key whose expiry that base + px has already reached: a tick of the millisecond
+          -- in between deleted a hash given 1 ms, with the state just written (SET PX makes no such check). With
+          -- px + 1, only px ms passing inside the command can do that, and the hash outlives the state's px ms.
+          if n == 0 then redis.call('PEXPIRE', key, px + 1) elseif not (KEEP_TTL and by_redis_clock) then
+            redis.call('PEXPIRE', key, px + 1, 'GT')
           end
         else
           if in_hash then redis.call('HDEL', key, field) end
