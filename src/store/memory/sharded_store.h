@@ -47,6 +47,7 @@
 #include "store/memory/compact_key.h"
 #include "store/memory/epoch.h"
 #include "store/memory/hash.h"
+#include "store/memory/last_key.h"
 #include "store/memory/spin_lock.h"
 
 namespace rk::store {
@@ -55,7 +56,7 @@ template <class State>
 class ShardedStore {
  public:
   // `options` are validated by the caller (max_keys >= 1).
-  explicit ShardedStore(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
+  explicit ShardedStore(const StoreOptions& options) : hash_(options.hash_seed ? options.hash_seed : random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
@@ -68,9 +69,20 @@ class ShardedStore {
 
   // Runs f(State&) on the key's state, creating a fresh state if the key is new (evicting a key of its shard not
   // used lately, by CLOCK, if the shard is full). Returns what f returns.
+  // A decision on the key this thread decided on last in this store (a hot key) goes to its entry directly
+  // (last_key.h), once the entry, locked, shows that it still holds the key.
   template <class F>
   auto update(std::string_view key, F&& f) {
-    return update_hashed(key, hash_key(key, seed_), std::forward<F>(f));
+    if (void* hinted = last_key::find(serial_, key)) {
+      Entry& e = *static_cast<Entry*>(hinted);
+      e.lock();
+      if (e.key.equals(key)) [[likely]] {
+        EntryHold hold(e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
+        return f(e.state);
+      }
+      e.unlock();
+    }
+    return update_hashed(key, hash_(key), std::forward<F>(f));
   }
 
   // update(keys[i], f(i, State&)) for i = 0..n-1 in order, with the memory each will read fetched ahead: the keys
@@ -85,7 +97,7 @@ class ShardedStore {
     for (std::size_t base = 0; base < n; base += kGroup) {
       const std::size_t m = std::min(kGroup, n - base);
       for (std::size_t i = 0; i < m; ++i) {
-        h[i] = hash_key(keys[base + i], seed_);
+        h[i] = hash_(keys[base + i]);
         ix[i] = shard_for(h[i]).index.load(std::memory_order_seq_cst);
         if (ix[i] != nullptr) __builtin_prefetch(ix[i]->data() + home(static_cast<std::uint32_t>(h[i]), ix[i]->size));
       }
@@ -104,22 +116,18 @@ class ShardedStore {
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
     const Found found = s.lookup(key, h32);
-    if (found.entry != nullptr) {
+    if (found.entry != nullptr) [[likely]] {
+      last_key::remember(serial_, key, found.entry);
       EntryHold hold(*found.entry, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
       return f(found.entry->state);
     }
-    std::lock_guard guard(s.lock);
-    std::uint32_t id = s.find(key, h32);
-    const bool known = id != kNil;
-    if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
-    EntryHold hold(s.at(id), known);
-    return f(s.at(id).state);
+    return update_locked(s, key, h32, f);
   }
 
   // Runs f(const State*) with the key's state, or nullptr if it is not tracked. Changes nothing, not even recency.
   template <class F>
   auto read(std::string_view key, F&& f) const {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
     const Found found = s.lookup(key, h32);
@@ -136,7 +144,7 @@ class ShardedStore {
   }
 
   bool erase(std::string_view key) {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     Shard& s = shard_for(h);
     std::lock_guard guard(s.lock);
     const std::uint32_t id = s.find(key, static_cast<std::uint32_t>(h));
@@ -257,7 +265,7 @@ class ShardedStore {
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
   // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
   std::size_t probe_length(std::string_view key) const {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     const Shard& s = shard_for(h);
     std::lock_guard guard(s.lock);
     const Index* ix = s.index.load(std::memory_order_relaxed);
@@ -466,42 +474,60 @@ class ShardedStore {
       const Index* ix = index.load(std::memory_order_seq_cst);
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
       if (ix == nullptr || ch == nullptr) return r;
-      const std::size_t slot_count = ix->size;
-      const std::uint32_t chunk_count = ch->size;
-      const std::atomic<std::uint32_t>* slots = ix->data();
-      const std::atomic<Entry*>* table = ch->data();
-      const std::uint32_t want = h & kHashBits, want_tag = tag(h);
-      for (std::size_t i = home(h, slot_count), n = 0; n < slot_count; i = i + 1 == slot_count ? 0 : i + 1, ++n) {
-        const std::uint32_t v = slots[i].load(std::memory_order_relaxed);
-        if (v == 0) {
-          std::atomic_thread_fence(std::memory_order_acquire);
-          r.absent = seq.load(std::memory_order_relaxed) == s0;
-          return r;
-        }
-        if (tag_of(v) != want_tag) continue;
-        // A torn view (an id from a change in progress) is caught below by the sequence number; these checks
-        // only keep the reads inside memory that exists.
-        const std::uint32_t id = id_of(v);
-        if ((id >> kChunkBits) >= chunk_count) return r;
-        Entry* chunk = table[id >> kChunkBits].load(std::memory_order_acquire);
-        if (chunk == nullptr) return r;
-        Entry& e = chunk[id & (kChunk - 1)];
-        prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
-        if ((e.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
-        e.lock();
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (seq.load(std::memory_order_relaxed) != s0) {
-          e.unlock();
-          return r;
-        }
-        if (!e.key.equals(key)) {  // a 31-bit hash collision
-          e.unlock();
-          continue;
-        }
-        r.entry = &e;
-        return r;
-      }
+      // The home slot holds the key about half the time at the index's highest load (and nearly always when the
+      // shard is lightly filled): it is examined here, in line, and the rest of the probe run out of line, so that
+      // the common case keeps its values in registers (the loop's own cost them a dozen spills).
+      const std::size_t i = home(h, ix->size);
+      Step st = examine(ix->get(i), key, h, s0, *ch);
+      if (st.kind == Step::kNext) [[unlikely]] st = probe_on(i, key, h, s0, *ix, *ch);
+      r.entry = st.kind == Step::kFound ? st.entry : nullptr;
+      r.absent = st.kind == Step::kAbsent;
       return r;
+    }
+
+    // What one index slot (its value v) tells a lookup of the key with hash h.
+    struct Step {
+      enum Kind : std::uint8_t { kFound, kAbsent, kBail, kNext } kind;
+      Entry* entry = nullptr;  // kFound: the key's entry, locked
+    };
+    [[gnu::always_inline]] Step examine(std::uint32_t v, std::string_view key, std::uint32_t h, std::uint32_t s0,
+                                        const Chunks& ch) {
+      if (v == 0) {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        return {seq.load(std::memory_order_relaxed) == s0 ? Step::kAbsent : Step::kBail};
+      }
+      if (tag_of(v) != tag(h)) return {Step::kNext};
+      // A torn view (an id from a change in progress) is caught below by the sequence number; these checks only
+      // keep the reads inside memory that exists.
+      const std::uint32_t id = id_of(v);
+      if ((id >> kChunkBits) >= ch.size) return {Step::kBail};
+      Entry* chunk = ch.data()[id >> kChunkBits].load(std::memory_order_acquire);
+      if (chunk == nullptr) return {Step::kBail};
+      Entry& e = chunk[id & (kChunk - 1)];
+      prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
+      if ((e.word.load(std::memory_order_relaxed) & kHashBits) != (h & kHashBits)) return {Step::kNext};
+      e.lock();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) != s0) {
+        e.unlock();
+        return {Step::kBail};
+      }
+      if (!e.key.equals(key)) {  // a 31-bit hash collision
+        e.unlock();
+        return {Step::kNext};
+      }
+      return {Step::kFound, &e};
+    }
+
+    // The probe run after slot i, for lookup.
+    [[gnu::noinline]] Step probe_on(std::size_t i, std::string_view key, std::uint32_t h, std::uint32_t s0,
+                                    const Index& ix, const Chunks& ch) {
+      for (std::size_t n = 1; n < ix.size; ++n) {
+        i = ix.next(i);
+        const Step st = examine(ix.get(i), key, h, s0, ch);
+        if (st.kind != Step::kNext) return st;
+      }
+      return {Step::kBail};
     }
 
     // For update_many's prefetches, inside an epoch::Guard that has held since `ix` was read: the entry a lookup
@@ -669,6 +695,18 @@ class ShardedStore {
     }
   };
 
+  // update_hashed for a key the lock-free lookup did not find: under the shard's lock. Out of line, so that the
+  // common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them otherwise).
+  template <class F>
+  [[gnu::noinline]] auto update_locked(Shard& s, std::string_view key, std::uint32_t h32, F& f) {
+    std::lock_guard guard(s.lock);
+    std::uint32_t id = s.find(key, h32);
+    const bool known = id != kNil;
+    if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
+    EntryHold hold(s.at(id), known);
+    return f(s.at(id).state);
+  }
+
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
   static Entry* new_chunk() {
     auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
@@ -694,7 +732,8 @@ class ShardedStore {
 
   Shard& shard_for(std::uint64_t h) const { return shards_[shard_bits_ ? h >> (64 - shard_bits_) : 0]; }
 
-  std::uint64_t seed_;
+  KeyHasher hash_;  // hash_key with the store's seed
+  std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
   std::unique_ptr<Shard[]> shards_;
 };
