@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string_view>
 
 #include "store/memory/compact_key.h"
@@ -50,7 +49,7 @@ std::uint64_t new_store_serial() noexcept;
   h.store = store;
   h.entry = entry;
   h.len = static_cast<std::uint32_t>(key.size());
-  if (!key.empty()) std::memcpy(h.key, key.data(), key.size());  // an empty view's data() may be null
+  CompactKey::copy_inline(h.key, key.data(), h.len);
 }
 
 }  // namespace rk::store::last_key

@@ -70,19 +70,18 @@ class ShardedStore {
   // Runs f(State&) on the key's state, creating a fresh state if the key is new (evicting a key of its shard not
   // used lately, by CLOCK, if the shard is full). Returns what f returns.
   // A decision on the key this thread decided on last in this store (a hot key) goes to its entry directly
-  // (last_key.h), once the entry, locked, shows that it still holds the key.
+  // (last_key.h), once the entry, locked, shows that it still holds the key. f is called from one place for both
+  // ways to the entry, so that the compiler inlines it once.
   template <class F>
   auto update(std::string_view key, F&& f) {
-    if (void* hinted = last_key::find(serial_, key)) {
-      Entry& e = *static_cast<Entry*>(hinted);
-      e.lock();
-      if (e.key.equals(key)) [[likely]] {
-        EntryHold hold(e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
-        return f(e.state);
-      }
-      e.unlock();
+    Entry* e = hinted(key);
+    if (e == nullptr) {
+      const std::uint64_t h = hash_(key);
+      e = find_unlocked(key, h);
+      if (e == nullptr) return update_locked(shard_for(h), key, static_cast<std::uint32_t>(h), f);
     }
-    return update_hashed(key, hash_(key), std::forward<F>(f));
+    EntryHold hold(*e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
+    return f(e->state);
   }
 
   // update(keys[i], f(i, State&)) for i = 0..n-1 in order, with the memory each will read fetched ahead: the keys
@@ -113,15 +112,10 @@ class ShardedStore {
 
   template <class F>
   auto update_hashed(std::string_view key, std::uint64_t h, F&& f) {
-    Shard& s = shard_for(h);
-    const auto h32 = static_cast<std::uint32_t>(h);
-    const Found found = s.lookup(key, h32);
-    if (found.entry != nullptr) [[likely]] {
-      last_key::remember(serial_, key, found.entry);
-      EntryHold hold(*found.entry, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
-      return f(found.entry->state);
-    }
-    return update_locked(s, key, h32, f);
+    Entry* e = find_unlocked(key, h);
+    if (e == nullptr) return update_locked(shard_for(h), key, static_cast<std::uint32_t>(h), f);
+    EntryHold hold(*e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
+    return f(e->state);
   }
 
   // Runs f(const State*) with the key's state, or nullptr if it is not tracked. Changes nothing, not even recency.
@@ -474,60 +468,42 @@ class ShardedStore {
       const Index* ix = index.load(std::memory_order_seq_cst);
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
       if (ix == nullptr || ch == nullptr) return r;
-      // The home slot holds the key about half the time at the index's highest load (and nearly always when the
-      // shard is lightly filled): it is examined here, in line, and the rest of the probe run out of line, so that
-      // the common case keeps its values in registers (the loop's own cost them a dozen spills).
-      const std::size_t i = home(h, ix->size);
-      Step st = examine(ix->get(i), key, h, s0, *ch);
-      if (st.kind == Step::kNext) [[unlikely]] st = probe_on(i, key, h, s0, *ix, *ch);
-      r.entry = st.kind == Step::kFound ? st.entry : nullptr;
-      r.absent = st.kind == Step::kAbsent;
-      return r;
-    }
-
-    // What one index slot (its value v) tells a lookup of the key with hash h.
-    struct Step {
-      enum Kind : std::uint8_t { kFound, kAbsent, kBail, kNext } kind;
-      Entry* entry = nullptr;  // kFound: the key's entry, locked
-    };
-    [[gnu::always_inline]] Step examine(std::uint32_t v, std::string_view key, std::uint32_t h, std::uint32_t s0,
-                                        const Chunks& ch) {
-      if (v == 0) {
+      const std::size_t slot_count = ix->size;
+      const std::uint32_t chunk_count = ch->size;
+      const std::atomic<std::uint32_t>* slots = ix->data();
+      const std::atomic<Entry*>* table = ch->data();
+      const std::uint32_t want = h & kHashBits, want_tag = tag(h);
+      for (std::size_t i = home(h, slot_count), n = 0; n < slot_count; i = i + 1 == slot_count ? 0 : i + 1, ++n) {
+        const std::uint32_t v = slots[i].load(std::memory_order_relaxed);
+        if (v == 0) {
+          std::atomic_thread_fence(std::memory_order_acquire);
+          r.absent = seq.load(std::memory_order_relaxed) == s0;
+          return r;
+        }
+        if (tag_of(v) != want_tag) continue;
+        // A torn view (an id from a change in progress) is caught below by the sequence number; these checks
+        // only keep the reads inside memory that exists.
+        const std::uint32_t id = id_of(v);
+        if ((id >> kChunkBits) >= chunk_count) return r;
+        Entry* chunk = table[id >> kChunkBits].load(std::memory_order_acquire);
+        if (chunk == nullptr) return r;
+        Entry& e = chunk[id & (kChunk - 1)];
+        prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
+        if ((e.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
+        e.lock();
         std::atomic_thread_fence(std::memory_order_acquire);
-        return {seq.load(std::memory_order_relaxed) == s0 ? Step::kAbsent : Step::kBail};
+        if (seq.load(std::memory_order_relaxed) != s0) {
+          e.unlock();
+          return r;
+        }
+        if (!e.key.equals(key)) {  // a 31-bit hash collision
+          e.unlock();
+          continue;
+        }
+        r.entry = &e;
+        return r;
       }
-      if (tag_of(v) != tag(h)) return {Step::kNext};
-      // A torn view (an id from a change in progress) is caught below by the sequence number; these checks only
-      // keep the reads inside memory that exists.
-      const std::uint32_t id = id_of(v);
-      if ((id >> kChunkBits) >= ch.size) return {Step::kBail};
-      Entry* chunk = ch.data()[id >> kChunkBits].load(std::memory_order_acquire);
-      if (chunk == nullptr) return {Step::kBail};
-      Entry& e = chunk[id & (kChunk - 1)];
-      prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
-      if ((e.word.load(std::memory_order_relaxed) & kHashBits) != (h & kHashBits)) return {Step::kNext};
-      e.lock();
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (seq.load(std::memory_order_relaxed) != s0) {
-        e.unlock();
-        return {Step::kBail};
-      }
-      if (!e.key.equals(key)) {  // a 31-bit hash collision
-        e.unlock();
-        return {Step::kNext};
-      }
-      return {Step::kFound, &e};
-    }
-
-    // The probe run after slot i, for lookup.
-    [[gnu::noinline]] Step probe_on(std::size_t i, std::string_view key, std::uint32_t h, std::uint32_t s0,
-                                    const Index& ix, const Chunks& ch) {
-      for (std::size_t n = 1; n < ix.size; ++n) {
-        i = ix.next(i);
-        const Step st = examine(ix.get(i), key, h, s0, ch);
-        if (st.kind != Step::kNext) return st;
-      }
-      return {Step::kBail};
+      return r;
     }
 
     // For update_many's prefetches, inside an epoch::Guard that has held since `ix` was read: the entry a lookup
@@ -705,6 +681,25 @@ class ShardedStore {
     if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
     EntryHold hold(s.at(id), known);
     return f(s.at(id).state);
+  }
+
+  // The entry of this thread's last_key hint, locked, if it still holds `key`; else nullptr.
+  [[gnu::always_inline]] Entry* hinted(std::string_view key) {
+    void* hint = last_key::find(serial_, key);
+    if (hint == nullptr) return nullptr;
+    Entry& e = *static_cast<Entry*>(hint);
+    e.lock();
+    if (e.key.equals(key)) [[likely]] return &e;
+    e.unlock();
+    return nullptr;
+  }
+
+  // The key's entry, locked, found without the shard's lock (and left as this thread's hint); nullptr when the key
+  // is not tracked or the shard's lock is needed to tell.
+  [[gnu::always_inline]] Entry* find_unlocked(std::string_view key, std::uint64_t h) {
+    const Found found = shard_for(h).lookup(key, static_cast<std::uint32_t>(h));
+    if (found.entry != nullptr) last_key::remember(serial_, key, found.entry);
+    return found.entry;
   }
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
