@@ -20,6 +20,10 @@
 // not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
 // evicted, and each pass over a key is separated by a visit to every other key of the shard.
 //
+// A thread's next decision on the key it decided on last (a hot key) skips the hash and the index: last_key.h keeps,
+// per thread, that key and its entry, which is locked and its key compared before it is used (entries live as long
+// as the store, so a stale hint is only a lock and unlock wasted).
+//
 // update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
 // epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
 //
