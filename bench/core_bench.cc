@@ -8,6 +8,10 @@
 //     --rk_no_pin     leave the threads where the scheduler puts them (by default thread i is pinned to the i-th
 //                     allowed CPU for the run: unpinned, Linux sometimes keeps both threads of a 2-thread run on
 //                     one core, and they then take turns instead of running, and contending, at once)
+//     --rk_count=ALGORITHM:N[:1M]  only N decisions of one thread on the hot key (or over the million keys), as the
+//                     benchmark makes them, then the best ns per decision over batches of 10,000; nothing else
+//                     runs. For counting instructions on a loaded machine: the difference between two runs' counts
+//                     (valgrind --tool=cachegrind --cache-sim=no) over the difference in N is one decision's.
 //   With --benchmark_repetitions=N the summary uses each run's median.
 //
 // Time: every decision is Limiter::check_at(key, now, 1, Fields::kAllButResetAfter) with a simulated `now` that each thread advances by a fixed
@@ -668,6 +672,49 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
   }
 }
 
+// --rk_count: `n` decisions on the hot key (or cycling over the million keys), one thread; prints the best ns a
+// decision over batches (preemption by other processes only ever adds time, so the least is the steadiest figure on a
+// loaded machine).
+int count_decisions(std::string_view what) {
+  const std::size_t colon = what.find(':');
+  const std::string name(what.substr(0, colon));
+  const std::string rest(colon == std::string_view::npos ? "" : what.substr(colon + 1));
+  const long long n = std::atoll(rest.c_str());
+  const Keys k = rest.ends_with(":1M") ? Keys::kMillion : Keys::kHot;
+  const Algorithm* a = std::find_if(std::begin(rk::kAllAlgorithms), std::end(rk::kAllAlgorithms),
+                                    [&](Algorithm x) { return rk::algorithm_name(x) == name; });
+  if (a == std::end(rk::kAllAlgorithms) || n <= 0) {
+    std::fprintf(stderr, "--rk_count=%s: expected ALGORITHM:N or ALGORITHM:N:1M (an algorithm's name, N > 0)\n",
+                 std::string(what).c_str());
+    return 2;
+  }
+  rk::Limiter& l = limiter(*a, k);
+  const std::vector<std::string_view> keys = keys_of(k);
+  std::size_t next = 0;
+  const Pin pin(0);
+  SimClock clock(step_ns(*a));
+  constexpr long long kEach = 10'000;
+  double best = 1e300;
+  std::int64_t allowed = 0;
+  for (long long done = 0; done < n;) {
+    const long long m = std::min(kEach, n - done);
+    const auto start = std::chrono::steady_clock::now();
+    for (long long i = 0; i < m; ++i) {
+      const rk::Decision d = l.check_at(keys[next], Nanos{clock.next()}, 1, rk::Fields::kAllButResetAfter);
+      if (++next == keys.size()) next = 0;
+      allowed += d.allowed ? 1 : 0;
+      benchmark::DoNotOptimize(d);
+    }
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    if (m == kEach) best = std::min(best, ns / static_cast<double>(m));
+    done += m;
+  }
+  std::printf("%s/%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld)\n", name.c_str(),
+              keys_name(k), n,
+              100.0 * static_cast<double>(allowed) / static_cast<double>(n), best, kEach);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -684,6 +731,8 @@ int main(int argc, char** argv) {
       g_pin = false;
     } else if (a == "--rk_no_memory") {
       with_memory = false;
+    } else if (a.starts_with("--rk_count=")) {
+      return count_decisions(a.substr(std::string_view("--rk_count=").size()));
     } else {
       args.push_back(argv[i]);
       auto value = [&](std::string_view flag) -> std::optional<std::string_view> {

@@ -22,8 +22,11 @@ template <class P, class S, auto Decide, auto Forgettable, auto Absorb, auto Dec
 struct AlgorithmOf {
   using Params = P;
   using State = S;
-  static Decision decide(const P& p, S& s, std::int64_t now, std::uint64_t cost) { return Decide(p, s, now, cost); }
-  static Decision decide_brief(const P& p, S& s, std::int64_t now, std::uint64_t cost) {
+  // Inlined into the store's update, where the decision's inline parts (gcra, fluid, earrrl) meet the entry.
+  [[gnu::always_inline]] static Decision decide(const P& p, S& s, std::int64_t now, std::uint64_t cost) {
+    return Decide(p, s, now, cost);
+  }
+  [[gnu::always_inline]] static Decision decide_brief(const P& p, S& s, std::int64_t now, std::uint64_t cost) {
     return DecideBrief(p, s, now, cost);
   }
   static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }

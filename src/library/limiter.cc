@@ -21,7 +21,7 @@ namespace {
 constexpr std::size_t kDigestAbove = 64;
 
 // The key the store sees: `key` itself, or its digest written into `buf`.
-std::string_view stored_key(std::string_view key, char (&buf)[16]) {
+[[gnu::always_inline]] inline std::string_view stored_key(std::string_view key, char (&buf)[16]) {
   if (key.size() <= kDigestAbove) [[likely]] return key;
   const store::Digest128 d = store::siphash128(key, store::process_digest_key());
   std::memcpy(buf, &d.lo, 8);
@@ -105,14 +105,15 @@ class Keyed final : public Limiter::Impl {
     check_key(key);
     char buf[16];
     return store_.update(stored_key(key, buf),
-                         [&](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
+                         [this, now, cost](typename Algo::State& s) { return Algo::decide(params_, s, now, cost); });
   }
 
   Decision check_brief(std::string_view key, std::int64_t now, std::uint64_t cost) override {
     check_key(key);
     char buf[16];
-    return store_.update(stored_key(key, buf),
-                         [&](typename Algo::State& s) { return Algo::decide_brief(params_, s, now, cost); });
+    return store_.update(stored_key(key, buf), [this, now, cost](typename Algo::State& s) {
+      return Algo::decide_brief(params_, s, now, cost);
+    });
   }
 
   void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -264,6 +265,81 @@ TEST(ShardedStore, LockFreeLookupsRaceEvictionAndErasure) {
   }
 }
 
+// A thread's next decision on the key it decided on last goes to that key's entry directly (last_key.h): only
+// while the entry still holds the key. Here the one-key store evicts `a` and gives its entry to `b`: the next
+// decision on `a` must start afresh, and leave `b`'s count alone.
+TEST(ShardedStore, LastKeyHintFollowsTheKeyNotItsOldEntry) {
+  ShardedStore<Counter> m(StoreOptions{.max_keys = 1, .shards = 1, .hash_seed = 1});
+  auto bump = [&](const char* k) { return m.update(k, [](Counter& c) { return ++c.value; }); };
+  EXPECT_EQ(bump("a"), 1);
+  EXPECT_EQ(bump("a"), 2);
+  EXPECT_EQ(bump("a"), 3);  // through the hint
+  EXPECT_EQ(bump("b"), 1);  // evicts a; b takes its entry (a new key leaves the hint as it was)
+  EXPECT_EQ(bump("a"), 1);  // the hint (to b's entry now) is refused: a is new again
+  EXPECT_FALSE(m.read("b", [](const Counter* c) { return c != nullptr; }));
+  EXPECT_TRUE(m.erase("a"));
+  EXPECT_EQ(bump("a"), 1);
+}
+
+// Hints name their store by a serial never reused: another store, or one made where a destroyed one was, is never
+// reached through a hint left by the first.
+TEST(ShardedStore, LastKeyHintIsPerStore) {
+  ShardedStore<Counter> x(StoreOptions{.max_keys = 10, .hash_seed = 1});
+  ShardedStore<Counter> y(StoreOptions{.max_keys = 10, .hash_seed = 1});
+  auto bump = [](ShardedStore<Counter>& m) { return m.update("k", [](Counter& c) { return ++c.value; }); };
+  EXPECT_EQ(bump(x), 1);
+  EXPECT_EQ(bump(x), 2);
+  EXPECT_EQ(bump(y), 1);
+  EXPECT_EQ(bump(x), 3);
+  EXPECT_EQ(bump(y), 2);
+  for (int round = 0; round < 3; ++round) {
+    auto m = std::make_unique<ShardedStore<Counter>>(StoreOptions{.max_keys = 10, .hash_seed = 1});
+    for (int i = 1; i <= 3; ++i) EXPECT_EQ(bump(*m), i);  // each store new: its count starts at 1
+  }
+}
+
+// The hints under churn: each thread decides on a key twice (the second decision leaves a hint), then inserts new
+// keys, which evict others and reuse their entries, then decides on its key again through the hint, while an
+// eraser and sweeps free more entries. Each state records the key it was made for: no update may reach another's.
+TEST(ShardedStore, LastKeyHintsRaceEvictionAndErasure) {
+  struct Owned {
+    int owner = -1;  // -1: fresh
+    int count = 0;
+  };
+  ShardedStore<Owned> m(StoreOptions{.max_keys = 64, .shards = 1, .hash_seed = 7});
+  constexpr int kKeys = 500, kFresh = 1'000'000, kRounds = 20'000;
+  std::atomic<int> strays{0};
+  auto add = [&](int k) {
+    m.update(key(k), [&](Owned& s) {
+      if (s.owner == -1) s.owner = k;
+      if (s.owner != k) strays.fetch_add(1, std::memory_order_relaxed);
+      return ++s.count;
+    });
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&add, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const int k = (i * 7 + t * 13) % kKeys;
+        add(k);
+        add(k);
+        for (int j = 0; j < 4; ++j) add(kKeys + (t * kRounds + i) * 4 % kFresh + j);
+        add(k);
+      }
+    });
+  }
+  threads.emplace_back([&m] {
+    for (int i = 0; i < kRounds / 10; ++i) {
+      m.erase(key((i * 7) % kKeys));
+      if (i % 500 == 0) m.erase_if([](const Owned& s) { return s.count % 5 == 0; });
+    }
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(strays.load(), 0);
+  EXPECT_LE(m.stats().keys, 64u);
+  EXPECT_GT(m.stats().evictions, 0u);
+}
+
 // for_each (the state file's save): every key tracked before it starts and not erased is visited once, with a
 // state no older than the last update before the visit began, while other threads decide on the same keys and
 // insert new ones (which grow the shard's tables under it).
@@ -363,6 +439,7 @@ TEST(ShardedStore, HashValuesAreStableAcrossBuilds) {
                         Case{"user:000000000042", 0x517FAEECAB9D2050ULL},
                         Case{"api-key:0123456789abcdef0123456789abcdef:with/a/longer/path", 0xA47382F3DE380BBDULL}}) {
     EXPECT_EQ(hash_key(c.key, 0x0123456789ABCDEFULL), c.hash) << c.key;
+    EXPECT_EQ(KeyHasher(0x0123456789ABCDEFULL)(c.key), c.hash) << c.key;  // the store's, with its precomputed start
   }
 }
 

@@ -54,13 +54,28 @@ class CompactKey {
   [[gnu::always_inline]] bool equals(std::string_view key) const {
     if (key.size() != len_) return false;  // a free slot's kFree is no key's length
     const char* b = key.data();
-    if (len_ <= kInline) {
-      const char* a = data_;
-      if (len_ >= 8) return word<8>(a) == word<8>(b) && word<8>(a + len_ - 8) == word<8>(b + len_ - 8);
-      if (len_ >= 4) return word<4>(a) == word<4>(b) && word<4>(a + len_ - 4) == word<4>(b + len_ - 4);
-      return len_ == 0 || std::memcmp(a, b, len_) == 0;
-    }
+    if (len_ <= kInline) return same_inline(data_, b, len_);
     return word<8>(data_ + 8) == word<8>(b) && std::memcmp(heap() + 8, b + 8, len_ - 8) == 0;
+  }
+  // Copies `len` <= kInline bytes from `from` to `to` by the same words, without a call to memcpy.
+  [[gnu::always_inline]] static void copy_inline(char* to, const char* from, std::uint32_t len) {
+    if (len >= 8) {
+      const auto first = word<8>(from), last = word<8>(from + len - 8);
+      std::memcpy(to, &first, 8);
+      std::memcpy(to + len - 8, &last, 8);
+    } else if (len >= 4) {
+      const auto first = word<4>(from), last = word<4>(from + len - 4);
+      std::memcpy(to, &first, 4);
+      std::memcpy(to + len - 4, &last, 4);
+    } else {
+      for (std::uint32_t i = 0; i < len; ++i) to[i] = from[i];
+    }
+  }
+  // Whether a and b, each `len` <= kInline bytes, are equal.
+  [[gnu::always_inline]] static bool same_inline(const char* a, const char* b, std::uint32_t len) {
+    if (len >= 8) return word<8>(a) == word<8>(b) && word<8>(a + len - 8) == word<8>(b + len - 8);
+    if (len >= 4) return word<4>(a) == word<4>(b) && word<4>(a + len - 4) == word<4>(b + len - 4);
+    return len == 0 || std::memcmp(a, b, len) == 0;
   }
   std::size_t heap_bytes() const { return on_heap() ? len_ : 0; }
 

@@ -20,6 +20,10 @@
 // not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
 // evicted, and each pass over a key is separated by a visit to every other key of the shard.
 //
+// A thread's next decision on the key it decided on last (a hot key) skips the hash and the index: last_key.h keeps,
+// per thread, that key and its entry, which is locked and its key compared before it is used (entries live as long
+// as the store, so a stale hint is only a lock and unlock wasted).
+//
 // update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
 // epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
 //
@@ -47,6 +51,7 @@
 #include "store/memory/compact_key.h"
 #include "store/memory/epoch.h"
 #include "store/memory/hash.h"
+#include "store/memory/last_key.h"
 #include "store/memory/spin_lock.h"
 
 namespace rk::store {
@@ -55,7 +60,7 @@ template <class State>
 class ShardedStore {
  public:
   // `options` are validated by the caller (max_keys >= 1).
-  explicit ShardedStore(const StoreOptions& options) : seed_(options.hash_seed ? options.hash_seed : random_seed()) {
+  explicit ShardedStore(const StoreOptions& options) : hash_(options.hash_seed ? options.hash_seed : random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
@@ -68,9 +73,19 @@ class ShardedStore {
 
   // Runs f(State&) on the key's state, creating a fresh state if the key is new (evicting a key of its shard not
   // used lately, by CLOCK, if the shard is full). Returns what f returns.
+  // A decision on the key this thread decided on last in this store (a hot key) goes to its entry directly
+  // (last_key.h), once the entry, locked, shows that it still holds the key. f is called from one place for both
+  // ways to the entry, so that the compiler inlines it once.
   template <class F>
   auto update(std::string_view key, F&& f) {
-    return update_hashed(key, hash_key(key, seed_), std::forward<F>(f));
+    Entry* e = hinted(key);
+    if (e == nullptr) {
+      const std::uint64_t h = hash_(key);
+      e = find_unlocked(key, h);
+      if (e == nullptr) return update_locked(shard_for(h), key, static_cast<std::uint32_t>(h), f);
+    }
+    EntryHold hold(*e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
+    return f(e->state);
   }
 
   // update(keys[i], f(i, State&)) for i = 0..n-1 in order, with the memory each will read fetched ahead: the keys
@@ -85,7 +100,7 @@ class ShardedStore {
     for (std::size_t base = 0; base < n; base += kGroup) {
       const std::size_t m = std::min(kGroup, n - base);
       for (std::size_t i = 0; i < m; ++i) {
-        h[i] = hash_key(keys[base + i], seed_);
+        h[i] = hash_(keys[base + i]);
         ix[i] = shard_for(h[i]).index.load(std::memory_order_seq_cst);
         if (ix[i] != nullptr) __builtin_prefetch(ix[i]->data() + home(static_cast<std::uint32_t>(h[i]), ix[i]->size));
       }
@@ -101,25 +116,16 @@ class ShardedStore {
 
   template <class F>
   auto update_hashed(std::string_view key, std::uint64_t h, F&& f) {
-    Shard& s = shard_for(h);
-    const auto h32 = static_cast<std::uint32_t>(h);
-    const Found found = s.lookup(key, h32);
-    if (found.entry != nullptr) {
-      EntryHold hold(*found.entry, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
-      return f(found.entry->state);
-    }
-    std::lock_guard guard(s.lock);
-    std::uint32_t id = s.find(key, h32);
-    const bool known = id != kNil;
-    if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
-    EntryHold hold(s.at(id), known);
-    return f(s.at(id).state);
+    Entry* e = find_unlocked(key, h);
+    if (e == nullptr) return update_locked(shard_for(h), key, static_cast<std::uint32_t>(h), f);
+    EntryHold hold(*e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
+    return f(e->state);
   }
 
   // Runs f(const State*) with the key's state, or nullptr if it is not tracked. Changes nothing, not even recency.
   template <class F>
   auto read(std::string_view key, F&& f) const {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     Shard& s = shard_for(h);
     const auto h32 = static_cast<std::uint32_t>(h);
     const Found found = s.lookup(key, h32);
@@ -136,7 +142,7 @@ class ShardedStore {
   }
 
   bool erase(std::string_view key) {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     Shard& s = shard_for(h);
     std::lock_guard guard(s.lock);
     const std::uint32_t id = s.find(key, static_cast<std::uint32_t>(h));
@@ -257,7 +263,7 @@ class ShardedStore {
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
   // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
   std::size_t probe_length(std::string_view key) const {
-    const std::uint64_t h = hash_key(key, seed_);
+    const std::uint64_t h = hash_(key);
     const Shard& s = shard_for(h);
     std::lock_guard guard(s.lock);
     const Index* ix = s.index.load(std::memory_order_relaxed);
@@ -669,6 +675,37 @@ class ShardedStore {
     }
   };
 
+  // update_hashed for a key the lock-free lookup did not find: under the shard's lock. Out of line, so that the
+  // common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them otherwise).
+  template <class F>
+  [[gnu::noinline]] auto update_locked(Shard& s, std::string_view key, std::uint32_t h32, F& f) {
+    std::lock_guard guard(s.lock);
+    std::uint32_t id = s.find(key, h32);
+    const bool known = id != kNil;
+    if (!known) id = s.insert(key, h32);  // a new key starts unused: the next pass of the hand may take it
+    EntryHold hold(s.at(id), known);
+    return f(s.at(id).state);
+  }
+
+  // The entry of this thread's last_key hint, locked, if it still holds `key`; else nullptr.
+  [[gnu::always_inline]] Entry* hinted(std::string_view key) {
+    void* hint = last_key::find(serial_, key);
+    if (hint == nullptr) return nullptr;
+    Entry& e = *static_cast<Entry*>(hint);
+    e.lock();
+    if (e.key.equals(key)) [[likely]] return &e;
+    e.unlock();
+    return nullptr;
+  }
+
+  // The key's entry, locked, found without the shard's lock (and left as this thread's hint); nullptr when the key
+  // is not tracked or the shard's lock is needed to tell.
+  [[gnu::always_inline]] Entry* find_unlocked(std::string_view key, std::uint64_t h) {
+    const Found found = shard_for(h).lookup(key, static_cast<std::uint32_t>(h));
+    if (found.entry != nullptr) last_key::remember(serial_, key, found.entry);
+    return found.entry;
+  }
+
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
   static Entry* new_chunk() {
     auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
@@ -694,7 +731,8 @@ class ShardedStore {
 
   Shard& shard_for(std::uint64_t h) const { return shards_[shard_bits_ ? h >> (64 - shard_bits_) : 0]; }
 
-  std::uint64_t seed_;
+  KeyHasher hash_;  // hash_key with the store's seed
+  std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
   std::unique_ptr<Shard[]> shards_;
 };
