@@ -6,6 +6,35 @@
 
 namespace rk::core {
 
+// Out of line, as the copy is: inline, they made the store's code around every algorithm's decision (which moves a
+// fresh state in on insertion) grow or shrink at the compiler's whim.
+SlidingLogState::SlidingLogState(SlidingLogState&& other) noexcept { take(other); }
+
+SlidingLogState& SlidingLogState::operator=(SlidingLogState&& other) noexcept {
+  if (this != &other) {
+    release();
+    take(other);
+  }
+  return *this;
+}
+
+SlidingLogState::~SlidingLogState() { release(); }
+
+void SlidingLogState::release() noexcept {
+  if (cap_ != 0) delete[] ring_;
+}
+
+void SlidingLogState::take(SlidingLogState& other) noexcept {
+  if (other.cap_ != 0) ring_ = other.ring_;
+  else one_t_ = other.one_t_;
+  cap_ = other.cap_;
+  head_ = other.head_;
+  size_ = other.size_;
+  sum_ = other.sum_;
+  other.cap_ = other.head_ = other.size_ = 0;
+  other.sum_ = 0;
+}
+
 SlidingLogState::SlidingLogState(const SlidingLogState& other) { *this = other; }
 
 SlidingLogState& SlidingLogState::operator=(const SlidingLogState& other) {

@@ -27,15 +27,9 @@ class SlidingLogState {
   SlidingLogState() = default;
   SlidingLogState(const SlidingLogState& other);
   SlidingLogState& operator=(const SlidingLogState& other);
-  SlidingLogState(SlidingLogState&& other) noexcept { take(other); }
-  SlidingLogState& operator=(SlidingLogState&& other) noexcept {
-    if (this != &other) {
-      release();
-      take(other);
-    }
-    return *this;
-  }
-  ~SlidingLogState() { release(); }
+  SlidingLogState(SlidingLogState&& other) noexcept;
+  SlidingLogState& operator=(SlidingLogState&& other) noexcept;
+  ~SlidingLogState();
 
   std::uint32_t size() const { return size_; }
   std::uint64_t sum() const { return sum_; }
@@ -50,19 +44,8 @@ class SlidingLogState {
 
  private:
   void resize(std::uint32_t cap);
-  void release() noexcept {
-    if (cap_ != 0) delete[] ring_;
-  }
-  void take(SlidingLogState& other) noexcept {
-    if (other.cap_ != 0) ring_ = other.ring_;
-    else one_t_ = other.one_t_;
-    cap_ = other.cap_;
-    head_ = other.head_;
-    size_ = other.size_;
-    sum_ = other.sum_;
-    other.cap_ = other.head_ = other.size_ = 0;
-    other.sum_ = 0;
-  }
+  void release() noexcept;
+  void take(SlidingLogState& other) noexcept;
 
   // With no ring (cap_ 0) the log holds at most one entry, (one_t_, sum_): a key that logs one request a window,
   // the usual client of a per-client limit, then costs no allocation and no second cache miss a decision. A second
