@@ -43,7 +43,7 @@ using FixedWindow =
 using SlidingLog =
     AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable, sliding_log_absorb>;
 using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable,
-                                  sliding_window_absorb>;
+                                  sliding_window_absorb, sliding_window_decide_brief>;
 
 // The one switch from an rk::Algorithm to its type: calls f.template operator()<Algo>(params) with the spec's
 // precomputed parameters and returns what it returns. The spec must be valid (rk::validate).

@@ -42,6 +42,15 @@ inline std::uint64_t sat_add_u(std::uint64_t a, std::uint64_t b) {
   return r;
 }
 
+// a / b (b > 0) with one 64-bit division when both fit in 64 bits, the usual case: a 128-bit quotient is otherwise
+// a call to the compiler's __udivti3 and a dozen instructions more.
+inline u128 div_u128(u128 a, u128 b) {
+  if ((static_cast<std::uint64_t>(a >> 64) | static_cast<std::uint64_t>(b >> 64)) == 0) {
+    return static_cast<std::uint64_t>(a) / static_cast<std::uint64_t>(b);
+  }
+  return a / b;
+}
+
 // Floor division for a possibly negative time and a positive divisor.
 inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   std::int64_t q = a / b;

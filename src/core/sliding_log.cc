@@ -6,44 +6,98 @@
 
 namespace rk::core {
 
+// Out of line, as the copy is: inline, they made the store's code around every algorithm's decision (which moves a
+// fresh state in on insertion) grow or shrink at the compiler's whim.
+SlidingLogState::SlidingLogState(SlidingLogState&& other) noexcept { take(other); }
+
+SlidingLogState& SlidingLogState::operator=(SlidingLogState&& other) noexcept {
+  if (this != &other) {
+    release();
+    take(other);
+  }
+  return *this;
+}
+
+SlidingLogState::~SlidingLogState() { release(); }
+
+void SlidingLogState::release() noexcept {
+  if (cap_ != 0) delete[] ring_;
+}
+
+void SlidingLogState::take(SlidingLogState& other) noexcept {
+  if (other.cap_ != 0) ring_ = other.ring_;
+  else one_t_ = other.one_t_;
+  cap_ = other.cap_;
+  head_ = other.head_;
+  size_ = other.size_;
+  sum_ = other.sum_;
+  other.cap_ = other.head_ = other.size_ = 0;
+  other.sum_ = 0;
+}
+
 SlidingLogState::SlidingLogState(const SlidingLogState& other) { *this = other; }
 
 SlidingLogState& SlidingLogState::operator=(const SlidingLogState& other) {
   if (this == &other) return *this;
-  buf_.reset();
+  release();
   cap_ = head_ = size_ = 0;
   sum_ = 0;
-  if (other.size_ > 0) resize(other.cap_);
+  one_t_ = 0;
+  if (other.cap_ != 0) resize(other.cap_);
   for (std::uint32_t i = 0; i < other.size_; ++i) push(other.at(i).t_ns, other.at(i).cost);
   return *this;
 }
 
+// From no ring to a ring, a ring to a bigger or smaller one, or (cap 0, only with at most one entry left) back to
+// none.
 void SlidingLogState::resize(std::uint32_t cap) {
-  std::unique_ptr<Entry[]> next(cap ? new Entry[cap] : nullptr);
-  for (std::uint32_t i = 0; i < size_; ++i) next[i] = at(i);
-  buf_ = std::move(next);
+  if (cap == 0) {
+    const std::int64_t t = size_ > 0 ? at(0).t_ns : 0;  // its cost is sum_ already
+    release();
+    one_t_ = t;
+  } else {
+    auto* next = new Entry[cap];
+    for (std::uint32_t i = 0; i < size_; ++i) next[i] = at(i);
+    release();
+    ring_ = next;
+  }
   cap_ = cap;
   head_ = 0;
 }
 
 void SlidingLogState::push(std::int64_t t_ns, std::uint64_t cost) {
-  sum_ += cost;
   if (size_ > 0) {
-    Entry& last = buf_[(head_ + size_ - 1) & (cap_ - 1)];
-    if (last.t_ns == t_ns) {
+    if (cap_ == 0) {
+      if (one_t_ == t_ns) {
+        sum_ += cost;
+        return;
+      }
+    } else if (Entry& last = ring_[(head_ + size_ - 1) & (cap_ - 1)]; last.t_ns == t_ns) {
+      sum_ += cost;
       last.cost += cost;
       return;
     }
   }
-  if (size_ == cap_) resize(cap_ ? cap_ * 2 : 2);
-  buf_[(head_ + size_) & (cap_ - 1)] = Entry{t_ns, cost};
+  if (size_ == 0 && cap_ == 0) {
+    one_t_ = t_ns;
+    sum_ = cost;
+    size_ = 1;
+    return;
+  }
+  if (size_ == cap_ || cap_ == 0) resize(cap_ ? cap_ * 2 : 2);
+  sum_ += cost;
+  ring_[(head_ + size_) & (cap_ - 1)] = Entry{t_ns, cost};
   ++size_;
 }
 
 void SlidingLogState::pop_front() {
-  sum_ -= buf_[head_].cost;
-  head_ = (head_ + 1) & (cap_ - 1);
   --size_;
+  if (cap_ == 0) {
+    sum_ = 0;
+    return;
+  }
+  sum_ -= ring_[head_].cost;
+  head_ = (head_ + 1) & (cap_ - 1);
   if (size_ == 0) {
     resize(0);
   } else if (cap_ >= 16 && size_ <= cap_ / 4) {

@@ -3,19 +3,20 @@
 // The log holds (time, cost) for each admitted request of the last window; an attempt of cost c at `now` is
 // allowed when the costs logged in (now - W, now] plus c are at most the limit. Refused attempts are not logged,
 // and requests at the same nanosecond share one entry, so a key holds at most `limit` entries (validation caps
-// the limit at kMaxSlidingLogLimit). The log is a ring buffer that grows and shrinks with the traffic.
+// the limit at kMaxSlidingLogLimit). The log is a ring buffer that grows and shrinks with the traffic, and no
+// buffer at all while it holds one entry or none.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <memory>
 
 #include "core/params.h"
 #include "ratekeeper/decision.h"
 
 namespace rk::core {
 
+// Thread safety: none (a store holds it under its entry lock).
 class SlidingLogState {
  public:
   struct Entry {
@@ -26,12 +27,13 @@ class SlidingLogState {
   SlidingLogState() = default;
   SlidingLogState(const SlidingLogState& other);
   SlidingLogState& operator=(const SlidingLogState& other);
-  SlidingLogState(SlidingLogState&&) noexcept = default;
-  SlidingLogState& operator=(SlidingLogState&&) noexcept = default;
+  SlidingLogState(SlidingLogState&& other) noexcept;
+  SlidingLogState& operator=(SlidingLogState&& other) noexcept;
+  ~SlidingLogState();
 
   std::uint32_t size() const { return size_; }
   std::uint64_t sum() const { return sum_; }
-  const Entry& at(std::uint32_t i) const { return buf_[(head_ + i) & (cap_ - 1)]; }
+  Entry at(std::uint32_t i) const { return cap_ == 0 ? Entry{one_t_, sum_} : ring_[(head_ + i) & (cap_ - 1)]; }
   void push(std::int64_t t_ns, std::uint64_t cost);
   void pop_front();
   std::size_t heap_bytes() const { return cap_ * sizeof(Entry); }
@@ -42,9 +44,17 @@ class SlidingLogState {
 
  private:
   void resize(std::uint32_t cap);
+  void release() noexcept;
+  void take(SlidingLogState& other) noexcept;
 
-  std::unique_ptr<Entry[]> buf_;
-  std::uint32_t cap_ = 0;  // a power of two, or 0
+  // With no ring (cap_ 0) the log holds at most one entry, (one_t_, sum_): a key that logs one request a window,
+  // the usual client of a per-client limit, then costs no allocation and no second cache miss a decision. A second
+  // entry moves it into a ring of 2, and it comes back here when the ring empties.
+  union {
+    Entry* ring_;
+    std::int64_t one_t_ = 0;
+  };
+  std::uint32_t cap_ = 0;  // the ring's size, a power of two; 0: no ring
   std::uint32_t head_ = 0;
   std::uint32_t size_ = 0;
   std::uint64_t sum_ = 0;

@@ -136,8 +136,8 @@ std::int64_t elapsed_in_window(const WindowParams& p, const Sliding& s, std::int
 std::uint64_t weighted_prev(const WindowParams& p, const Sliding& s, std::int64_t now) {
   if (s.prev == 0) return 0;  // a key seen in no adjacent window: no division
   const std::int64_t left = p.window_ns - elapsed_in_window(p, s, now);
-  return static_cast<std::uint64_t>(static_cast<u128>(s.prev) * static_cast<u128>(left) /
-                                    static_cast<u128>(p.window_ns));
+  return static_cast<std::uint64_t>(
+      div_u128(static_cast<u128>(s.prev) * static_cast<u128>(left), static_cast<u128>(p.window_ns)));
 }
 
 // The smallest offset e into a window at whose start `weight_of` requests are the previous window's count,
@@ -145,7 +145,7 @@ std::uint64_t weighted_prev(const WindowParams& p, const Sliding& s, std::int64_
 std::int64_t first_offset_below(const WindowParams& p, std::uint64_t weight_of, std::uint64_t target) {
   if (weight_of == 0) return 0;
   const u128 w = static_cast<u128>(p.window_ns);
-  const u128 most_left = (static_cast<u128>(target) * w + weight_of - 1) / weight_of - 1;  // ceil(kW/prev) - 1
+  const u128 most_left = div_u128(static_cast<u128>(target) * w + weight_of - 1, weight_of) - 1;  // ceil(kW/prev) - 1
   return most_left >= w ? 0 : static_cast<std::int64_t>(w - most_left);
 }
 
@@ -179,6 +179,9 @@ std::uint64_t sliding_window_max_count(std::int64_t window_ns) { return layout(w
 
 namespace {
 
+// kResetAfter: whether to compute reset_after, a 128-bit division that callers reading no reset_after skip
+// (rk::Fields::kAllButResetAfter).
+template <bool kResetAfter>
 [[gnu::always_inline]] inline Decision decide_in(const Layout& l, const WindowParams& p, SlidingWindowState& packed,
                                                  std::int64_t now, std::uint64_t cost) {
   Sliding s = unpack(l, packed);
@@ -204,25 +207,37 @@ namespace {
       d.retry_after = Nanos{sat_sub(sat_add(sat_add(s.start_ns, p.window_ns), e), now)};
     }
   }
-  // Back to fresh once the weighted count floors to 0: curr weighs in the next window, prev in this one.
-  std::int64_t fresh_at = now;
-  if (s.curr > 0) {
-    fresh_at = sat_add(sat_add(s.start_ns, p.window_ns), first_offset_below(p, s.curr, 1));
-  } else if (s.prev > 0) {
-    fresh_at = sat_add(s.start_ns, first_offset_below(p, s.prev, 1));
+  if constexpr (kResetAfter) {
+    // Back to fresh once the weighted count floors to 0: curr weighs in the next window, prev in this one.
+    std::int64_t fresh_at = now;
+    if (s.curr > 0) {
+      fresh_at = sat_add(sat_add(s.start_ns, p.window_ns), first_offset_below(p, s.curr, 1));
+    } else if (s.prev > 0) {
+      fresh_at = sat_add(s.start_ns, first_offset_below(p, s.prev, 1));
+    }
+    d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
   }
-  d.reset_after = Nanos{std::max<std::int64_t>(0, sat_sub(fresh_at, now))};
   pack(l, s, packed);
   return d;
+}
+
+template <bool kResetAfter>
+Decision sliding_window(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t cost) {
+  const int k = layout_k(p.window_ns);
+  if (k == kLongK) return decide_in<kResetAfter>(layout_of(kLongK), p, packed, now, cost);  // constants
+  return decide_in<kResetAfter>(layout_of(k), p, packed, now, cost);
 }
 
 }  // namespace
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
                                std::uint64_t cost) {
-  const int k = layout_k(p.window_ns);
-  if (k == kLongK) return decide_in(layout_of(kLongK), p, packed, now, cost);  // constants
-  return decide_in(layout_of(k), p, packed, now, cost);
+  return sliding_window<true>(p, packed, now, cost);
+}
+
+Decision sliding_window_decide_brief(const WindowParams& p, SlidingWindowState& packed, std::int64_t now,
+                                     std::uint64_t cost) {
+  return sliding_window<false>(p, packed, now, cost);
 }
 
 void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t hits) {

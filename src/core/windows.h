@@ -48,6 +48,10 @@ void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now);
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost);
+// sliding_window_decide without reset_after (left 0), for callers that do not read it (rk::Fields::kAllButResetAfter);
+// the state and every other field are the same.
+Decision sliding_window_decide_brief(const WindowParams& p, SlidingWindowState& s, std::int64_t now,
+                                     std::uint64_t cost);
 void sliding_window_absorb(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t hits);
 bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now);
 

@@ -79,6 +79,50 @@ TEST(SlidingLog, MemoryBoundedByTheLimit) {
   EXPECT_LE(s.heap_bytes(), 16 * sizeof(SlidingLogState::Entry));
 }
 
+// A log of one entry or none holds no ring (sliding_log.h): sparse traffic with costs and same-nanosecond requests
+// moves it between no ring and a ring again and again, and every answer, size and sum matches a brute-force model
+// of (time, cost) pairs, through copies and moves made at every step.
+TEST(SlidingLog, OneEntryWithoutARingMatchesBruteForce) {
+  const auto p = params(4, 1);
+  SlidingLogState s;
+  std::deque<std::pair<std::int64_t, std::uint64_t>> model;
+  std::mt19937_64 rng(11);
+  std::int64_t t = 0;
+  std::size_t rings = 0, none = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    const std::uint64_t r = rng();
+    if (r % 4 != 0) t += static_cast<std::int64_t>(r % 900'000'000);  // a quarter at the same nanosecond
+    const std::uint64_t cost = 1 + (r >> 32) % 2;
+    while (!model.empty() && model.front().first + kSec <= t) model.pop_front();
+    std::uint64_t used = 0;
+    for (const auto& e : model) used += e.second;
+    const bool expect = used + cost <= 4;
+    if (expect) {
+      if (!model.empty() && model.back().first == t) model.back().second += cost;
+      else model.emplace_back(t, cost);
+    }
+    ASSERT_EQ(sliding_log_decide(p, s, t, cost).allowed, expect) << "step " << i;
+    ASSERT_EQ(s.size(), model.size());
+    for (std::uint32_t k = 0; k < s.size(); ++k) {
+      ASSERT_EQ(s.at(k).t_ns, model[k].first);
+      ASSERT_EQ(s.at(k).cost, model[k].second);
+    }
+    if (s.size() <= 1 && s.heap_bytes() == 0) ++none;
+    if (s.heap_bytes() > 0) ++rings;
+    SlidingLogState copy = s;  // deep, in either form
+    SlidingLogState moved = std::move(copy);
+    ASSERT_EQ(moved.size(), s.size());
+    ASSERT_EQ(moved.sum(), s.sum());
+    if (i % 3 == 0) s = std::move(moved);
+  }
+  EXPECT_GT(none, 1000u);  // both forms were exercised
+  EXPECT_GT(rings, 1000u);
+  // Emptied, it lets its ring go.
+  sliding_log_decide(p, s, t + 10 * kSec, 1);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.heap_bytes(), 0u);
+}
+
 TEST(SlidingLog, CopiesAreDeep) {
   const auto p = params(10, 10);
   SlidingLogState a;

@@ -536,7 +536,9 @@ class ShardedStore {
     }
     void end_change() { seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
-    std::uint32_t find(std::string_view key, std::uint32_t h) const {
+    // Out of line: it is the slow path of a decision (a new key, or a lookup that saw the structure change), and
+    // inlined there it changed, at the compiler's whim, the registers and instructions of the fast path around it.
+    [[gnu::noinline]] std::uint32_t find(std::string_view key, std::uint32_t h) const {
       const Index* ix = index.load(std::memory_order_relaxed);
       if (ix == nullptr) return kNil;
       const std::uint32_t want = h & kHashBits, want_tag = tag(h);
