@@ -33,12 +33,6 @@ void append_int(std::string& out, std::int64_t v) {
   out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
 }
 
-std::string int_string(std::int64_t v) {
-  std::string s;
-  append_int(s, v);
-  return s;
-}
-
 std::int64_t whole(double x) {
   if (!(x > 0)) return 0;  // NaN too
   return static_cast<std::int64_t>(std::floor(std::min(x, kSfMax)));
@@ -88,35 +82,46 @@ std::size_t binding(std::span<const LimitState> limits) {
   return best;
 }
 
-std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
-  std::vector<std::pair<std::string, std::string>> h;
-  if (limits.empty()) return h;
-  h.reserve(std::size(kFieldNames));
-  std::string policies;
+void format_to(std::span<const LimitState> limits, FieldSink& out) {
+  if (limits.empty()) return;
+  std::string* v = &out.value_of(kFieldNames[0]);
+  const std::size_t start = v->size();
   for (const LimitState& l : limits) {
     const Policy p = policy(l.quota, l.window);
-    if (!policies.empty()) policies += ", ";
-    append_sf_string(policies, l.name);
-    policies += ";q=";
-    append_int(policies, p.q);
-    policies += ";w=";
-    append_int(policies, p.w);
+    if (v->size() != start) *v += ", ";
+    append_sf_string(*v, l.name);
+    *v += ";q=";
+    append_int(*v, p.q);
+    *v += ";w=";
+    append_int(*v, p.w);
   }
+  out.end_field();
   const LimitState& b = limits[binding(limits)];
   const std::int64_t r = whole(b.remaining), t = header_seconds(b.reset);
-  std::string rate_limit;
-  append_sf_string(rate_limit, b.name);
-  rate_limit += ";r=";
-  append_int(rate_limit, r);
-  rate_limit += ";t=";
-  append_int(rate_limit, t);
-  h.emplace_back(kFieldNames[0], std::move(policies));
-  h.emplace_back(kFieldNames[1], std::move(rate_limit));
-  h.emplace_back(kFieldNames[2], int_string(policy(b.quota, b.window).q));
-  h.emplace_back(kFieldNames[3], int_string(r));
-  h.emplace_back(kFieldNames[4], int_string(t));
-  if (b.refused) h.emplace_back(kFieldNames[5], int_string(b.never ? kMaxSeconds : std::max<std::int64_t>(1, t)));
-  return h;
+  v = &out.value_of(kFieldNames[1]);
+  append_sf_string(*v, b.name);
+  *v += ";r=";
+  append_int(*v, r);
+  *v += ";t=";
+  append_int(*v, t);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[2]), policy(b.quota, b.window).q);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[3]), r);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[4]), t);
+  out.end_field();
+  if (b.refused) {
+    append_int(out.value_of(kFieldNames[5]), b.never ? kMaxSeconds : std::max<std::int64_t>(1, t));
+    out.end_field();
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
+  FieldPairs pairs;
+  if (!limits.empty()) pairs.fields.reserve(std::size(kFieldNames));
+  format_to(limits, pairs);
+  return std::move(pairs.fields);
 }
 
 }  // namespace rk::headers

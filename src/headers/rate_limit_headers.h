@@ -62,7 +62,27 @@ std::int64_t header_seconds(Nanos d);
 // limits must not be empty.
 std::size_t binding(std::span<const LimitState> limits);
 
+// Where format_to() writes each field: its value is appended to the string value_of(name) returns, and
+// end_field() follows. A sink that appends into a buffer it keeps (an HTTP answer's own field lines) formats with
+// no allocation per field.
+class FieldSink {
+ public:
+  virtual std::string& value_of(std::string_view name) = 0;  // name is one of kFieldNames
+  virtual void end_field() {}
+
+ protected:
+  ~FieldSink() = default;
+};
+
+// The fields as (name, value) pairs: what format() returns.
+class FieldPairs final : public FieldSink {
+ public:
+  std::string& value_of(std::string_view name) override { return fields.emplace_back(name, std::string()).second; }
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+
 // The header fields, in a fixed order; none for no limits.
+void format_to(std::span<const LimitState> limits, FieldSink& out);
 std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits);
 
 }  // namespace rk::headers

@@ -71,6 +71,24 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Response::field_lines: every line a token, ": ", a value and CRLF, and no framing field among them.
+std::string check_field_lines(std::string_view lines) {
+  while (!lines.empty()) {
+    const auto colon = lines.find(':');
+    const std::string_view name = lines.substr(0, colon);
+    if (!is_token(name)) return "the handler's field line '" + std::string(lines.substr(0, 64)) + "' has no name";
+    if (is_framing(name)) return "the handler's field lines set " + std::string(name);
+    lines.remove_prefix(colon + 1);
+    if (!lines.starts_with(' ')) return "the handler's field line " + std::string(name) + " has no ': '";
+    const auto cr = lines.find('\r');
+    if (cr == std::string_view::npos || !lines.substr(cr).starts_with("\r\n") || !is_field_value(lines.substr(0, cr))) {
+      return "the handler's header " + std::string(name) + " has CR, LF or NUL in its value";
+    }
+    lines.remove_prefix(cr + 2);
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string check_response(const Response& res) {
@@ -80,7 +98,7 @@ std::string check_response(const Response& res) {
     if (!is_token(name)) return "the handler's header name '" + name.substr(0, 64) + "' is not a token";
     if (!is_field_value(value)) return "the handler's header " + name + " has CR, LF or NUL in its value";
   }
-  return {};
+  return check_field_lines(res.field_lines);
 }
 
 bool asks_to_close(const Response& res) {
@@ -113,6 +131,7 @@ void append_response(std::string& out, const Response& res, const Framing& frami
   for (const auto& [name, value] : res.headers) {
     if (!is_framing(name)) append_field(out, name, value);
   }
+  out.append(res.field_lines);
   if (!bodiless) {
     out.append("Content-Length: ");
     append_number(out, res.body.size());
