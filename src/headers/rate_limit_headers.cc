@@ -20,6 +20,15 @@ std::int64_t ceil_seconds(Nanos d) {
 
 // A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
 void append_sf_string(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) {  // the usual name: appended whole rather than a byte at a time
+    out += '"';
+    out.append(s);
+    out += '"';
+    return;
+  }
   out += '"';
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') out += '\\';

@@ -6,6 +6,7 @@
 //                                               .refused = true, .remaining = 0, .reset = Nanos{2'100'000'000}}};
 //   for (auto& [name, value] : headers::format(limits)) reply.add(name, value);
 //   // RateLimit-Policy: "per_ip";q=10;w=60     RateLimit: "per_ip";r=0;t=3     Retry-After: 3 (and X-RateLimit-*)
+//   headers::format_to(limits, sink);  // the same fields into a FieldSink: an HTTP answer's buffer, no allocation
 //
 // The format and the reasons for it are in docs/service.md ("Rate-limit header fields"): the IETF draft's
 // RateLimit-Policy (every limit) and RateLimit (the binding one), the legacy X-RateLimit-Limit/-Remaining/-Reset

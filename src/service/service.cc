@@ -196,28 +196,29 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
   std::size_t request_bytes = 0;
   for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
     const CheckDescriptor& d = r.descriptors[i];
-    const std::string at = "descriptors[" + std::to_string(i) + "]";
+    // The field's name, made only for an error (every request passes here).
+    const auto at = [i] { return "descriptors[" + std::to_string(i) + "]"; };
     std::size_t bytes = 0;
-    if (d.entries.empty()) return RequestError{at + ".entries", "must not be empty"};
+    if (d.entries.empty()) return RequestError{at() + ".entries", "must not be empty"};
     if (d.entries.size() > l.max_entries) {
-      return RequestError{at + ".entries", "has " + std::to_string(d.entries.size()) + " entries, over the limit of " +
-                                               std::to_string(l.max_entries)};
+      return RequestError{at() + ".entries", "has " + std::to_string(d.entries.size()) +
+                                                 " entries, over the limit of " + std::to_string(l.max_entries)};
     }
     if (d.hits_addend && *d.hits_addend > l.max_hits) {
-      return RequestError{at + ".hits_addend",
+      return RequestError{at() + ".hits_addend",
                           std::to_string(*d.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
     }
     for (std::size_t j = 0; j < d.entries.size(); ++j) {
       const auto& [key, value] = d.entries[j];
-      const std::string e = at + ".entries[" + std::to_string(j) + "]";
-      if (key.empty()) return RequestError{e + ".key", "must not be empty"};
-      if (key.size() > l.max_key_bytes) return RequestError{e + ".key", too_long(key.size(), l.max_key_bytes)};
+      const auto e = [&] { return at() + ".entries[" + std::to_string(j) + "]"; };
+      if (key.empty()) return RequestError{e() + ".key", "must not be empty"};
+      if (key.size() > l.max_key_bytes) return RequestError{e() + ".key", too_long(key.size(), l.max_key_bytes)};
       if (value.size() > l.max_value_bytes)
-        return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
+        return RequestError{e() + ".value", too_long(value.size(), l.max_value_bytes)};
       bytes += key.size() + value.size();
     }
     if (bytes > l.max_descriptor_bytes) {
-      return RequestError{at + ".entries", "has keys and values of " + std::to_string(bytes) +
+      return RequestError{at() + ".entries", "has keys and values of " + std::to_string(bytes) +
                                                " bytes in all, over the limit of " +
                                                std::to_string(l.max_descriptor_bytes) + " per descriptor"};
     }
