@@ -71,9 +71,10 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-// Response::field_lines: every line a token, ": ", a value and CRLF, and no framing field among them. One pass,
-// a byte at a time, as check_response's for `headers`.
+// Response::field_lines: every line a token, ": ", a value and CRLF, and no framing field among them. Values are
+// searched for CR, LF and NUL with memchr (string_view::find), not a byte at a time: they are most of the bytes.
 std::string check_field_lines(std::string_view lines) {
+  if (lines.find('\0') != std::string_view::npos) return "the handler's field lines have NUL in them";
   const std::size_t n = lines.size();
   std::size_t i = 0;
   while (i < n) {
@@ -85,11 +86,12 @@ std::string check_field_lines(std::string_view lines) {
     }
     if (is_framing(name)) return "the handler's field lines set " + std::string(name);
     i += 2;
-    while (i < n && lines[i] != '\r' && lines[i] != '\n' && lines[i] != '\0') ++i;
-    if (n - i < 2 || lines[i] != '\r' || lines[i + 1] != '\n') {
+    const std::size_t lf = lines.find('\n', i);  // past i - 1, the space: lines[lf - 1] is the value's or CR
+    if (lf == std::string_view::npos || lines[lf - 1] != '\r' ||
+        lines.substr(i, lf - 1 - i).find('\r') != std::string_view::npos) {
       return "the handler's header " + std::string(name) + " has CR, LF or NUL in its value";
     }
-    i += 2;
+    i = lf + 1;
   }
   return {};
 }
