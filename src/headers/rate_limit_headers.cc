@@ -39,7 +39,8 @@ void append_sf_string(std::string& out, std::string_view s) {
 
 void append_int(std::string& out, std::int64_t v) {
   char digits[24];
-  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+  const char* end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+  out.append(digits, static_cast<std::size_t>(end - digits));  // (pointer, count): not the iterator pair's replace()
 }
 
 std::int64_t whole(double x) {

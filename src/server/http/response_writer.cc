@@ -45,7 +45,7 @@ bool is_framing(std::string_view name) {
 void append_number(std::string& out, std::size_t n) {
   char digits[24];
   const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-  out.append(digits, end);
+  out.append(digits, static_cast<std::size_t>(end - digits));
 }
 
 void append_field(std::string& out, std::string_view name, std::string_view value) {
