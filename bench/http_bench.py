@@ -150,12 +150,37 @@ def callgrind_instructions(command, url, path, port, n, out, stop_signal):
     finally:
         proc.send_signal(stop_signal)
         proc.wait(timeout=60)
-    total = 0
+    total = allocations = 0
     for name in os.listdir(os.path.dirname(out)):
         if name.startswith(os.path.basename(out)):
             with open(os.path.join(os.path.dirname(out), name)) as f:
-                total += sum(int(line.split()[1]) for line in f if line.startswith("totals:"))
-    return total
+                lines = f.read().splitlines()
+            total += sum(int(line.split()[1]) for line in lines if line.startswith("totals:"))
+            allocations += heap_allocations(lines)
+    return total, allocations
+
+
+ALLOCATORS = {"malloc", "calloc", "realloc", "aligned_alloc", "posix_memalign", "memalign"}
+
+
+def heap_allocations(lines):
+    """Calls of the C allocator (operator new calls malloc) in a callgrind output file. Its names are compressed:
+    "cfn=(7) malloc" the first time, "cfn=(7)" after; each "cfn=" line is followed by "calls=N ..."."""
+    names, calls, callee = {}, 0, None
+    for line in lines:
+        if line.startswith(("fn=", "cfn=")):
+            ref = line.split("=", 1)[1]
+            if ref.startswith("("):
+                key, _, rest = ref[1:].partition(")")
+                if rest.strip():
+                    names[key] = rest.strip()
+                ref = names.get(key, "")
+            callee = ref if line.startswith("cfn=") else None
+        elif line.startswith("calls=") and callee is not None:
+            if callee in ALLOCATORS:
+                calls += int(line[6:].split()[0])
+            callee = None
+    return calls
 
 
 def instructions(args, work):
@@ -184,8 +209,9 @@ def instructions(args, work):
             stop, url = signal.SIGQUIT, "http://127.0.0.1:%d/plain" % port
         counts = [callgrind_instructions(command, url, path, port, k, os.path.join(work, "cg%d-%d" % (i, k)), stop)
                   for k in (n, 3 * n)]
-        per[name] = (counts[1] - counts[0]) / (2 * n)
-        print("%-22s %10.0f" % (name, per[name]))
+        per[name] = (counts[1][0] - counts[0][0]) / (2 * n)
+        print("%-22s %10.0f   heap allocations/request %5.2f"
+              % (name, per[name], (counts[1][1] - counts[0][1]) / (2 * n)))
     print("ratekeeper / nginx return 200: %.2fx" % (per["ratekeeper /v1/auth"] / per["nginx return 200"]))
     if args.baseline:
         print("ratekeeper / baseline:         %.2fx" % (per["ratekeeper /v1/auth"] / per["baseline /v1/auth"]))
@@ -201,7 +227,8 @@ def main():
     ap.add_argument("--baseline", help="another ratekeeper binary, measured in the same run")
     ap.add_argument("--no-half-load", action="store_true", help="saturating load only")
     ap.add_argument("--instructions", type=int, metavar="N",
-                    help="count user-space instructions per request under callgrind instead (N and 3N requests)")
+                    help="count user-space instructions and heap allocations per request under callgrind instead"
+                         " (N and 3N requests)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")

@@ -41,7 +41,10 @@ void HotKeys::add(std::string_view key, bool refused, Nanos now) {
   if (slots_.empty()) landmark_ = now;
   if (static_cast<double>((now - landmark_).count()) * per_ns_ > kMaxExponent) rescale(now);
   const double w = weight(now);
+  // One pass for both the key and the smallest counter (the first of the smallest), the latter's count kept in a
+  // local: this runs on every decision, over every slot when the key is not one of them.
   Slot* smallest = nullptr;
+  double least = 0;
   for (Slot& s : slots_) {
     if (s.hash == h && s.key == key) {
       s.count += w;
@@ -49,7 +52,10 @@ void HotKeys::add(std::string_view key, bool refused, Nanos now) {
       s.last_seen = now;
       return;
     }
-    if (!smallest || s.count < smallest->count) smallest = &s;
+    if (!smallest || s.count < least) {
+      smallest = &s;
+      least = s.count;
+    }
   }
   if (slots_.size() < options_.capacity) {
     slots_.push_back({h, std::string(key), w, 0, refused, now});

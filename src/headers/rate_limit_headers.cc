@@ -20,6 +20,15 @@ std::int64_t ceil_seconds(Nanos d) {
 
 // A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
 void append_sf_string(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) {  // the usual name: appended whole rather than a byte at a time
+    out += '"';
+    out.append(s);
+    out += '"';
+    return;
+  }
   out += '"';
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') out += '\\';
@@ -30,13 +39,8 @@ void append_sf_string(std::string& out, std::string_view s) {
 
 void append_int(std::string& out, std::int64_t v) {
   char digits[24];
-  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
-}
-
-std::string int_string(std::int64_t v) {
-  std::string s;
-  append_int(s, v);
-  return s;
+  const char* end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+  out.append(digits, static_cast<std::size_t>(end - digits));  // (pointer, count): not the iterator pair's replace()
 }
 
 std::int64_t whole(double x) {
@@ -88,35 +92,46 @@ std::size_t binding(std::span<const LimitState> limits) {
   return best;
 }
 
-std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
-  std::vector<std::pair<std::string, std::string>> h;
-  if (limits.empty()) return h;
-  h.reserve(std::size(kFieldNames));
-  std::string policies;
+void format_to(std::span<const LimitState> limits, FieldSink& out) {
+  if (limits.empty()) return;
+  std::string* v = &out.value_of(kFieldNames[0]);
+  const std::size_t start = v->size();
   for (const LimitState& l : limits) {
     const Policy p = policy(l.quota, l.window);
-    if (!policies.empty()) policies += ", ";
-    append_sf_string(policies, l.name);
-    policies += ";q=";
-    append_int(policies, p.q);
-    policies += ";w=";
-    append_int(policies, p.w);
+    if (v->size() != start) *v += ", ";
+    append_sf_string(*v, l.name);
+    *v += ";q=";
+    append_int(*v, p.q);
+    *v += ";w=";
+    append_int(*v, p.w);
   }
+  out.end_field();
   const LimitState& b = limits[binding(limits)];
   const std::int64_t r = whole(b.remaining), t = header_seconds(b.reset);
-  std::string rate_limit;
-  append_sf_string(rate_limit, b.name);
-  rate_limit += ";r=";
-  append_int(rate_limit, r);
-  rate_limit += ";t=";
-  append_int(rate_limit, t);
-  h.emplace_back(kFieldNames[0], std::move(policies));
-  h.emplace_back(kFieldNames[1], std::move(rate_limit));
-  h.emplace_back(kFieldNames[2], int_string(policy(b.quota, b.window).q));
-  h.emplace_back(kFieldNames[3], int_string(r));
-  h.emplace_back(kFieldNames[4], int_string(t));
-  if (b.refused) h.emplace_back(kFieldNames[5], int_string(b.never ? kMaxSeconds : std::max<std::int64_t>(1, t)));
-  return h;
+  v = &out.value_of(kFieldNames[1]);
+  append_sf_string(*v, b.name);
+  *v += ";r=";
+  append_int(*v, r);
+  *v += ";t=";
+  append_int(*v, t);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[2]), policy(b.quota, b.window).q);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[3]), r);
+  out.end_field();
+  append_int(out.value_of(kFieldNames[4]), t);
+  out.end_field();
+  if (b.refused) {
+    append_int(out.value_of(kFieldNames[5]), b.never ? kMaxSeconds : std::max<std::int64_t>(1, t));
+    out.end_field();
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits) {
+  FieldPairs pairs;
+  if (!limits.empty()) pairs.fields.reserve(std::size(kFieldNames));
+  format_to(limits, pairs);
+  return std::move(pairs.fields);
 }
 
 }  // namespace rk::headers

@@ -6,6 +6,7 @@
 //                                               .refused = true, .remaining = 0, .reset = Nanos{2'100'000'000}}};
 //   for (auto& [name, value] : headers::format(limits)) reply.add(name, value);
 //   // RateLimit-Policy: "per_ip";q=10;w=60     RateLimit: "per_ip";r=0;t=3     Retry-After: 3 (and X-RateLimit-*)
+//   headers::format_to(limits, sink);  // the same fields into a FieldSink: an HTTP answer's buffer, no allocation
 //
 // The format and the reasons for it are in docs/service.md ("Rate-limit header fields"): the IETF draft's
 // RateLimit-Policy (every limit) and RateLimit (the binding one), the legacy X-RateLimit-Limit/-Remaining/-Reset
@@ -62,7 +63,27 @@ std::int64_t header_seconds(Nanos d);
 // limits must not be empty.
 std::size_t binding(std::span<const LimitState> limits);
 
+// Where format_to() writes each field: its value is appended to the string value_of(name) returns, and
+// end_field() follows. A sink that appends into a buffer it keeps (an HTTP answer's own field lines) formats with
+// no allocation per field.
+class FieldSink {
+ public:
+  virtual std::string& value_of(std::string_view name) = 0;  // name is one of kFieldNames
+  virtual void end_field() {}
+
+ protected:
+  ~FieldSink() = default;
+};
+
+// The fields as (name, value) pairs: what format() returns.
+class FieldPairs final : public FieldSink {
+ public:
+  std::string& value_of(std::string_view name) override { return fields.emplace_back(name, std::string()).second; }
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+
 // The header fields, in a fixed order; none for no limits.
+void format_to(std::span<const LimitState> limits, FieldSink& out);
 std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits);
 
 }  // namespace rk::headers

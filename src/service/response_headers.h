@@ -4,17 +4,20 @@
 // (headers/rate_limit_headers.h), which the nginx module uses too through the C API.
 //
 //   for (auto& [name, value] : service::rate_limit_headers(response)) res.headers.emplace_back(name, value);
+//   service::rate_limit_headers(response, sink);  // into a headers::FieldSink: no allocation of its own
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "headers/rate_limit_headers.h"
 #include "service/service.h"
 
 namespace rk::service {
 
 // The fields for the statuses of `response` that carry a limit; none when no status does.
 std::vector<std::pair<std::string, std::string>> rate_limit_headers(const CheckResponse& response);
+void rate_limit_headers(const CheckResponse& response, headers::FieldSink& out);
 
 }  // namespace rk::service

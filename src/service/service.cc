@@ -56,10 +56,30 @@ struct Pending {
   std::string key;
   std::uint64_t hits;
   bool shadow;
-  std::string store_prefix;  // the key's prefix in a remote store
+  std::string_view store_prefix;  // the key's prefix in a remote store: the rule's, or override_prefix()'s
   std::optional<std::uint32_t> override_limit;  // a request override: its limiter counts, this decides
   bool look_only = false;    // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
 };
+
+// The key of pending p in the remote store.
+std::string remote_key(const Pending& p) {
+  std::string key;
+  key.reserve(p.store_prefix.size() + p.key.size());
+  return key.append(p.store_prefix).append(p.key);
+}
+
+// The remote store's key prefix of request overrides of `unit`: made once per unit, so that a Pending refers to it
+// rather than copying it.
+std::string_view override_prefix(rules::Unit unit) {
+  static const auto prefixes = [] {
+    std::array<std::string, static_cast<std::size_t>(rules::Unit::kYear) + 1> p;
+    for (std::size_t u = 0; u < p.size(); ++u) {
+      p[u] = "rk:override:" + store::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
+    }
+    return p;
+  }();
+  return prefixes[static_cast<std::size_t>(unit)];
+}
 
 // The in-process answers for the asked limits (positions in `pending`): a run of charges on one limiter goes to it
 // as one check_many, so that the keys' fetches from memory overlap. Each limiter still sees its charges and peeks
@@ -176,28 +196,29 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
   std::size_t request_bytes = 0;
   for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
     const CheckDescriptor& d = r.descriptors[i];
-    const std::string at = "descriptors[" + std::to_string(i) + "]";
+    // The field's name, made only for an error (every request passes here).
+    const auto at = [i] { return "descriptors[" + std::to_string(i) + "]"; };
     std::size_t bytes = 0;
-    if (d.entries.empty()) return RequestError{at + ".entries", "must not be empty"};
+    if (d.entries.empty()) return RequestError{at() + ".entries", "must not be empty"};
     if (d.entries.size() > l.max_entries) {
-      return RequestError{at + ".entries", "has " + std::to_string(d.entries.size()) + " entries, over the limit of " +
-                                               std::to_string(l.max_entries)};
+      return RequestError{at() + ".entries", "has " + std::to_string(d.entries.size()) +
+                                                 " entries, over the limit of " + std::to_string(l.max_entries)};
     }
     if (d.hits_addend && *d.hits_addend > l.max_hits) {
-      return RequestError{at + ".hits_addend",
+      return RequestError{at() + ".hits_addend",
                           std::to_string(*d.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
     }
     for (std::size_t j = 0; j < d.entries.size(); ++j) {
       const auto& [key, value] = d.entries[j];
-      const std::string e = at + ".entries[" + std::to_string(j) + "]";
-      if (key.empty()) return RequestError{e + ".key", "must not be empty"};
-      if (key.size() > l.max_key_bytes) return RequestError{e + ".key", too_long(key.size(), l.max_key_bytes)};
+      const auto e = [&] { return at() + ".entries[" + std::to_string(j) + "]"; };
+      if (key.empty()) return RequestError{e() + ".key", "must not be empty"};
+      if (key.size() > l.max_key_bytes) return RequestError{e() + ".key", too_long(key.size(), l.max_key_bytes)};
       if (value.size() > l.max_value_bytes)
-        return RequestError{e + ".value", too_long(value.size(), l.max_value_bytes)};
+        return RequestError{e() + ".value", too_long(value.size(), l.max_value_bytes)};
       bytes += key.size() + value.size();
     }
     if (bytes > l.max_descriptor_bytes) {
-      return RequestError{at + ".entries", "has keys and values of " + std::to_string(bytes) +
+      return RequestError{at() + ".entries", "has keys and values of " + std::to_string(bytes) +
                                                " bytes in all, over the limit of " +
                                                std::to_string(l.max_descriptor_bytes) + " per descriptor"};
     }
@@ -391,7 +412,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
   job->done = std::move(done);
   const CheckRequest& req = job->request;
   CheckResponse& resp = job->resp;
-  resp.rules = rules_.current();
+  resp.rules = job->request.rules ? std::move(job->request.rules) : rules_.current();
   resp.statuses.resize(req.descriptors.size());
   job->now = clock_->now().count();
   const rules::RuleSet* set = resp.rules.get();
@@ -422,9 +443,8 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
         rules::append_key_part(key, v);
       }
       auto limiter = d.limit->requests_per_unit ? override_limiter(set, req.domain, d.limit->unit) : nullptr;
-      const std::string unit(rules::unit_name(d.limit->unit));
-      pending.push_back({i, std::move(limiter), std::move(key), hits, false,
-                         "rk:override:" + store::content_hash(unit) + ":", d.limit->requests_per_unit});
+      pending.push_back({i, std::move(limiter), std::move(key), hits, false, override_prefix(d.limit->unit),
+                         d.limit->requests_per_unit});
       continue;
     }
     entries.clear();
@@ -604,7 +624,7 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
   ops.reserve(asked.size());
   for (std::size_t k : asked) {
     const Pending& p = job.pending[k];
-    ops.push_back({&p.limiter->spec(), p.store_prefix + p.key, p.hits, peeks(k)});
+    ops.push_back({&p.limiter->spec(), remote_key(p), p.hits, peeks(k)});
   }
   auto counted = [this, done = std::move(done)](std::vector<store::RemoteResult> results) mutable {
     count_remote(results);
@@ -660,7 +680,7 @@ void Service::ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool 
   for (const std::size_t i : waiting) {
     const Pending& p = job.pending[asked[i]];
     const bool peek = looking || !job.charged_in_final(asked[i]);
-    options_.batcher->decide(p.limiter->spec(), p.store_prefix + p.key, p.hits, peek, Nanos{job.now},
+    options_.batcher->decide(p.limiter->spec(), remote_key(p), p.hits, peek, Nanos{job.now},
                              [batch, i, one_done](Decision d) {
                                batch->results[i].status = store::RemoteResult::Status::kOk;
                                batch->results[i].decision = d;

@@ -47,6 +47,9 @@ struct CheckRequest {
   std::string domain;
   std::vector<CheckDescriptor> descriptors;
   std::uint64_t hits_addend = 0;  // 0: each descriptor counts 1
+  // The rule set to decide by, when the caller has one already (forward-auth built the descriptors from it): one
+  // read of the active set a request, not two. Null: the active set.
+  std::shared_ptr<const rules::RuleSet> rules;
 };
 
 struct DescriptorStatus {

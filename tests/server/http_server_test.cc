@@ -161,6 +161,19 @@ const std::pair<std::string, std::string> kHeaderCases[] = {
     {"X-Bad", "a\nb"},
 };
 
+// For FieldLinesAreSentAsTheyAreAndChecked: /field-lines?N answers kFieldLineCases[N] as Response::field_lines.
+const std::string kFieldLineCases[] = {
+    "",  // made with begin_field() and end_field()
+    "X-Bad 1\r\n",
+    "X-Bad:1\r\n",
+    "X-Bad: 1",
+    "X-Bad: 1\n",
+    std::string("X-Bad: a\0b\r\n", 13),
+    "X-Bad: a\nb\r\n",
+    "content-length: 5\r\n",
+    "X-Ok: 1\r\nConnection: close\r\n",
+};
+
 struct HttpServer : ::testing::Test {
   void start(ServerOptions o = {}) {
     ServerEvents events{
@@ -190,6 +203,18 @@ struct HttpServer : ::testing::Test {
     if (req.path == "/header") {
       const auto& [name, value] = kHeaderCases[std::stoul(std::string(req.query))];
       res.headers.emplace_back(name, value);
+      return;
+    }
+    if (req.path == "/field-lines") {
+      const std::size_t i = std::stoul(std::string(req.query));
+      res.headers.emplace_back("X-Before", "0");
+      res.field_lines = kFieldLineCases[i];
+      if (i == 0) {
+        res.begin_field("X-One").append("1");
+        res.end_field();
+        res.begin_field("X-Two").append("two words");
+        res.end_field();
+      }
       return;
     }
     if (req.path == "/content-type") res.content_type = std::string("text/plain\0", 11);
@@ -590,6 +615,26 @@ TEST_F(HttpServer, HandlerHeadersAreCheckedByteByByte) {
     EXPECT_NE(handler_errors[i].find("has CR, LF or NUL in its value"), std::string::npos) << i;
   }
   EXPECT_EQ(handler_errors[8], "the handler's Content-Type has CR, LF or NUL in it");
+}
+
+TEST_F(HttpServer, FieldLinesAreSentAsTheyAreAndChecked) {
+  start();
+  Client c(port());
+  const Reply ok = c.get("/field-lines?0");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_NE(ok.head.find("\r\nX-Before: 0\r\nX-One: 1\r\nX-Two: two words\r\nContent-Length: 0\r\n"),
+            std::string::npos)
+      << ok.head;
+  for (std::size_t i = 1; i < std::size(kFieldLineCases); ++i) {
+    const Reply bad = c.get("/field-lines?" + std::to_string(i));
+    EXPECT_EQ(bad.status, 500) << i;
+    EXPECT_FALSE(bad.has("x-before")) << i;  // the 500 is the server's own: nothing of the handler's answer
+  }
+  EXPECT_EQ(c.get("/field-lines?0").status, 200);  // the connection goes on, and the lines are the new answer's
+  std::lock_guard lock(mu);
+  ASSERT_EQ(handler_errors.size(), std::size(kFieldLineCases) - 1);
+  EXPECT_NE(handler_errors[6].find("field lines set content-length"), std::string::npos);
+  EXPECT_NE(handler_errors[7].find("field lines set Connection"), std::string::npos);
 }
 
 TEST_F(HttpServer, AHandlerCanAskToClose) {

@@ -209,19 +209,49 @@ std::variant<service::CheckRequest, service::RequestError> build_descriptors(con
   return req;
 }
 
-AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status) {
+namespace {
+
+// Passes the fields on to `inner`, keeping Retry-After's value, so that the body says the same wait.
+class KeepRetryAfter final : public headers::FieldSink {
+ public:
+  explicit KeepRetryAfter(headers::FieldSink& inner) : inner_(inner) {}
+  std::string& value_of(std::string_view name) override {
+    std::string& v = inner_.value_of(name);
+    if (name == headers::kFieldNames[5]) {
+      at_ = &v;
+      from_ = v.size();
+    }
+    return v;
+  }
+  void end_field() override {
+    if (at_) wait.assign(*at_, from_);
+    at_ = nullptr;
+    inner_.end_field();
+  }
+  std::string wait = "1";  // the binding limit's Retry-After, so body and field agree
+
+ private:
+  headers::FieldSink& inner_;
+  std::string* at_ = nullptr;
+  std::size_t from_ = 0;
+};
+
+}  // namespace
+
+AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status, headers::FieldSink& fields) {
   AuthAnswer a;
-  a.headers = rate_limit_headers(r);
-  if (r.overall != service::Code::kOverLimit) return a;
+  if (r.overall != service::Code::kOverLimit) {
+    service::rate_limit_headers(r, fields);
+    return a;
+  }
+  KeepRetryAfter kept(fields);
+  service::rate_limit_headers(r, kept);
+  const std::string& wait = kept.wait;
   a.status = deny_status;
   a.content_type = "application/problem+json";
   nlohmann::json violated = nlohmann::json::array();
   for (const auto& st : r.statuses) {
     if (st.code == service::Code::kOverLimit) violated.push_back(st.name);
-  }
-  std::string wait = "1";  // the binding limit's Retry-After, so body and field agree
-  for (const auto& [name, value] : a.headers) {
-    if (name == "Retry-After") wait = value;
   }
   nlohmann::json body = {{"type", "https://iana.org/assignments/http-problem-types#quota-exceeded"},
                          {"title", "Too Many Requests"},
@@ -231,6 +261,13 @@ AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status) {
                                         : "Rate limit exceeded; retry in " + wait + " s."},
                          {"violated-policies", std::move(violated)}};
   a.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return a;
+}
+
+AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status) {
+  headers::FieldPairs fields;
+  AuthAnswer a = auth_answer(r, deny_status, fields);
+  a.headers = std::move(fields.fields);
   return a;
 }
 

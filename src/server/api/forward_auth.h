@@ -16,9 +16,11 @@
 #include <variant>
 #include <vector>
 
+#include "headers/rate_limit_headers.h"
 #include "rules/config.h"
 #include "server/api/client_address.h"
 #include "server/api/uri_path.h"
+#include "server/http/server.h"
 #include "service/service.h"
 
 namespace rk::api {
@@ -66,5 +68,18 @@ struct AuthAnswer {
 };
 
 AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status);
+// The same, the header fields written to `fields` rather than to the answer's headers.
+AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status, headers::FieldSink& fields);
+
+// The header fields as an HTTP answer's own field lines (http::Response::field_lines): no allocation per field.
+class ResponseFields final : public headers::FieldSink {
+ public:
+  explicit ResponseFields(http::Response& res) : res_(res) {}
+  std::string& value_of(std::string_view name) override { return res_.begin_field(name); }
+  void end_field() override { res_.end_field(); }
+
+ private:
+  http::Response& res_;
+};
 
 }  // namespace rk::api

@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 #include "core/registry.h"
 #include "server/api/admin_auth.h"
@@ -54,35 +56,52 @@ bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
 // Runs a check and answers through `answer(result, response)`: into the handler's Response when the service decides
 // at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
 // the race between the handler returning and the store answering on its own thread.
+//
+// One allocation: the handler and the service's callback share a Pending counted by hand, so that the callback
+// holds one pointer (which std::function keeps without an allocation of its own) and no shared_ptr is copied. The
+// service runs its callback exactly once (service.h), which drops the callback's count.
 template <class Answer>
 void decide(service::Service& service, const http::Request& req, http::Response& res, service::CheckRequest request,
             bool charge, Answer answer) {
   struct Pending {
+    explicit Pending(Answer a) : answer(std::move(a)) {}
+    void release() {
+      if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+    std::atomic<int> refs{2};  // the handler's and the callback's
     std::mutex mu;
     bool deferred = false;  // under mu: the handler has returned; answer through `reply`
     std::optional<service::CheckResult> early;
     http::Reply reply;
+    Answer answer;
   };
-  auto pending = std::make_shared<Pending>();
-  auto done = [pending, answer](service::CheckResult result) mutable {
+  auto* pending = new Pending(std::move(answer));
+  const auto done = [pending](service::CheckResult result) {
     {
-      std::lock_guard lock(pending->mu);
+      std::unique_lock lock(pending->mu);
       if (!pending->deferred) {
         pending->early = std::move(result);
-        return;
+        lock.unlock();
+        return pending->release();
       }
     }
     http::Response out;
-    answer(result, out);
+    pending->answer(result, out);
     pending->reply.send(std::move(out));
+    pending->release();
   };
+  static_assert(std::is_trivially_copyable_v<decltype(done)> && sizeof(done) <= sizeof(void*));
   if (charge) {
-    service.check_async(std::move(request), std::move(done));
+    service.check_async(std::move(request), done);
   } else {
-    service.dry_run_async(std::move(request), std::move(done));
+    service.dry_run_async(std::move(request), done);
   }
+  struct Release {
+    Pending* p;
+    ~Release() { p->release(); }
+  } release{pending};
   std::lock_guard lock(pending->mu);
-  if (pending->early) return answer(*pending->early, res);
+  if (pending->early) return pending->answer(*pending->early, res);
   pending->reply = req.defer();
   pending->deferred = true;
 }
@@ -117,7 +136,8 @@ void check(service::Service& service, const Hooks& hooks, const http::Request& r
            if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
            out.status = response.overall == service::Code::kOverLimit ? 429 : 200;
            out.body = check_response_json(response);
-           out.headers = service::rate_limit_headers(response);
+           ResponseFields fields(out);
+           service::rate_limit_headers(response, fields);
          });
 }
 
@@ -146,7 +166,7 @@ void envoy_json(service::Service& service, const Hooks& hooks, const http::Reque
 
 void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
                   const http::Request& req, http::Response& res, std::string_view domain_name, std::string_view uri) {
-  const auto rules = service.rules();
+  auto rules = service.rules();
   const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
   if (!domain || !domain->forward_auth.enabled) {
     error(res, hooks, "auth", 404, "not_found", "domain",
@@ -170,6 +190,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   const auto start = std::chrono::steady_clock::now();
   std::string name = request.domain;
   const int deny_status = domain->forward_auth.deny_status;
+  request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
          [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
            if (auto* e = std::get_if<service::RequestError>(&result)) {
@@ -178,9 +199,9 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
            }
            const auto& response = std::get<service::CheckResponse>(result);
            if (hooks.decided) hooks.decided("auth", name, response, std::chrono::steady_clock::now() - start);
-           AuthAnswer answer = auth_answer(response, deny_status);
+           ResponseFields fields(out);
+           AuthAnswer answer = auth_answer(response, deny_status, fields);
            out.status = answer.status;
-           out.headers = std::move(answer.headers);
            out.body = std::move(answer.body);
            out.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
          });

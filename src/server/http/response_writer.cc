@@ -45,7 +45,7 @@ bool is_framing(std::string_view name) {
 void append_number(std::string& out, std::size_t n) {
   char digits[24];
   const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-  out.append(digits, end);
+  out.append(digits, static_cast<std::size_t>(end - digits));
 }
 
 void append_field(std::string& out, std::string_view name, std::string_view value) {
@@ -71,6 +71,31 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Response::field_lines: every line a token, ": ", a value and CRLF, and no framing field among them. Values are
+// searched for CR, LF and NUL with memchr (string_view::find), not a byte at a time: they are most of the bytes.
+std::string check_field_lines(std::string_view lines) {
+  if (lines.find('\0') != std::string_view::npos) return "the handler's field lines have NUL in them";
+  const std::size_t n = lines.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const std::size_t from = i;
+    while (i < n && kTchar[static_cast<unsigned char>(lines[i])]) ++i;
+    const std::string_view name = lines.substr(from, i - from);
+    if (name.empty() || n - i < 2 || lines[i] != ':' || lines[i + 1] != ' ') {
+      return "the handler's field line '" + std::string(lines.substr(from, 64)) + "' is not 'name: value'";
+    }
+    if (is_framing(name)) return "the handler's field lines set " + std::string(name);
+    i += 2;
+    const std::size_t lf = lines.find('\n', i);  // past i - 1, the space: lines[lf - 1] is the value's or CR
+    if (lf == std::string_view::npos || lines[lf - 1] != '\r' ||
+        lines.substr(i, lf - 1 - i).find('\r') != std::string_view::npos) {
+      return "the handler's header " + std::string(name) + " has CR, LF or NUL in its value";
+    }
+    i = lf + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string check_response(const Response& res) {
@@ -80,7 +105,7 @@ std::string check_response(const Response& res) {
     if (!is_token(name)) return "the handler's header name '" + name.substr(0, 64) + "' is not a token";
     if (!is_field_value(value)) return "the handler's header " + name + " has CR, LF or NUL in its value";
   }
-  return {};
+  return check_field_lines(res.field_lines);
 }
 
 bool asks_to_close(const Response& res) {
@@ -113,6 +138,7 @@ void append_response(std::string& out, const Response& res, const Framing& frami
   for (const auto& [name, value] : res.headers) {
     if (!is_framing(name)) append_field(out, name, value);
   }
+  out.append(res.field_lines);
   if (!bodiless) {
     out.append("Content-Length: ");
     append_number(out, res.body.size());

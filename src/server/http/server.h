@@ -150,6 +150,15 @@ struct Response {
   std::string content_type = "application/json";  // "" for no Content-Type
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // More header fields, already as field lines ("Name: value\r\n" each), sent after `headers`: for a handler that
+  // formats many in place, with no allocation per field (the server keeps its capacity from one request to the
+  // next, as body's). Checked as `headers` are; Content-Length, Transfer-Encoding and Connection may not be among
+  // them (a 500).
+  std::string field_lines;
+
+  // Begins a field line in field_lines and returns it, for the value to be appended; end_field() ends the line.
+  std::string& begin_field(std::string_view name) { return field_lines.append(name).append(": "); }
+  void end_field() { field_lines.append("\r\n"); }
 };
 
 // Called on a server thread; must not block long (answer through req.defer() instead of waiting). An exception it

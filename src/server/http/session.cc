@@ -239,6 +239,7 @@ void Session::finish_answer() {
                   {.head_only = data_.method() == "HEAD", .keep_alive = keep, .http10 = data_.version() == 10});
   if (data_.body().capacity() > kKeepCapacity) std::string().swap(data_.body());
   if (response_.body.capacity() > kKeepCapacity) std::string().swap(response_.body);
+  if (response_.field_lines.capacity() > kKeepCapacity) std::string().swap(response_.field_lines);
   if (buffer_.capacity() > kKeepCapacity && buffer_.size() < kReadSize) buffer_.shrink_to_fit();
   phase_ = Phase::kIdle;
   first_ = false;
@@ -251,6 +252,7 @@ void Session::run_handler(const Request& req) {
   response_.content_type.assign("application/json");
   response_.headers.clear();
   response_.body.clear();
+  response_.field_lines.clear();
   deferring_ = false;
   std::string problem;
   try {
@@ -272,6 +274,7 @@ void Session::handler_failed(const std::string& problem) {
   response_.status = 500;
   response_.content_type.assign("application/json");
   response_.headers.clear();
+  response_.field_lines.clear();
   response_.body = error_json(500, "handler_error", "the server could not answer this request");
 }
 

@@ -1,6 +1,7 @@
 // server/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
 #include "server/serve/serve_metrics.h"
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -112,9 +113,14 @@ void ServeMetrics::decided(std::string_view protocol, std::string_view domain, c
   thread_local std::unordered_map<std::string, metrics::Counter*> cache;
   thread_local std::string id;
   // A domain no rules file names is labelled "(unknown)": label values must not come from clients unchecked.
-  const bool known = r.rules && r.rules->domain(domain) != nullptr;
+  // Looked up only for a status without a rule (a matched rule names its domain).
+  std::optional<bool> known;
+  const auto is_known = [&] {
+    if (!known) known = r.rules && r.rules->domain(domain) != nullptr;
+    return *known;
+  };
   for (const service::DescriptorStatus& st : r.statuses) {
-    const std::string_view d = st.rule ? std::string_view(st.rule->domain) : known ? domain : "(unknown)";
+    const std::string_view d = st.rule ? std::string_view(st.rule->domain) : is_known() ? domain : "(unknown)";
     const std::string_view rule = st.rule ? std::string_view(st.rule->path) : std::string_view();
     const std::string_view result = result_label(st);
     id.assign(d).append(1, '\n').append(rule).append(1, '\n').append(result);
