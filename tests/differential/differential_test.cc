@@ -206,12 +206,7 @@ class Redis {
     return f.get();
   }
   // How many times Redis ran `command` ("fcall", "evalsha").
-  long calls(const std::string& command) {
-    const std::string out = redis_test::redis_cli(process_.port(), "INFO commandstats");
-    const std::string field = "cmdstat_" + command + ":calls=";
-    const auto at = out.find(field);
-    return at == std::string::npos ? 0 : std::stol(out.substr(at + field.size()));
-  }
+  long calls(const std::string& command) { return redis_test::command_calls(process_.port(), command); }
 
  private:
   std::string no_functions_url() {

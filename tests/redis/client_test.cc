@@ -321,12 +321,7 @@ TEST(RedisClient, ScriptsByTheDigestRedisAnswersSurviveAScriptFlushAndServerErro
 // EVALSHA. The counts are Redis's own (INFO commandstats).
 TEST(RedisClient, FunctionsAreCalledOnceLoadedSurviveAFunctionFlushAndAUserWithoutThemGetsTheScript) {
   RedisProcess redis;
-  auto calls = [&](const std::string& command) {
-    const std::string out = redis_test::redis_cli(redis.port(), "INFO commandstats");
-    const std::string field = "cmdstat_" + command + ":calls=";
-    const auto at = out.find(field);
-    return at == std::string::npos ? 0L : std::stol(out.substr(at + field.size()));
-  };
+  auto calls = [&](const std::string& command) { return redis_test::command_calls(redis.port(), command); };
   const std::string body = "local function add(keys, args) return redis.call('INCRBY', keys[1], args[1]) end\n";
   const FunctionSource fn{"#!lua name=rk_test_add_1\n" + body + "redis.register_function('rk_test_add_1', add)\n",
                           "rk_test_add_1"};

@@ -49,6 +49,15 @@ inline std::string redis_cli(int port, const std::string& args) {
   return out;
 }
 
+// How many times the server on `port` ran `command` ("fcall", "evalsha", "eval") since its last CONFIG RESETSTAT,
+// from INFO commandstats; 0 if never.
+inline long command_calls(int port, const std::string& command) {
+  const std::string out = redis_cli(port, "INFO commandstats");
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const auto at = out.find(field);
+  return at == std::string::npos ? 0 : std::stol(out.substr(at + field.size()));
+}
+
 inline bool answers(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

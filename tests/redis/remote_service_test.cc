@@ -240,17 +240,9 @@ TEST_F(RemoteService, PoliciesDecideWhenRedisIsDeadAndTheBreakerSparesTheTimeout
 
 // Scripts Redis has run: each decision is one, by FCALL, or by EVAL before the function is loaded.
 long script_calls(const std::string& url) {
-  const std::string port = url.substr(url.rfind(':') + 1);
-  FILE* f = ::popen(("/usr/bin/redis-cli -p " + port + " INFO commandstats").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  if (f) ::pclose(f);
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
   long calls = 0;
-  for (const std::string command : {"fcall", "evalsha", "eval"}) {
-    const std::string field = "cmdstat_" + command + ":calls=";
-    if (const auto at = out.find(field); at != std::string::npos) calls += std::stol(out.substr(at + field.size()));
-  }
+  for (const std::string command : {"fcall", "evalsha", "eval"}) calls += redis_test::command_calls(port, command);
   return calls;
 }
 
