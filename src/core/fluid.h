@@ -85,7 +85,8 @@ inline double room(const FluidParams& p, const Backlog& b) {
 
 // Inline in the header: a hot key's decision is a few dozen instructions of this and of the store around it, and a
 // call from one to the other was a measurable part of it (bench/RESULTS.md, "Hot key").
-[[gnu::always_inline]] inline Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t cost) {
+[[gnu::always_inline]] inline Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now,
+                                                    std::uint64_t cost) {
   using fluid_detail::Backlog;
   const double c = static_cast<double>(cost);
   Backlog b = fluid_detail::backlog(s, now);
