@@ -8,11 +8,11 @@
 //   rk::redis::Script fn(client, source, {.library = "#!lua name=f_1\n...", .name = "f_1"});
 //   fn.eval(...);  // FCALL f_1 once Redis said it loaded the library; else as above
 //
-// A function runs without making the script's functions and closures again at each call, which costs an EVAL
-// script about a microsecond of Redis's time (docs/redis.md, "Where Redis's time goes"). Where FUNCTION LOAD is
-// refused (Redis before 7.0, an ACL), the script runs by EVALSHA, answering the same. A function Redis has lost
-// (FUNCTION FLUSH; a replica promoted before the library reached it) costs the call an EVAL, and its library is
-// loaded again on that connection.
+// A function runs without making the script's functions and closures again at each call, which cost an EVAL
+// script about a fifth of Redis's CPU time a decision (bench/RESULTS.md, "the scripts as Redis functions"). Where
+// FUNCTION LOAD is refused (Redis before 7.0, an ACL), the script runs by EVALSHA, answering the same. A function
+// Redis has lost (FUNCTION FLUSH; a replica promoted before the library reached it) costs the call an EVAL, and its
+// library is loaded again on that connection.
 //
 // Thread safety: eval() from any thread; what Redis answers is learnt on the client's thread. The script must not
 // outlive its client.

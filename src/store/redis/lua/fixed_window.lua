@@ -11,8 +11,8 @@ local function decide(keys, args)
   window_args()
   local st_us, st_r, count
   -- The digits are told from a binary state by the last byte alone: the top byte of a whole count >= 0 as a double.
-  local digits = raw and #raw == 18 and string.byte(raw) == TAG and string.byte(raw, 18) <= 57 and
-                 string.byte(raw, 18) >= 48
+  local last = raw and #raw == 18 and string.byte(raw) == TAG and string.byte(raw, 18)
+  local digits = last and last >= 48 and last <= 57
   if digits then
     st_us, count = tonumber(string.sub(raw, 9)), tonumber(string.sub(raw, 2, 8))
     digits = st_us and count
