@@ -131,10 +131,8 @@ def parse_markdown(src, rel):
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: servers on free loopback ports, stopped by pid.
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+from harness import free_port  # noqa: E402  (one way to pick a port, shared with the integration tests)
 
 
 def http(method, url, body=None, timeout=10):

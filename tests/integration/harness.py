@@ -6,6 +6,7 @@ to the servers it starts, so nothing here is global but the helpers themselves.
 """
 import http.client
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,15 +15,30 @@ import tempfile
 import time
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands out as an outgoing connection's source port (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(below=None):
-    """A port free on 127.0.0.1 now (a server that binds it later may still lose it to another process). With
-    `below`, one under that bound: a Redis Cluster node's bus port is its port + 10000."""
+    """A port free on 127.0.0.1 now, drawn at random from under the kernel's ephemeral range: a port the kernel
+    handed out (bind to 0) can be handed out again, as another process's outgoing connection's source port, before
+    the server that is to listen on it binds it ("Address already in use"); a port under that range never is. With
+    `below`, one under that bound too: a Redis Cluster node's bus port is its port + 10000."""
+    top = min(_ephemeral_low(), below or 65536) - 1
+    rng = random.SystemRandom()
     while True:
+        port = rng.randint(10000, top)
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if below is None or port < below:
-            return port
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 def wait_until(condition, what, seconds=15.0, retry_on=(OSError,), interval=0.02):
