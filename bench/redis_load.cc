@@ -6,6 +6,7 @@
 // its first line names the function), for redis-benchmark. `--window-s S` sets the window (default 1 s), `--limit L`
 // the limit per window (default: one that never refuses), `--populate N` makes one decision on each of N distinct
 // keys and exits (bench/compare: Redis's used_memory per key).
+// `--spin-us N` polls for answers N µs before the client's thread sleeps (--redis-spin; docs/redis.md, "The client").
 // `--packed-hashes N` packs the states into N hashes (--redis-packed-hashes; docs/redis.md, "Packed states").
 //
 // `--tls-ca FILE` checks a rediss:// URL's server against that CA (bench/redis_tls_bench.py).
@@ -77,7 +78,7 @@ struct Load {
 
 int main(int argc, char** argv) {
   std::string url = "redis://127.0.0.1:6379", algorithm = "earrrl", print_args, tls_ca;
-  int inflight = 256, keys = 10000, connections = 2, populate = 0;
+  int inflight = 256, keys = 10000, connections = 2, populate = 0, spin_us = 0;
   std::uint32_t packed_hashes = 0;
   double seconds = 5, window_s = 1, limit = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
     else if (a == "--keys") keys = std::stoi(v);
     else if (a == "--seconds") seconds = std::stod(v);
     else if (a == "--connections") connections = std::stoi(v);
+    else if (a == "--spin-us") spin_us = std::stoi(v);
     else if (a == "--tls-ca") tls_ca = v;
     else if (a == "--window-s") window_s = std::stod(v);
     else if (a == "--limit") limit = std::stod(v);
@@ -127,7 +129,7 @@ int main(int argc, char** argv) {
   Load load;
   load.store = rk::redis::make_redis_remote(
       {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections,
-       .packed_hashes = packed_hashes});
+       .spin = std::chrono::microseconds(spin_us), .packed_hashes = packed_hashes});
   load.spec = spec_for(*alg, window_s, limit);
   load.keys = keys;
   if (populate > 0) {

@@ -62,6 +62,9 @@ inline constexpr Name kRemoteFailures{"ratekeeper_redis_failures_total",
 // counter, no labels: TLS handshakes with Redis that failed (wrong CA, wrong name, expired certificate, no TLS).
 inline constexpr Name kRemoteTlsFailures{"ratekeeper_redis_tls_handshake_failures_total",
                                          "TLS handshakes with Redis that failed (the log says why)."};
+// counter {result}: answered or idle: the Redis client's spins (--redis-spin) that met an answer, or found none.
+inline constexpr Name kRemoteSpins{"ratekeeper_redis_spins_total",
+                                   "Polls for Redis's answers before sleeping (--redis-spin), by result."};
 // counter {policy}: fail_open, fail_closed or local.
 inline constexpr Name kRemoteFallbacks{"ratekeeper_redis_fallbacks_total",
                                        "Descriptors decided by the domain's failure policy instead of Redis."};
@@ -110,7 +113,8 @@ inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
                                     kHttpConnections, kGrpcRequests,    kRemoteCalls,     kRemoteFailures,
-                                    kRemoteTlsFailures, kRemoteFallbacks, kBreakerState,  kBreakerOpened,   kBuildInfo,
+                                    kRemoteTlsFailures, kRemoteSpins, kRemoteFallbacks, kBreakerState, kBreakerOpened,
+                                    kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
                                     kEnvoyShadowMode};
 

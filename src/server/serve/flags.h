@@ -51,6 +51,7 @@ struct ServeFlags {
   bool redis_near_cache = false;
   Nanos redis_timeout = std::chrono::milliseconds(100);
   int redis_connections = 2;
+  Nanos redis_spin{0};  // 0: the Redis client's thread sleeps at once while it waits (docs/redis.md, "The client")
   std::uint32_t redis_packed_hashes = 0;  // 0: a Redis key per limited key (docs/redis.md, "Packed states")
   Nanos redis_batch_interval = std::chrono::milliseconds(20);  // sharing: batched (docs/redis.md)
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;

@@ -108,6 +108,7 @@ redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
           .caller_clock = flags.redis_local_clock,
           .timeout = flags.redis_timeout,
           .connections = flags.redis_connections,
+          .spin = std::chrono::duration_cast<std::chrono::microseconds>(flags.redis_spin),
           .near_cache = flags.redis_near_cache,
           .packed_hashes = flags.redis_packed_hashes};
 }

@@ -74,6 +74,10 @@ void ServeMetrics::watch_remote(const service::Service& service) {
   if (const store::RemoteStore* store = service.options().remote.get()) {
     registry_.counter_fn(n::kRemoteTlsFailures.name, n::kRemoteTlsFailures.help, {},
                          [store] { return store->tls_failures(); });
+    registry_.counter_fn(n::kRemoteSpins.name, n::kRemoteSpins.help, {{"result", "answered"}},
+                         [store] { return store->spins().answered; });
+    registry_.counter_fn(n::kRemoteSpins.name, n::kRemoteSpins.help, {{"result", "idle"}},
+                         [store] { return store->spins().idle; });
   }
   for (auto p : {rules::FailurePolicy::kFailOpen, rules::FailurePolicy::kFailClosed, rules::FailurePolicy::kLocal}) {
     registry_.counter_fn(n::kRemoteFallbacks.name, n::kRemoteFallbacks.help,

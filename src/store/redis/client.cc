@@ -116,6 +116,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   };
   std::vector<Always> always;
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0}, tls_failures{0};
+  std::atomic<std::uint64_t> spins{0}, spins_idle{0};
+  unsigned spin_misses = 0;     // spins in a row that timed out (at most 8); the client's thread only
+  std::uint32_t spin_skip = 0;  // waits left to sleep through without a spin; the client's thread only
 
   Node& node_for(const Endpoint& e) {
     auto& n = nodes[endpoint_text(e)];
@@ -139,8 +142,55 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 
   void start() {
     tick();
-    thread = std::thread([self = shared_from_this()] { self->ioc.run(); });
+    thread = std::thread([self = shared_from_this()] { self->run(); });
     if (options.mode == ClientOptions::Mode::kCluster) post([this] { refresh_slots(); });
+  }
+
+  // The client's thread: Asio's loop, with a spin (ClientOptions::spin) before each sleep while commands await
+  // their replies.
+  void run() {
+    if (options.spin.count() <= 0) {
+      ioc.run();
+      return;
+    }
+    while (!ioc.stopped()) {
+      if (awaiting()) {
+        if (spin_skip > 0) {
+          --spin_skip;
+        } else if (spin()) {
+          continue;
+        }
+      }
+      ioc.run_one();
+    }
+  }
+
+  // Polls the connections (and what other threads posted) for up to options.spin, while commands await replies.
+  // True if it ran something; false if it timed out (and backs the next spins off) or nothing awaits any more.
+  bool spin() {
+    spins.fetch_add(1, std::memory_order_relaxed);
+    const auto until = Clock::now() + options.spin;
+    do {
+      if (ioc.poll() > 0) {
+        spin_misses = 0;
+        return true;
+      }
+    } while (!ioc.stopped() && awaiting() && Clock::now() < until);
+    if (ioc.stopped() || !awaiting()) return false;
+    spins_idle.fetch_add(1, std::memory_order_relaxed);
+    spin_skip = 1u << spin_misses;
+    spin_misses = std::min(spin_misses + 1, 8u);
+    return false;
+  }
+
+  // Whether a command of a connection made is waiting for its reply.
+  bool awaiting() const {
+    for (const auto& [_, n] : nodes) {
+      for (const auto& c : n->conns) {
+        if (c->state == Conn::State::kReady && !c->sent.empty()) return true;
+      }
+    }
+    return false;
   }
 
   template <class F>
@@ -567,8 +617,8 @@ void Client::on_every_connection(std::vector<std::string> args, std::function<vo
 std::string Client::describe() const { return redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
-  return {impl_->writes.load(),    impl_->commands.load(),  impl_->timeouts.load(),
-          impl_->reconnects.load(), impl_->redirects.load(), impl_->tls_failures.load()};
+  return {impl_->writes.load(),       impl_->commands.load(),  impl_->timeouts.load(), impl_->reconnects.load(),
+          impl_->redirects.load(),    impl_->tls_failures.load(), impl_->spins.load(), impl_->spins_idle.load()};
 }
 
 }  // namespace rk::redis

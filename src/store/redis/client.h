@@ -73,6 +73,7 @@ class Client {
   struct Stats {
     std::uint64_t writes = 0, commands = 0, timeouts = 0, reconnects = 0, redirects = 0;
     std::uint64_t tls_failures = 0;  // TLS handshakes that failed (a certificate refused, a server not speaking TLS)
+    std::uint64_t spins = 0, spins_idle = 0;  // ClientOptions::spin: spins begun, and those that found nothing
   };
   Stats stats() const;
 

@@ -170,6 +170,10 @@ class RedisRemote final : public store::RemoteStore {
     return !options_.url.starts_with("redis+cluster://") && !options_.url.starts_with("rediss+cluster://");
   }
   std::uint64_t tls_failures() const override { return client_.stats().tls_failures; }
+  Spins spins() const override {
+    const auto s = client_.stats();
+    return {.answered = s.spins - s.spins_idle, .idle = s.spins_idle};
+  }
   void close() override {
     {
       std::lock_guard lock(near_mu_);
@@ -257,20 +261,6 @@ class RedisRemote final : public store::RemoteStore {
     }
   }
 
-  static redis::ClientOptions client_options(const RedisRemoteOptions& o) {
-    if (o.connections < 1 || o.connections > 64) {
-      throw std::invalid_argument("connections per Redis node is " + std::to_string(o.connections) +
-                                  "; it must be from 1 to 64");
-    }
-    redis::ClientOptions c = redis::ClientOptions::parse_url(o.url);
-    c.command_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
-    c.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.connect_timeout);
-    c.connections_per_node = o.connections;
-    c.tls_files = o.tls;
-    c.password_file = o.password_file;
-    return c;
-  }
-
   RedisRemoteOptions options_;
   redis::Client client_;
   std::array<std::unique_ptr<redis::Script>, std::size(kAllAlgorithms)> scripts_;
@@ -319,6 +309,21 @@ std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t pa
   std::string own = hash;
   own.append(field);
   return {std::move(hash), std::move(own)};
+}
+
+ClientOptions client_options(const RedisRemoteOptions& o) {
+  if (o.connections < 1 || o.connections > 64) {
+    throw std::invalid_argument("connections per Redis node is " + std::to_string(o.connections) +
+                                "; it must be from 1 to 64");
+  }
+  ClientOptions c = ClientOptions::parse_url(o.url);
+  c.command_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
+  c.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.connect_timeout);
+  c.connections_per_node = o.connections;
+  c.spin = o.spin;
+  c.tls_files = o.tls;
+  c.password_file = o.password_file;
+  return c;
 }
 
 std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {

@@ -26,6 +26,7 @@ struct RedisRemoteOptions {
   Nanos timeout = std::chrono::milliseconds(100);        // per command, after which the decision falls back
   Nanos connect_timeout = std::chrono::milliseconds(500);
   int connections = 2;                                   // per Redis node
+  std::chrono::microseconds spin{0};                     // --redis-spin: ClientOptions::spin (url.h)
   // Near cache: once Redis refuses a key until a known time, attempts (of at least the same cost) before then are
   // refused here without a round trip; where refused attempts count (earrrl; fixed_window with count_refused),
   // their hits go to Redis in one batch per key every `near_cache_flush`. Off by default: docs/redis.md says what
@@ -42,6 +43,11 @@ inline constexpr std::uint32_t kMaxPackedHashes = 1u << 24;
 // Throws std::invalid_argument naming what is wrong with the URL or options (a TLS or password file: its flag, and
 // the file).
 std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
+
+// The client options these options make (the URL's, with the timeouts, connections, spin, TLS files and password
+// file), for every client of Redis that --redis starts: the decisions' and the batched domains' alike. Throws
+// std::invalid_argument for a bad URL or a number of connections outside 1-64.
+ClientOptions client_options(const RedisRemoteOptions& options);
 
 // The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{}<rule hash>:<values>". Redis Cluster hashes only
 // a key's first {...}, unless it is empty: ours is, and comes first, so a value a client sends ("{x}...") cannot

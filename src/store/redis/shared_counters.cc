@@ -104,14 +104,6 @@ class RedisSharedCounters final : public store::SharedCounters {
   void close() override { client_.close(); }
 
  private:
-  static ClientOptions client_options(const RedisRemoteOptions& o) {
-    ClientOptions c = ClientOptions::parse_url(o.url);
-    c.command_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
-    c.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.connect_timeout);
-    c.connections_per_node = o.connections;
-    return c;
-  }
-
   const std::string id_;
   Client client_;
   Script script_;
