@@ -11,7 +11,9 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -207,6 +209,55 @@ TEST(RedisClient, ManyThreadsPipelinedAllAnsweredInOrder) {
   EXPECT_EQ(right.load(), 2000);
   const auto s = c.stats();
   EXPECT_LT(s.writes, s.commands / 2) << "commands given together must go out in shared writes";
+}
+
+// --redis-spin: the client's thread polls for replies before it sleeps. Replies are met by spins; against a Redis
+// that answers nothing, spins that find nothing are backed off (2^n waits slept through after n in a row), so a
+// flood of commands to a silent server does not keep a core spinning.
+TEST(RedisClient, SpinsMeetRepliesAndBackOffFromASilentServer) {
+  RedisProcess redis;
+  auto o = options(redis, 300ms);
+  o.spin = 1ms;
+  Client c(o);
+  for (int i = 0; i < 200; ++i) {
+    Result r = run(c, {"ECHO", std::to_string(i)});
+    ASSERT_TRUE(std::holds_alternative<Reply>(r));
+    ASSERT_EQ(std::get<Reply>(r).str, std::to_string(i));
+  }
+  const auto answered = c.stats();
+  EXPECT_GT(answered.spins_answered, 0u) << "a loopback reply within 1 ms of its command is met by a spin";
+
+  redis.signal(SIGSTOP);
+  constexpr int kCommands = 200;
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0, errors = 0;
+  for (int i = 0; i < kCommands; ++i) {  // each a wake of the client's thread, while commands await replies
+    c.exec({"PING"}, "", [&](Result r) {
+      std::lock_guard lock(mu);
+      ++done;
+      errors += std::holds_alternative<Error>(r);
+      cv.notify_all();
+    });
+    std::this_thread::sleep_for(1ms);
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10 * within(300ms), [&] { return done == kCommands; }));
+    EXPECT_EQ(errors, kCommands);  // timed out, or refused while the paused server's connection backs off
+  }
+  redis.signal(SIGCONT);
+  const auto silent = c.stats();
+  // Without the backoff, each of the ~200 wakes would start a spin of 1 ms that finds nothing; with it, after n idle
+  // spins in a row the next 2^n wakes sleep at once: about log2(wakes) + 1 idle spins, and the 256 cap is far off.
+  EXPECT_GT(silent.spins_idle - answered.spins_idle, 0u);
+  EXPECT_LE(silent.spins_idle - answered.spins_idle, 16u);
+  bool back = false;  // and spinning goes on meeting replies once Redis answers again
+  for (int i = 0; i < 300 && !back; ++i) {
+    back = std::holds_alternative<Reply>(run(c, {"PING"}));
+    if (!back) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(back);
 }
 
 TEST(RedisClient, APausedServerTimesOutAndARestartedOneIsReconnected) {

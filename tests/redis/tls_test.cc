@@ -14,6 +14,8 @@
 
 #include "redis_process.h"
 #include "store/redis/client.h"
+#include "store/redis/remote.h"
+#include "store/redis/shared_counters.h"
 #include "store/redis/transport.h"
 
 namespace rk::redis {
@@ -234,6 +236,34 @@ TEST(RedisPasswordFile, WinsOverTheUrlsAndIsReadAgainWhenItChanges) {
   const Result who = run(as_user, {"ACL", "WHOAMI"});
   ASSERT_TRUE(std::holds_alternative<Reply>(who)) << error_of(who);
   EXPECT_EQ(std::get<Reply>(who).str, "rk");
+}
+
+// `sharing: batched` domains have their own client (shared_counters.h): it must go through the same TLS files and
+// password file as the decisions' client, which it once did not (a batched domain behind rediss:// with a private CA
+// or --redis-password-file could not reach Redis).
+TEST(RedisTls, BatchedDomainsCountersGoThroughTheSameTlsAndPasswordFile) {
+  TlsRedis r("optional", {"--requirepass", "batched-secret"});
+  const std::string path = TestCerts::get().file("batched-password");
+  write_file(path, "batched-secret\n");
+  RedisRemoteOptions o{.url = "rediss://localhost:" + std::to_string(r.tls_port),
+                       .tls = {.ca_file = TestCerts::get().file("ca.crt")},
+                       .password_file = path,
+                       .timeout = kPatient,
+                       .connect_timeout = kPatient};
+  const ClientOptions c = client_options(o);
+  EXPECT_EQ(c.tls_files.ca_file, o.tls.ca_file);
+  EXPECT_EQ(c.password_file, path);
+  auto counters = make_redis_shared_counters(o);
+  std::promise<std::vector<store::CounterReply>> p;
+  counters->sync({{.key = "rk:tls:k", .add = 7, .ttl = std::chrono::seconds(60)}},
+                 [&p](std::vector<store::CounterReply> replies) { p.set_value(std::move(replies)); });
+  const auto replies = p.get_future().get();
+  counters->close();
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_TRUE(replies[0].ok) << replies[0].error;
+  ASSERT_EQ(replies[0].counts.size(), 1u);
+  EXPECT_EQ(replies[0].counts[0].first, counters->server_id());
+  EXPECT_EQ(replies[0].counts[0].second, 7u);
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   };
   std::vector<Always> always;
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0}, tls_failures{0};
-  std::atomic<std::uint64_t> spins{0}, spins_idle{0};
+  std::atomic<std::uint64_t> spins_answered{0}, spins_idle{0};
+  std::uint64_t replies_read = 0;  // the client's thread only
   unsigned spin_misses = 0;     // spins in a row that timed out (at most 8); the client's thread only
   std::uint32_t spin_skip = 0;  // waits left to sleep through without a spin; the client's thread only
 
@@ -165,22 +166,26 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     }
   }
 
-  // Polls the connections (and what other threads posted) for up to options.spin, while commands await replies.
-  // True if it ran something; false if it timed out (and backs the next spins off) or nothing awaits any more.
+  // Polls the connections (and runs what other threads posted) for up to options.spin, while commands await
+  // replies. True if it ran anything. A spin that timed out without a reply backs the next ones off; one that met a
+  // reply ends them.
   bool spin() {
-    spins.fetch_add(1, std::memory_order_relaxed);
     const auto until = Clock::now() + options.spin;
+    const std::uint64_t before = replies_read;
+    bool ran = false;
     do {
-      if (ioc.poll() > 0) {
+      ran = ioc.poll() > 0 || ran;
+      if (replies_read != before) {
+        spins_answered.fetch_add(1, std::memory_order_relaxed);
         spin_misses = 0;
         return true;
       }
     } while (!ioc.stopped() && awaiting() && Clock::now() < until);
-    if (ioc.stopped() || !awaiting()) return false;
+    if (ioc.stopped() || !awaiting()) return ran;  // nothing awaits now (failed, closed): neither kind of spin
     spins_idle.fetch_add(1, std::memory_order_relaxed);
     spin_skip = 1u << spin_misses;
     spin_misses = std::min(spin_misses + 1, 8u);
-    return false;
+    return ran;
   }
 
   // Whether a command of a connection made is waiting for its reply.
@@ -422,6 +427,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       fail_conn(c, Error::Kind::kProtocol, "a reply from Redis that no command asked for", true);
       return false;
     }
+    ++replies_read;
     Pending p = std::move(c.sent.front());
     c.sent.pop_front();
     if (p.internal) {
@@ -618,7 +624,7 @@ std::string Client::describe() const { return redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
   return {impl_->writes.load(),       impl_->commands.load(),  impl_->timeouts.load(), impl_->reconnects.load(),
-          impl_->redirects.load(),    impl_->tls_failures.load(), impl_->spins.load(), impl_->spins_idle.load()};
+          impl_->redirects.load(),    impl_->tls_failures.load(), impl_->spins_answered.load(), impl_->spins_idle.load()};
 }
 
 }  // namespace rk::redis

@@ -73,7 +73,8 @@ class Client {
   struct Stats {
     std::uint64_t writes = 0, commands = 0, timeouts = 0, reconnects = 0, redirects = 0;
     std::uint64_t tls_failures = 0;  // TLS handshakes that failed (a certificate refused, a server not speaking TLS)
-    std::uint64_t spins = 0, spins_idle = 0;  // ClientOptions::spin: spins begun, and those that found nothing
+    // ClientOptions::spin: spins that met a reply, and those that timed out without one.
+    std::uint64_t spins_answered = 0, spins_idle = 0;
   };
   Stats stats() const;
 

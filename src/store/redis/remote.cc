@@ -172,7 +172,7 @@ class RedisRemote final : public store::RemoteStore {
   std::uint64_t tls_failures() const override { return client_.stats().tls_failures; }
   Spins spins() const override {
     const auto s = client_.stats();
-    return {.answered = s.spins - s.spins_idle, .idle = s.spins_idle};
+    return {.answered = s.spins_answered, .idle = s.spins_idle};
   }
   void close() override {
     {
