@@ -240,7 +240,7 @@ def same_hour(a, b):
 
 
 class SharedLimitTest(unittest.TestCase):
-    def exact_global_limit(self, url, extra=()):
+    def exact_global_limit(self, url, extra=(), then=None):
         servers = [Server(WINDOW_RULES, url, extra), Server(WINDOW_RULES, url, extra)]
         try:
             for attempt in range(2):  # a run that straddles the hour sees two windows: run it again
@@ -250,6 +250,8 @@ class SharedLimitTest(unittest.TestCase):
                 if same_hour(start, time.time()):
                     break
             self.assertEqual(counts, {"allowed": 1000, "refused": 3000, "other": 0})
+            if then:
+                then(servers)
         finally:
             for s in servers:
                 s.stop()
@@ -258,6 +260,17 @@ class SharedLimitTest(unittest.TestCase):
         redis = Redis()
         try:
             self.exact_global_limit("redis://127.0.0.1:%d" % redis.port)
+        finally:
+            redis.close()
+
+    def test_servers_spinning_for_redis_answers_admit_exactly_the_limit_and_count_their_spins(self):
+        """--redis-spin (docs/redis.md, "The client"): the same decisions, and spins that met answers, counted."""
+        redis = Redis()
+        try:
+            def spun(servers):
+                for s in servers:
+                    self.assertGreater(s.metric('ratekeeper_redis_spins_total{result="answered"}'), 0)
+            self.exact_global_limit("redis://127.0.0.1:%d" % redis.port, ["--redis-spin", "1ms"], then=spun)
         finally:
             redis.close()
 
@@ -999,6 +1012,8 @@ class BadRedisFlagsTest(unittest.TestCase):
                  "--redis-password-file: '%s' cannot be read" % missing),
                 (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "500us"], "--redis-batch-interval: '500us'"),
                 (["--redis", "redis://127.0.0.1:1", "--redis-batch-interval", "11s"], "--redis-batch-interval: '11s'"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-spin", "2ms"], "--redis-spin: '2ms' is not a duration from 0 to 1ms"),
+                (["--redis", "redis://127.0.0.1:1", "--redis-spin", "-1us"], "--redis-spin: '-1us'"),
             ]:
                 out = subprocess.run([BINARY, "serve", "--config", path, "--http", "127.0.0.1:0", "--admin",
                                       "127.0.0.1:0", *args], capture_output=True, text=True, timeout=10)
