@@ -246,6 +246,33 @@ TEST_F(HttpsServer, AReloadOfFilesThatDoNotMatchKeepsTheOnesInUse) {
   EXPECT_EQ(client.get("/still").first, 200);
 }
 
+// Two listeners on the same files (the public and admin ones of `serve`): read once, installed in both, they serve
+// the same certificate after a rotation; a read that fails changes neither.
+TEST_F(HttpsServer, TwoListenersTakeOneReadOfRotatedFilesOrNeitherChanges) {
+  start(tls_options());
+  Server admin(tls_options(), [](const Request&, Response& res) { res.body = "admin"; });
+  admin.start();
+  certs.rotate_server(2);
+  auto fresh = server->prepare_tls();
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(TlsClient(port(), certs("ca.crt")).serial(), "01");  // prepared, not yet in use
+  server->install_tls(fresh);
+  admin.install_tls(fresh);
+  EXPECT_EQ(TlsClient(port(), certs("ca.crt")).serial(), "02");
+  EXPECT_EQ(TlsClient(admin.port(), certs("ca.crt")).serial(), "02");
+
+  std::filesystem::copy_file(certs("client.key"), certs("server.key"),
+                             std::filesystem::copy_options::overwrite_existing);  // a key of another certificate
+  EXPECT_THROW(server->prepare_tls(), TlsFileError);
+  EXPECT_EQ(TlsClient(port(), certs("ca.crt")).serial(), "02");
+  EXPECT_EQ(TlsClient(admin.port(), certs("ca.crt")).serial(), "02");
+  admin.stop();
+
+  Server plain(ServerOptions{}, [](const Request&, Response&) {});  // without TLS: nothing to read or install
+  EXPECT_EQ(plain.prepare_tls(), nullptr);
+  plain.install_tls(fresh);
+}
+
 TEST(HttpsFiles, EachBadFileIsNamedWithWhatIsWrong) {
   Certs certs;
   auto problem = [](const TlsFiles& files) -> std::pair<TlsFileError::Which, std::string> {

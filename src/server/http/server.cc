@@ -99,6 +99,10 @@ std::uint16_t Server::port() const { return impl_->listener.port(); }
 
 void Server::reload_tls() { impl_->tls.reload(); }
 
+std::shared_ptr<const PreparedTls> Server::prepare_tls() const { return impl_->tls.prepare(); }
+
+void Server::install_tls(std::shared_ptr<const PreparedTls> prepared) { impl_->tls.install(std::move(prepared)); }
+
 void Server::stop() {
   Impl& s = *impl_;
   if (s.on_own_thread()) {  // from a handler: begin the drain; joining is for another thread

@@ -83,6 +83,7 @@
 namespace rk::http {
 
 struct Response;
+struct PreparedTls;  // tls_context.h: a listener's TLS files, read and checked, not yet in use
 namespace detail {
 class ReplyChannel;  // reply_channel.h
 }  // namespace detail
@@ -238,6 +239,12 @@ class Server {
   // does not match the certificate, as when one file is rewritten before the other); does nothing without TLS.
   // From any thread.
   void reload_tls();
+  // reload_tls() in two steps, for listeners that share their files and must change together: prepare_tls() reads
+  // and checks the files (throws TlsFileError, changing nothing; null without TLS), install_tls() gives what it read
+  // to this server's new connections (nothing without TLS). Read once, installed in both, two listeners never serve
+  // different certificates, and a read that fails changes neither. From any thread.
+  std::shared_ptr<const PreparedTls> prepare_tls() const;
+  void install_tls(std::shared_ptr<const PreparedTls> prepared);
   std::uint16_t port() const;  // the port listened on, valid from construction on
   // Stops accepting, closes idle connections, lets requests in flight finish and answers them with
   // `Connection: close` (up to drain_timeout), then joins the threads.

@@ -100,9 +100,16 @@ std::shared_ptr<ssl::context> TlsContexts::current() const {
   return current_;
 }
 
-void TlsContexts::reload() {
-  if (!files_) return;
-  auto fresh = make_tls_context(*files_);  // throws before anything changes
+void TlsContexts::reload() { install(prepare()); }
+
+std::shared_ptr<const PreparedTls> TlsContexts::prepare() const {
+  if (!files_) return nullptr;
+  return std::make_shared<const PreparedTls>(PreparedTls{make_tls_context(*files_)});  // throws: nothing changed
+}
+
+void TlsContexts::install(std::shared_ptr<const PreparedTls> prepared) {
+  if (!files_ || !prepared) return;
+  auto fresh = prepared->context;
   std::lock_guard lock(mu_);
   current_.swap(fresh);  // the old one is released after the lock, or with its last connection
 }

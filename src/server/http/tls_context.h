@@ -4,6 +4,7 @@
 //   TlsContexts tls(options.tls);              // reads and checks the files; throws TlsFileError
 //   auto ctx = tls.current();                  // per new connection; null without TLS (plaintext)
 //   tls.reload();                              // Server::reload_tls(): new connections get the new files
+//   tls.install(tls.prepare());                // the same in two steps (one read for two listeners)
 //
 // A connection holds the shared_ptr of the context it began with, so a reload never touches a connection in
 // flight; the old context goes with its last connection.
@@ -19,6 +20,14 @@
 
 #include "server/http/server.h"
 
+namespace rk::http {
+
+struct PreparedTls {
+  std::shared_ptr<boost::asio::ssl::context> context;
+};
+
+}  // namespace rk::http
+
 namespace rk::http::detail {
 
 // A server-side context from the files: TLS 1.2 or later, no renegotiation; with client_ca, a client certificate
@@ -29,7 +38,10 @@ class TlsContexts {
  public:
   explicit TlsContexts(std::optional<TlsFiles> files);
   std::shared_ptr<boost::asio::ssl::context> current() const;
-  void reload();
+  void reload();  // install(prepare())
+  // The files, read and checked (throws TlsFileError); null without TLS.
+  std::shared_ptr<const PreparedTls> prepare() const;
+  void install(std::shared_ptr<const PreparedTls> prepared);  // for new connections from now on; nothing if null
 
  private:
   const std::optional<TlsFiles> files_;

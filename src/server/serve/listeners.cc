@@ -224,15 +224,17 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                 {"config", flags.config}});
 }
 
-// Both HTTP listeners take the rotated files (gRPC watches them itself). A read that fails (a key rewritten before
-// its certificate, say) keeps the files in use and is tried again when a file changes next.
+// Both HTTP listeners take the rotated files (gRPC watches them itself), read once for both: the admin listener has
+// the public one's files, so they never serve different certificates. A read that fails (a key rewritten before its
+// certificate, say) keeps the files in use on both and is tried again when a file changes next.
 void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
   std::string now = stamps(files);
   if (now == tls_seen_) return;
   tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
   try {
-    public_server_->reload_tls();
-    admin_server_->reload_tls();
+    auto fresh = public_server_->prepare_tls();
+    public_server_->install_tls(fresh);
+    admin_server_->install_tls(std::move(fresh));
     metrics.tls_reloaded(true);
     logging::log(logging::Level::kInfo, "TLS certificate files reloaded", {{"tls_cert", files.cert}});
   } catch (const http::TlsFileError& e) {
