@@ -229,6 +229,9 @@ def main():
     ap.add_argument("--instructions", type=int, metavar="N",
                     help="count user-space instructions and heap allocations per request under callgrind instead"
                          " (N and 3N requests)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="with --instructions: keep callgrind's files in DIR (callgrind_annotate --inclusive=yes"
+                         " DIR/cg1-3000.* shows where ratekeeper's instructions go)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")
@@ -236,6 +239,11 @@ def main():
         try:
             return instructions(args, work)
         finally:
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                for name in os.listdir(work):
+                    if name.startswith("cg"):
+                        shutil.move(os.path.join(work, name), os.path.join(args.keep, name))
             shutil.rmtree(work, ignore_errors=True)
     procs = []
     nginx = None

@@ -178,7 +178,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
       .method = req.method,
       .uri = uri,
       .host = req.header("host"),
-      .headers = [&req](std::string_view name) { return req.headers(name); },
+      .fields = req.fields,
   };
   auto built = build_descriptors(*domain, proxied, options);
   if (auto* e = std::get_if<service::RequestError>(&built)) {
@@ -203,7 +203,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
            AuthAnswer answer = auth_answer(response, deny_status, fields);
            out.status = answer.status;
            out.body = std::move(answer.body);
-           out.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
+           if (!answer.content_type.empty()) out.content_type = answer.content_type;  // else the server's default
          });
 }
 
