@@ -456,11 +456,14 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
   job->done = std::move(done);
   const CheckRequest& req = job->request;
   CheckResponse& resp = job->resp;
-  resp.rules = job->request.rules ? std::move(job->request.rules) : rules_.current();
+  const bool given = job->request.rules != nullptr;
+  resp.rules = given ? std::move(job->request.rules) : rules_.current();
   resp.statuses.resize(req.descriptors.size());
   job->now = clock_->now().count();
   const rules::RuleSet* set = resp.rules.get();
-  const rules::DomainConfig* domain = set ? set->domain(req.domain) : nullptr;
+  const rules::DomainConfig* domain = given && req.domain_config ? req.domain_config
+                                      : set                      ? set->domain(req.domain)
+                                                                 : nullptr;
   job->domain = domain;
   job->policy = domain && domain->redis_failure != rules::FailurePolicy::kDefault ? domain->redis_failure
                                                                                    : options_.redis_failure;

@@ -50,6 +50,8 @@ struct CheckRequest {
   // The rule set to decide by, when the caller has one already (forward-auth built the descriptors from it): one
   // read of the active set a request, not two. Null: the active set.
   std::shared_ptr<const rules::RuleSet> rules;
+  // With `rules`, the caller may name `domain`'s config in it, which it has looked up already (no second lookup).
+  const rules::DomainConfig* domain_config = nullptr;
 };
 
 struct DescriptorStatus {

@@ -190,6 +190,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   const auto start = std::chrono::steady_clock::now();
   std::string name = request.domain;
   const int deny_status = domain->forward_auth.deny_status;
+  request.domain_config = domain;
   request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
          [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
