@@ -19,8 +19,8 @@
 // top of a min-heap of them (counts only grow, and a rescale keeps their order): O(log capacity), not a pass over
 // every slot.
 //
-// Memory: `capacity` slots, each a key (at most the store's key length) and four numbers, and 12 bytes of index and
-// heap per slot; never more.
+// Memory: `capacity` slots, each a key (at most the store's key length) and four numbers, and 12-20 bytes of index
+// and heap per slot; never more.
 // Thread safety: add() and top() may be called from any number of threads; one mutex guards the slots.
 #pragma once
 
