@@ -6,7 +6,7 @@ cores wrk shares, and less sensitive than requests/s to other load), and ratekee
 loop, fewer connections).
 
   bench/http_bench.py build/release/ratekeeper [--seconds 5] [--threads 1] [--tls] [--baseline OTHER_BINARY]
-                      [--no-half-load]
+                      [--no-half-load] [--instructions N [--keep DIR]]
 
 --tls adds a second ratekeeper serving the same over TLS (--tls-cert, a P-256 certificate made by
 tests/tls/make_certs.sh), wrk speaking HTTPS over keep-alive connections (so the handshakes are few; each request's
@@ -15,6 +15,13 @@ cost is the record layer's), and prints its ratio to the plaintext one.
 --baseline adds a second ratekeeper binary (main's, say) serving the same, measured in the same run right after
 the first, and prints the first's ratio to it: a change is kept only if this shows it. --no-half-load skips the
 closed-loop measurement at half load, for quicker repeated runs.
+
+--instructions N counts instead, under callgrind, the user-space instructions and heap allocations per request
+(a run of 3N requests less one of N, over 2N, so start-up cancels out): deterministic, whatever the machine's load.
+--keep DIR keeps callgrind's files, to see where the instructions go:
+
+  bench/http_bench.py build/release/ratekeeper --instructions 1000 --threads 2 --baseline OTHER --keep /tmp/cg
+  callgrind_annotate --inclusive=yes /tmp/cg/cg1-3000     # cg0-*: nginx, cg1-*: ratekeeper, cg2-*: the baseline
 """
 import argparse
 import os
@@ -229,6 +236,9 @@ def main():
     ap.add_argument("--instructions", type=int, metavar="N",
                     help="count user-space instructions and heap allocations per request under callgrind instead"
                          " (N and 3N requests)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="with --instructions: keep callgrind's files in DIR (callgrind_annotate --inclusive=yes"
+                         " DIR/cg1-3000.* shows where ratekeeper's instructions go)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="rk-httpbench-")
@@ -236,6 +246,11 @@ def main():
         try:
             return instructions(args, work)
         finally:
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                for name in os.listdir(work):
+                    if name.startswith("cg"):
+                        shutil.move(os.path.join(work, name), os.path.join(args.keep, name))
             shutil.rmtree(work, ignore_errors=True)
     procs = []
     nginx = None

@@ -49,15 +49,6 @@ const std::vector<rk::rules::DomainConfig>& domains() {
   return all;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
 std::string_view next_line(std::string_view& rest) {
   const std::size_t nl = rest.find('\n');
   const std::string_view line = rest.substr(0, nl);
@@ -76,22 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   r.method = next_line(rest);
   r.uri = next_line(rest);
   r.host = next_line(rest);
-  std::vector<std::pair<std::string_view, std::string_view>> fields;
+  std::vector<rk::http::Field> fields;
   while (!rest.empty()) {
     const std::string_view line = next_line(rest);
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-    fields.emplace_back(line.substr(0, colon), value);
+    fields.push_back({line.substr(0, colon), value});
   }
-  r.headers = [&fields](std::string_view name) {
-    std::vector<std::string_view> values;
-    for (const auto& [n, v] : fields) {
-      if (iequals(n, name)) values.push_back(v);
-    }
-    return values;
-  };
+  r.fields = fields;
 
   const std::uint8_t b = data[0] / 3;
   rk::api::ForwardAuthOptions options;

@@ -15,9 +15,13 @@
 // divided by the weight of `now`, so nothing has to be touched as time passes. When weights grow large, every
 // counter is rescaled once and the landmark moves to now.
 //
-// Memory: `capacity` slots, each a key (at most the store's key length) and four numbers; never more.
-// Thread safety: add() and top() may be called from any number of threads; one mutex guards the slots, held for
-// one pass over them.
+// add() runs on every decision, so it finds a key through a hash index of the slots and the smallest counter at the
+// top of a min-heap of them (counts only grow, and a rescale keeps their order): O(log capacity), not a pass over
+// every slot.
+//
+// Memory: `capacity` slots, each a key (at most the store's key length) and four numbers, and 12-20 bytes of index
+// and heap per slot; never more.
+// Thread safety: add() and top() may be called from any number of threads; one mutex guards the slots.
 #pragma once
 
 #include <cstddef>
@@ -60,15 +64,26 @@ class HotKeys {
     double error = 0;
     bool last_refused = false;
     Nanos last_seen{0};
+    std::uint32_t at = 0;  // its place in heap_
   };
-  double weight(Nanos t) const;  // under mu_
-  void rescale(Nanos now);       // under mu_
+  // All under mu_.
+  double weight(Nanos t) const;
+  void rescale(Nanos now);
+  std::size_t home(std::uint64_t hash) const { return hash & (index_.size() - 1); }
+  void unindex(std::uint32_t slot);
+  void sift_up(std::size_t at);
+  void sift_down(std::size_t at);
+  void place(std::size_t at, std::uint32_t slot);
 
   HotKeysOptions options_;
   double per_ns_;  // ln 2 / half_life, per nanosecond
   mutable std::mutex mu_;
   std::vector<Slot> slots_;  // under mu_; at most options_.capacity
-  Nanos landmark_{0};        // under mu_
+  // Under mu_: the slots by key hash, linear probing (slot + 1; 0 empty), a power of two at least twice the
+  // capacity; and the slots as a min-heap by count.
+  std::vector<std::uint32_t> index_;
+  std::vector<std::uint32_t> heap_;
+  Nanos landmark_{0};  // under mu_
 };
 
 }  // namespace rk::dashboard

@@ -38,6 +38,11 @@ void append_sf_string(std::string& out, std::string_view s) {
 }
 
 void append_int(std::string& out, std::int64_t v) {
+  // One digit (a window of 1 s, a reset in 0 or 1 s: three of an answer's seven integers) needs no conversion.
+  if (v >= 0 && v < 10) {
+    out += static_cast<char>('0' + v);
+    return;
+  }
   char digits[24];
   const char* end = std::to_chars(digits, digits + sizeof digits, v).ptr;
   out.append(digits, static_cast<std::size_t>(end - digits));  // (pointer, count): not the iterator pair's replace()

@@ -288,18 +288,62 @@ struct Service::Job {
   bool charge = false;
   bool look = false;        // all_or_nothing: the limits were looked at before any was charged
   bool charge_all = false;  // all_or_nothing: false once a limit refused in the look
+  bool looking = false;     // the pass in flight is all_or_nothing's look
   const rules::DomainConfig* domain = nullptr;
   rules::FailurePolicy policy = rules::FailurePolicy::kFailOpen;
   std::vector<Decision> looked;                 // all_or_nothing's look, per pending
   std::vector<rules::FailurePolicy> fell_back;  // per pending: the policy that decided, or kDefault
   std::vector<std::string> store_errors;        // per pending
+  std::vector<std::size_t> asked;               // the pass in flight's: the pending index of each limit asked
+  std::vector<store::RemoteResult> results;     // and the store's answers, in the same order
+  std::vector<rules::Entry> entries;            // a descriptor's, as the matcher takes them
   CheckDone done;
 
   // Whether pending k is charged in the final pass (after the look, if there was one).
   bool charged_in_final(std::size_t k) const {
     return charge && !pending[k].look_only && (charge_all || (!looked[k].allowed && !pending[k].shadow));
   }
+
+  // Back to as made, the vectors' capacity kept: nothing of the last request stays (no rule set, limiter or
+  // callback is held by a spare Job).
+  void clear() noexcept {
+    request = CheckRequest{};
+    resp = CheckResponse{};
+    pending.clear();
+    now = 0;
+    charge = look = charge_all = looking = false;
+    domain = nullptr;
+    policy = rules::FailurePolicy::kFailOpen;
+    looked.clear();
+    fell_back.clear();
+    store_errors.clear();
+    asked.clear();
+    results.clear();
+    entries.clear();
+    done = nullptr;
+  }
 };
+
+// The thread's spare Job. A Job holds nothing of a Service's once cleared, so the spare serves every Service on
+// the thread.
+std::unique_ptr<Service::Job>& Service::spare_job() {
+  thread_local std::unique_ptr<Job> spare;
+  return spare;
+}
+
+void Service::Recycle::operator()(Job* job) const noexcept {
+  job->clear();
+  std::unique_ptr<Job>& spare = spare_job();
+  if (!spare) return spare.reset(job);
+  delete job;  // the thread has a spare already (a Job begun on one thread, finished on the store's)
+}
+
+// The thread's spare if it has one; else a new Job. A decision made while another is finishing on the same thread
+// (a callback that decides again) finds no spare and makes its own.
+Service::JobPtr Service::take_job() {
+  if (std::unique_ptr<Job>& spare = spare_job()) return JobPtr(spare.release());
+  return JobPtr(new Job);
+}
 
 namespace {
 
@@ -406,24 +450,27 @@ std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& se
 
 void Service::run(CheckRequest request, bool charge, CheckDone done) {
   if (auto e = validate(request)) return done(std::move(*e));
-  auto job = std::make_shared<Job>();
+  JobPtr job = take_job();
   job->request = std::move(request);
   job->charge = job->charge_all = charge;
   job->done = std::move(done);
   const CheckRequest& req = job->request;
   CheckResponse& resp = job->resp;
-  resp.rules = job->request.rules ? std::move(job->request.rules) : rules_.current();
+  const bool given = job->request.rules != nullptr;
+  resp.rules = given ? std::move(job->request.rules) : rules_.current();
   resp.statuses.resize(req.descriptors.size());
   job->now = clock_->now().count();
   const rules::RuleSet* set = resp.rules.get();
-  const rules::DomainConfig* domain = set ? set->domain(req.domain) : nullptr;
+  const rules::DomainConfig* domain = given && req.domain_config ? req.domain_config
+                                      : set                      ? set->domain(req.domain)
+                                                                 : nullptr;
   job->domain = domain;
   job->policy = domain && domain->redis_failure != rules::FailurePolicy::kDefault ? domain->redis_failure
                                                                                    : options_.redis_failure;
   std::vector<Pending>& pending = job->pending;
 
   // 1. Match every descriptor to its limit.
-  std::vector<rules::Entry> entries;
+  std::vector<rules::Entry>& entries = job->entries;
   for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
     const CheckDescriptor& d = req.descriptors[i];
     DescriptorStatus& st = resp.statuses[i];
@@ -552,83 +599,92 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
 
 // One pass over the job's limits: the look of all_or_nothing (`looking`), or the final one. Which limits it asks,
 // what it makes of the answers and what follows are the same whichever store answers; only ask() differs.
-void Service::decide(std::shared_ptr<Job> job, bool looking) {
-  std::vector<std::size_t> asked;  // the pending index of each op
+void Service::decide(JobPtr job, bool looking) {
+  job->looking = looking;
+  job->asked.clear();
   for (std::size_t k = 0; k < job->pending.size(); ++k) {
     if (!job->pending[k].limiter) continue;
     if (!looking && job->look && !job->charged_in_final(k)) continue;  // the look's decision stands
-    asked.push_back(k);
+    job->asked.push_back(k);
   }
-  Job& j = *job;
-  ask(j, asked, looking,
-      [this, job = std::move(job), looking, asked](std::vector<store::RemoteResult> results) mutable {
-        results.resize(asked.size());  // a store answering short: the missing ones are unavailable
-        for (std::size_t i = 0; i < asked.size(); ++i) {
-          const std::size_t k = asked[i];
-          const store::RemoteResult& r = results[i];
-          const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
-                                                                          : fallback(*job, k, r, looking);
-          if (looking) {
-            job->looked[k] = d;
-            continue;
-          }
-          DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
-          apply(st, d);
-          const auto fb = job->fell_back[k];
-          st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen &&
-                       fb != rules::FailurePolicy::kFailClosed;
-        }
-        if (looking) {
-          bool refused = false;
-          for (std::size_t k = 0; k < job->pending.size(); ++k) {
-            const Pending& p = job->pending[k];
-            refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
-          }
-          job->charge_all = !refused;
-          return decide(std::move(job), false);
-        }
-        for (std::size_t k = 0; k < job->pending.size(); ++k) {
-          const Pending& p = job->pending[k];
-          DescriptorStatus& st = job->resp.statuses[p.index];
-          if (!p.limiter) {
-            apply_blocked(st, job->now);
-          } else if (job->look && !job->charged_in_final(k)) {
-            apply(st, job->looked[k]);
-          }
-        }
-        finish(*job);
-      });
+  ask(std::move(job));
+}
+
+// The store's answers to a pass, in job->results: the look's kept for the final pass, or the final one's applied.
+void Service::answered(JobPtr job) {
+  const bool looking = job->looking;
+  const std::vector<std::size_t>& asked = job->asked;
+  job->results.resize(asked.size());  // a store answering short: the missing ones are unavailable
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const std::size_t k = asked[i];
+    const store::RemoteResult& r = job->results[i];
+    const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
+                                                                    : fallback(*job, k, r, looking);
+    if (looking) {
+      job->looked[k] = d;
+      continue;
+    }
+    DescriptorStatus& st = job->resp.statuses[job->pending[k].index];
+    apply(st, d);
+    const auto fb = job->fell_back[k];
+    st.charged = job->charged_in_final(k) && fb != rules::FailurePolicy::kFailOpen &&
+                 fb != rules::FailurePolicy::kFailClosed;
+  }
+  if (looking) {
+    bool refused = false;
+    for (std::size_t k = 0; k < job->pending.size(); ++k) {
+      const Pending& p = job->pending[k];
+      refused |= !p.shadow && (!p.limiter || !job->looked[k].allowed);
+    }
+    job->charge_all = !refused;
+    return decide(std::move(job), false);
+  }
+  for (std::size_t k = 0; k < job->pending.size(); ++k) {
+    const Pending& p = job->pending[k];
+    DescriptorStatus& st = job->resp.statuses[p.index];
+    if (!p.limiter) {
+      apply_blocked(st, job->now);
+    } else if (job->look && !job->charged_in_final(k)) {
+      apply(st, job->looked[k]);
+    }
+  }
+  finish(std::move(job));
 }
 
 // The store's answers for the asked limits, in order: each charged (check) when the final pass charges it, else
 // looked at (peek). The in-process store answers at once, on this thread; the remote one later, on its own, behind
-// the circuit breaker.
-void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
-  const auto peeks = [&](std::size_t k) { return looking || !job.charged_in_final(k); };
-  if (uses_batcher(job.domain)) return ask_batcher(job, asked, looking, std::move(done));
-  if (!uses_remote(job.domain)) {
-    std::vector<store::RemoteResult> results(asked.size());
+// the circuit breaker. The Job waits for a later answer in a shared holder, so that a callback dropped unrun (it
+// must not be) would still let it go.
+void Service::ask(JobPtr job) {
+  Job& j = *job;
+  const std::vector<std::size_t>& asked = j.asked;
+  const auto peeks = [&](std::size_t k) { return j.looking || !j.charged_in_final(k); };
+  if (uses_batcher(j.domain)) return ask_batcher(std::move(job));
+  if (!uses_remote(j.domain)) {
+    j.results.assign(asked.size(), store::RemoteResult{});
     if (asked.size() > 1) {
-      ask_in_process(job.pending, asked, job.now, peeks, results);
-      return done(std::move(results));
+      ask_in_process(j.pending, asked, j.now, peeks, j.results);
+      return answered(std::move(job));
     }
     for (std::size_t i = 0; i < asked.size(); ++i) {
-      const Pending& p = job.pending[asked[i]];
-      results[i].status = store::RemoteResult::Status::kOk;
-      results[i].decision = peeks(asked[i]) ? p.limiter->peek_at(p.key, Nanos{job.now}, p.hits)
-                                            : p.limiter->check_at(p.key, Nanos{job.now}, p.hits);
+      const Pending& p = j.pending[asked[i]];
+      j.results[i].status = store::RemoteResult::Status::kOk;
+      j.results[i].decision = peeks(asked[i]) ? p.limiter->peek_at(p.key, Nanos{j.now}, p.hits)
+                                              : p.limiter->check_at(p.key, Nanos{j.now}, p.hits);
     }
-    return done(std::move(results));
+    return answered(std::move(job));
   }
   std::vector<store::RemoteOp> ops;
   ops.reserve(asked.size());
   for (std::size_t k : asked) {
-    const Pending& p = job.pending[k];
+    const Pending& p = j.pending[k];
     ops.push_back({&p.limiter->spec(), remote_key(p), p.hits, peeks(k)});
   }
-  auto counted = [this, done = std::move(done)](std::vector<store::RemoteResult> results) mutable {
+  const Nanos now{j.now};
+  auto counted = [this, held = std::make_shared<JobPtr>(std::move(job))](std::vector<store::RemoteResult> results) {
     count_remote(results);
-    done(std::move(results));
+    (*held)->results = std::move(results);
+    answered(std::move(*held));
   };
   if (ops.empty()) return counted({});
   if (breaker_ && !breaker_->allow()) {
@@ -638,8 +694,8 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
   }
   remote_stats_.calls.fetch_add(1, std::memory_order_relaxed);
   CircuitBreaker* breaker = breaker_.get();
-  options_.remote->decide(std::move(ops), Nanos{job.now},
-                          [breaker, counted = std::move(counted)](std::vector<store::RemoteResult> results) mutable {
+  options_.remote->decide(std::move(ops), now,
+                          [breaker, counted = std::move(counted)](std::vector<store::RemoteResult> results) {
                             bool available = !results.empty();
                             for (const auto& r : results)
                               available &= r.status != store::RemoteResult::Status::kUnavailable;
@@ -648,42 +704,43 @@ void Service::ask(Job& job, const std::vector<std::size_t>& asked, bool looking,
                           });
 }
 
-// A batched domain: each key decided here by the batcher, at once (no allocation but the results) or, for a key not
-// yet joined, once its fetch is back.
-void Service::ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done) {
-  std::vector<store::RemoteResult> results(asked.size());
+// A batched domain: each key decided here by the batcher, at once (no allocation) or, for a key not yet joined,
+// once its fetch is back.
+void Service::ask_batcher(JobPtr job) {
+  Job& j = *job;
+  const std::vector<std::size_t>& asked = j.asked;
+  j.results.assign(asked.size(), store::RemoteResult{});
   std::vector<std::size_t> waiting;  // indexes into `asked` whose keys wait for a fetch
   thread_local std::string key;      // the store key, built in a buffer that keeps its capacity
   for (std::size_t i = 0; i < asked.size(); ++i) {
-    const Pending& p = job.pending[asked[i]];
-    const bool peek = looking || !job.charged_in_final(asked[i]);
+    const Pending& p = j.pending[asked[i]];
+    const bool peek = j.looking || !j.charged_in_final(asked[i]);
     key.assign(p.store_prefix).append(p.key);
-    if (options_.batcher->try_decide(p.limiter->spec(), key, p.hits, peek, Nanos{job.now}, results[i].decision)) {
-      results[i].status = store::RemoteResult::Status::kOk;
+    if (options_.batcher->try_decide(p.limiter->spec(), key, p.hits, peek, Nanos{j.now}, j.results[i].decision)) {
+      j.results[i].status = store::RemoteResult::Status::kOk;
     } else {
       waiting.push_back(i);
     }
   }
-  if (waiting.empty()) return done(std::move(results));
+  if (waiting.empty()) return answered(std::move(job));
+  // Each fetch's answer fills its own result; the last one to come goes on with the job.
   struct Batch {
-    std::vector<store::RemoteResult> results;
+    JobPtr job;
     std::atomic<std::size_t> left;
-    Answers done;
   };
   auto batch = std::make_shared<Batch>();
-  batch->results = std::move(results);
+  batch->job = std::move(job);
   batch->left = waiting.size() + 1;  // + 1: this loop's own, so that answers given at once cannot finish it early
-  batch->done = std::move(done);
-  const auto one_done = [batch] {
-    if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->results));
+  const auto one_done = [this, batch] {
+    if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) answered(std::move(batch->job));
   };
   for (const std::size_t i : waiting) {
-    const Pending& p = job.pending[asked[i]];
-    const bool peek = looking || !job.charged_in_final(asked[i]);
-    options_.batcher->decide(p.limiter->spec(), remote_key(p), p.hits, peek, Nanos{job.now},
-                             [batch, i, one_done](Decision d) {
-                               batch->results[i].status = store::RemoteResult::Status::kOk;
-                               batch->results[i].decision = d;
+    const Pending& p = j.pending[asked[i]];
+    const bool peek = j.looking || !j.charged_in_final(asked[i]);
+    options_.batcher->decide(p.limiter->spec(), remote_key(p), p.hits, peek, Nanos{j.now},
+                             [results = &j.results, i, one_done](Decision d) {
+                               (*results)[i].status = store::RemoteResult::Status::kOk;
+                               (*results)[i].decision = d;
                                one_done();
                              });
   }
@@ -711,7 +768,8 @@ void Service::count_remote(const std::vector<store::RemoteResult>& results) {
   log_store_health(first_unavailable, first_error, answered > 0);
 }
 
-void Service::finish(Job& job) {
+void Service::finish(JobPtr j) {
+  Job& job = *j;
   CheckResponse& resp = job.resp;
   for (std::size_t k = 0; k < job.pending.size(); ++k) {
     DescriptorStatus& st = resp.statuses[job.pending[k].index];
@@ -744,7 +802,9 @@ void Service::finish(Job& job) {
   }
   resp.overall = over || (quota > 0 && quota_over == quota) ? Code::kOverLimit : Code::kOk;
   CheckDone done = std::move(job.done);
-  done(std::move(resp));
+  CheckResponse out = std::move(resp);
+  j.reset();  // the spare again, before `done` runs: a callback that decides again on this thread may take it
+  done(std::move(out));
 }
 
 }  // namespace rk::service

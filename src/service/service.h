@@ -50,6 +50,8 @@ struct CheckRequest {
   // The rule set to decide by, when the caller has one already (forward-auth built the descriptors from it): one
   // read of the active set a request, not two. Null: the active set.
   std::shared_ptr<const rules::RuleSet> rules;
+  // With `rules`, the caller may name `domain`'s config in it, which it has looked up already (no second lookup).
+  const rules::DomainConfig* domain_config = nullptr;
 };
 
 struct DescriptorStatus {
@@ -189,15 +191,25 @@ class Service {
   std::optional<RequestError> validate(const CheckRequest& request) const;
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
+  // One request's decision, owned by the pass in flight: run() makes it, ask() hands it to the store's answer,
+  // answered() to the next pass or to finish(), which lets it go. A Job let go becomes its thread's spare, which
+  // the next run() on that thread takes, vectors and all (their capacity kept): a request decided in process
+  // allocates nothing for its Job.
   struct Job;
-  using Answers = std::function<void(std::vector<store::RemoteResult>)>;
-  void decide(std::shared_ptr<Job> job, bool looking);
-  void ask(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done);
+  struct Recycle {
+    void operator()(Job* job) const noexcept;
+  };
+  using JobPtr = std::unique_ptr<Job, Recycle>;
+  static std::unique_ptr<Job>& spare_job();
+  static JobPtr take_job();
+  void decide(JobPtr job, bool looking);
+  void ask(JobPtr job);
+  void answered(JobPtr job);
   void count_remote(const std::vector<store::RemoteResult>& results);
-  void finish(Job& job);
+  void finish(JobPtr job);
   Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
   bool uses_batcher(const rules::DomainConfig* domain) const;
-  void ask_batcher(Job& job, const std::vector<std::size_t>& asked, bool looking, Answers done);
+  void ask_batcher(JobPtr job);
 
   rules::Reloader& rules_;
   std::shared_ptr<const Clock> clock_;

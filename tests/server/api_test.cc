@@ -183,13 +183,11 @@ TEST(ProtoDuration, Format) {
 struct FakeRequest {
   std::multimap<std::string, std::string> headers;
   ProxiedRequest view(std::string_view peer, std::string_view uri = "/", std::string_view method = "GET") const {
-    return {peer, method, uri, "example.com", [this](std::string_view name) {
-              std::vector<std::string_view> out;
-              auto [lo, hi] = headers.equal_range(std::string(name));
-              for (auto it = lo; it != hi; ++it) out.push_back(it->second);
-              return out;
-            }};
+    fields.clear();
+    for (const auto& [name, value] : headers) fields.push_back({name, value});
+    return {peer, method, uri, "example.com", fields};
   }
+  mutable std::vector<http::Field> fields;  // the view's
 };
 
 rules::Cidr cidr(const std::uint8_t v4[4], int prefix) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 namespace rk::service {
@@ -148,6 +149,42 @@ TEST_F(ServiceTest, ShadowModeCountsButNeverRefuses) {
 
   Service& global = service({.shadow_mode = true});
   for (int i = 0; i < 5; ++i) EXPECT_EQ(ok(global.check(req({{{"remote_address", "9.9.9.9"}}}))).overall, Code::kOk);
+}
+
+// A decision's working storage is its thread's spare, reused by the next decision on that thread: nothing of one
+// request may show in the next one's answer, nor in an answer given while a decision finishes.
+TEST_F(ServiceTest, NothingOfOneDecisionShowsInTheNext) {
+  Service& s = service();
+  ok(s.check(req({{{"shadowed", "a"}}})));
+  const CheckResponse first = ok(s.check(req({{{"shadowed", "a"}}, {{"remote_address", "50.0.0.5"}},
+                                              {{"user", "bob"}}, {{"remote_address", "10.0.0.9"}}})));
+  ASSERT_EQ(first.statuses.size(), 4u);
+  EXPECT_TRUE(first.statuses[0].shadowed);
+  EXPECT_EQ(first.overall, Code::kOverLimit);  // the blocked address
+
+  const CheckResponse next = ok(s.check(req({{{"remote_address", "10.0.0.7"}}})));
+  ASSERT_EQ(next.statuses.size(), 1u);
+  EXPECT_EQ(next.overall, Code::kOk);
+  EXPECT_EQ(next.statuses[0].code, Code::kOk);
+  EXPECT_FALSE(next.statuses[0].shadowed);
+  EXPECT_FALSE(next.statuses[0].unlimited);
+  EXPECT_EQ(next.statuses[0].limit_remaining, 2u);
+  EXPECT_EQ(next.statuses[0].fallback, rules::FailurePolicy::kDefault);
+  EXPECT_TRUE(next.statuses[0].store_error.empty());
+
+  // A callback that decides again, on the thread whose decision is finishing.
+  std::optional<CheckResponse> outer, inner;
+  s.check_async(req({{{"remote_address", "50.0.0.5"}}, {{"user", "carol"}}}), [&](CheckResult r) {
+    inner = ok(s.check(req({{{"remote_address", "10.0.0.8"}}})));
+    outer = ok(std::move(r));
+  });
+  ASSERT_TRUE(outer && inner);
+  ASSERT_EQ(outer->statuses.size(), 2u);
+  EXPECT_EQ(outer->overall, Code::kOverLimit);
+  EXPECT_TRUE(outer->statuses[1].unlimited);
+  ASSERT_EQ(inner->statuses.size(), 1u);
+  EXPECT_EQ(inner->overall, Code::kOk);
+  EXPECT_EQ(inner->statuses[0].limit_remaining, 2u);
 }
 
 TEST_F(ServiceTest, EveryDescriptorIsChargedUnlessAllOrNothing) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "server/api/routes.h"
@@ -48,6 +49,36 @@ TEST(HotKeys, CountsDecaySoRecentTrafficOutranksOldTraffic) {
   EXPECT_NEAR(top[0].hits, 10, 1e-9);
   EXPECT_NEAR(top[1].hits, 100.0 / 1024, 1e-9);  // ten half-lives
   EXPECT_NEAR(hot.top(1, 11s)[0].hits, 5, 1e-9);  // read later: half
+}
+
+// add() finds keys through a hash index with linear probing, from which a key taken over is removed by moving
+// later entries back: after much churn every key held must still be found (a lost one would get a second counter).
+TEST(HotKeys, KeysHeldAreFoundAfterManyTakeOvers) {
+  HotKeys hot({.capacity = 8, .half_life = 1000s});
+  std::uint64_t x = 42;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    hot.add("key" + std::to_string((x >> 33) % 13), false, Nanos{0});  // 13 keys for 8 counters, an index of 16
+  }
+  const auto top = hot.top(8, Nanos{0});
+  ASSERT_EQ(top.size(), 8u);
+  std::set<std::string> keys;
+  double hits = 0;
+  for (const auto& k : top) {
+    keys.insert(k.key);
+    hits += k.hits;
+  }
+  EXPECT_EQ(keys.size(), 8u);       // no key twice
+  EXPECT_NEAR(hits, 20000, 1e-6);   // each attempt counted once, in one counter (no decay at one instant)
+  for (const auto& k : top) {
+    const double before = k.hits;
+    hot.add(k.key, false, Nanos{0});  // a key held adds to its own counter, taking none over
+    for (const auto& again : hot.top(8, Nanos{0})) {
+      if (again.key == k.key) {
+        EXPECT_NEAR(again.hits, before + 1, 1e-9) << k.key;
+      }
+    }
+  }
 }
 
 TEST(HotKeys, StaysFiniteOverCenturiesAndWhenTheClockGoesBack) {

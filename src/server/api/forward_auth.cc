@@ -77,26 +77,27 @@ bool is_trusted(const IpAddress& a, const std::vector<rules::Cidr>& trusted) {
 // client's copy got past it: either way, nothing in it can be believed.
 std::variant<std::string_view, service::RequestError> proxy_header(const ProxiedRequest& r, std::string_view name,
                                                                const KindHeaders& kind) {
-  const auto values = r.headers(name);
-  if (values.size() == 1) return values.front();
-  return service::RequestError{std::string(name), values.empty() ? "missing, though the " + std::string(kind.name) +
-                                                                   " proxy sets it"
-                                                             : std::to_string(values.size()) + " values, though the " +
-                                                                   std::string(kind.name) + " proxy sets one"};
+  std::string_view only;
+  const std::size_t n = r.each(name, [&](std::string_view v) { only = v; });
+  if (n == 1) return only;
+  return service::RequestError{std::string(name), n == 0 ? "missing, though the " + std::string(kind.name) +
+                                                               " proxy sets it"
+                                                         : std::to_string(n) + " values, though the " +
+                                                               std::string(kind.name) + " proxy sets one"};
 }
 
 // Right to left: the first address a trusted proxy did not add is the client; when all are trusted, the first.
 std::variant<IpAddress, service::RequestError> from_chain(const ProxiedRequest& r, std::string_view header,
                                                       const std::vector<rules::Cidr>& trusted) {
   std::vector<std::string_view> hops;
-  for (std::string_view value : r.headers(header)) {
+  r.each(header, [&](std::string_view value) {
     while (true) {
       const auto comma = value.find(',');
       hops.push_back(value.substr(0, comma));
       if (comma == std::string_view::npos) break;
       value.remove_prefix(comma + 1);
     }
-  }
+  });
   if (hops.empty()) return service::RequestError{std::string(header), "missing, though the proxy sets it"};
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
     const auto a = parse_ip(*it);
@@ -176,8 +177,9 @@ std::variant<service::CheckRequest, service::RequestError> build_descriptors(con
           value = ip;
           break;
         case rules::Source::kHeader: {
-          const auto values = r.headers(e.name);
-          if (!values.empty()) value = std::string(values.front());
+          r.each(e.name, [&](std::string_view v) {
+            if (!value) value = std::string(v);
+          });
           break;
         }
         case rules::Source::kMethod: from_proxy = original(r, trusted_peer(), kind, kind.method, r.method); break;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -44,7 +45,20 @@ struct ProxiedRequest {
   std::string_view method;   // the auth request's own
   std::string_view uri;      // the auth request's own target (Envoy: what follows /v1/auth/<domain>)
   std::string_view host;     // the auth request's Host
-  std::function<std::vector<std::string_view>(std::string_view name)> headers;  // all values of a header
+  std::span<const http::Field> fields;  // the auth request's header fields, in the order received
+
+  // Calls f(value) for each value of the header `name` (case-insensitive), in order; returns how many there were.
+  template <class F>
+  std::size_t each(std::string_view name, F&& f) const {
+    std::size_t n = 0;
+    for (const http::Field& field : fields) {
+      // The lengths first, here: most fields are not the one asked for.
+      if (field.name.size() != name.size() || !http::is_field(field, name)) continue;
+      f(field.value);
+      ++n;
+    }
+    return n;
+  }
 };
 
 // The client's key (client_key: its address cut to the configured prefix), or an error naming the header when the

@@ -178,7 +178,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
       .method = req.method,
       .uri = uri,
       .host = req.header("host"),
-      .headers = [&req](std::string_view name) { return req.headers(name); },
+      .fields = req.fields,
   };
   auto built = build_descriptors(*domain, proxied, options);
   if (auto* e = std::get_if<service::RequestError>(&built)) {
@@ -190,6 +190,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   const auto start = std::chrono::steady_clock::now();
   std::string name = request.domain;
   const int deny_status = domain->forward_auth.deny_status;
+  request.domain_config = domain;
   request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
          [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
@@ -203,7 +204,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
            AuthAnswer answer = auth_answer(response, deny_status, fields);
            out.status = answer.status;
            out.body = std::move(answer.body);
-           out.content_type = answer.content_type.empty() ? "application/json" : answer.content_type;
+           if (!answer.content_type.empty()) out.content_type = answer.content_type;  // else the server's default
          });
 }
 

@@ -71,9 +71,11 @@ std::size_t RequestParser::on_chunk_body_impl(std::uint64_t, string_view body, e
 
 namespace rk::http {
 
+bool is_field(const Field& field, std::string_view name) { return detail::iequals(field.name, name); }
+
 std::string_view Request::header(std::string_view name) const {
   for (const Field& f : fields) {
-    if (detail::iequals(f.name, name)) return f.value;
+    if (is_field(f, name)) return f.value;
   }
   return {};
 }
@@ -81,7 +83,7 @@ std::string_view Request::header(std::string_view name) const {
 std::vector<std::string_view> Request::headers(std::string_view name) const {
   std::vector<std::string_view> out;
   for (const Field& f : fields) {
-    if (detail::iequals(f.name, name)) out.push_back(f.value);
+    if (is_field(f, name)) out.push_back(f.value);
   }
   return out;
 }

@@ -124,6 +124,9 @@ struct Field {
   std::string_view value;
 };
 
+// Whether a field's name is `name`: case-insensitive, as field names compare (RFC 9110 5.1).
+bool is_field(const Field& field, std::string_view name);
+
 // One request, valid only during the handler call: every view points into the connection's buffers.
 struct Request {
   std::string_view method;
