@@ -51,6 +51,7 @@
 #include "store/memory/compact_key.h"
 #include "store/memory/epoch.h"
 #include "store/memory/hash.h"
+#include "store/memory/huge_pages.h"
 #include "store/memory/last_key.h"
 #include "store/memory/spin_lock.h"
 
@@ -68,6 +69,7 @@ class ShardedStore {
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
       shards_[i].id_bits = static_cast<std::uint32_t>(std::bit_width(most));  // ids + 1 <= most
+      shards_[i].arena = &arena_;
     }
   }
 
@@ -204,7 +206,7 @@ class ShardedStore {
 
   StoreStats stats() const {
     StoreStats st;
-    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard);
+    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard) + arena_.overhead_bytes();
     for (std::size_t i = 0; i < shard_count(); ++i) {
       const Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
@@ -225,6 +227,8 @@ class ShardedStore {
   }
 
   std::size_t shard_count() const { return std::size_t{1} << shard_bits_; }
+  // The bytes of the 2 MiB slabs the entries are carved from once the store is big (huge_pages.h).
+  std::size_t huge_page_bytes() const { return arena_.slab_bytes(); }
   static constexpr std::size_t entry_bytes() { return sizeof(Entry); }
 
   static std::size_t shards_for(std::size_t max_keys, std::size_t shards) {
@@ -240,20 +244,21 @@ class ShardedStore {
   // the chunk table (it doubles, so the retired ones sum to less than the last).
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
-    std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
+    std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard), all_chunks = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;
       std::size_t index = 0, table = 4;
       for (std::uint32_t slots = 0; slots < index_slots_for(static_cast<std::uint32_t>(cap));) {
         slots = next_index_size(slots, static_cast<std::uint32_t>(cap));
-        index += Index::bytes(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
+        index += Index::held(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
       }
       while (table < chunks) table *= 2;
-      bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::bytes(static_cast<std::uint32_t>(table)) +
+      bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::held(static_cast<std::uint32_t>(table)) +
                cap * per_key_heap;
+      all_chunks += chunks;
     }
-    return bytes;
+    return bytes + huge_pages::ChunkArena::worst_overhead(kChunk * sizeof(Entry), all_chunks);
   }
 
   // The home slot of a key's hash h in an index of `slots` slots: from h's high bits (multiply-shift), so the index
@@ -381,17 +386,26 @@ class ShardedStore {
     void put(std::size_t i, T v) { data()[i].store(v, std::memory_order_relaxed); }
 
     static std::size_t bytes(std::uint32_t n) { return sizeof(Table) + n * sizeof(std::atomic<T>); }
+    // A table of a huge page or more is mapped on huge pages (huge_pages.h); a smaller one comes from the heap.
+    static bool mapped(std::uint32_t n) { return bytes(n) >= huge_pages::kHugePageBytes; }
+    // The memory a table of n takes.
+    static std::size_t held(std::uint32_t n) { return mapped(n) ? huge_pages::mapped_size(bytes(n)) : bytes(n); }
     static Table* make(std::uint32_t n) {
       static_assert(sizeof(Table) % alignof(std::atomic<T>) == 0);
-      auto* t = new (::operator new(bytes(n))) Table{n};
+      auto* t = new (mapped(n) ? huge_pages::map(bytes(n)) : ::operator new(bytes(n))) Table{n};
       for (std::uint32_t i = 0; i < n; ++i) new (t->data() + i) std::atomic<T>(T{});
       return t;
     }
     static void destroy(void* p) {
       auto* t = static_cast<Table*>(p);
-      for (std::uint32_t i = 0; i < t->size; ++i) t->data()[i].~atomic();
+      const std::uint32_t n = t->size;
+      for (std::uint32_t i = 0; i < n; ++i) t->data()[i].~atomic();
       t->~Table();
-      ::operator delete(p);
+      if (mapped(n)) {
+        huge_pages::unmap(p, bytes(n));
+      } else {
+        ::operator delete(p);
+      }
     }
   };
   using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
@@ -433,13 +447,14 @@ class ShardedStore {
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
     std::vector<Retired> retired;
+    huge_pages::ChunkArena* arena = nullptr;  // the store's: where the entries' memory comes from
 
     Shard() = default;
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
     ~Shard() {
       if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        for (std::uint32_t i = 0; i < c->size; ++i) free_chunk(c->data()[i].load(std::memory_order_relaxed));
+        for (std::uint32_t i = 0; i < c->size; ++i) end_chunk(c->data()[i].load(std::memory_order_relaxed));
         Chunks::destroy(c);
       }
       if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
@@ -454,9 +469,9 @@ class ShardedStore {
 
     std::size_t heap_bytes() const {
       std::size_t b = key_heap_bytes;
-      if (const Index* ix = index.load(std::memory_order_relaxed)) b += Index::bytes(ix->size);
+      if (const Index* ix = index.load(std::memory_order_relaxed)) b += Index::held(ix->size);
       if (const Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        b += Chunks::bytes(c->size) + std::size_t{(allocated + kChunk - 1) / kChunk} * kChunk * sizeof(Entry);
+        b += Chunks::held(c->size) + std::size_t{(allocated + kChunk - 1) / kChunk} * kChunk * sizeof(Entry);
       }
       for (const Retired& r : retired) b += r.bytes;
       return b;
@@ -583,7 +598,7 @@ class ShardedStore {
         }
       }
       index.store(ix, std::memory_order_seq_cst);
-      if (old) retire(old, Index::bytes(old->size), &Index::destroy);
+      if (old) retire(old, Index::held(old->size), &Index::destroy);
     }
 
     std::uint32_t allocate_id() {
@@ -602,11 +617,11 @@ class ShardedStore {
           }
         }
         chunks.store(bigger, std::memory_order_seq_cst);
-        if (c) retire(c, Chunks::bytes(c->size), &Chunks::destroy);
+        if (c) retire(c, Chunks::held(c->size), &Chunks::destroy);
         c = bigger;
       }
       if (c->data()[chunk].load(std::memory_order_relaxed) == nullptr) {
-        c->data()[chunk].store(new_chunk(), std::memory_order_release);
+        c->data()[chunk].store(new_chunk(*arena), std::memory_order_release);
       }
       return allocated++;
     }
@@ -708,16 +723,16 @@ class ShardedStore {
     return found.entry;
   }
 
-  // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
-  static Entry* new_chunk() {
-    auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
+  // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two. Their memory is
+  // the store's arena's (huge pages once the store is big), freed with the store after every chunk has ended.
+  static Entry* new_chunk(huge_pages::ChunkArena& arena) {
+    auto* chunk = static_cast<Entry*>(arena.allocate());
     for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;
     return chunk;
   }
-  static void free_chunk(Entry* chunk) {
+  static void end_chunk(Entry* chunk) {
     if (chunk == nullptr) return;
     for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Entry();
-    ::operator delete(chunk, std::align_val_t{64});
   }
   static void prefetch_entry(const Entry* e) {
     __builtin_prefetch(e, 1);
@@ -736,6 +751,7 @@ class ShardedStore {
   KeyHasher hash_;  // hash_key with the store's seed
   std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
+  huge_pages::ChunkArena arena_{kChunk * sizeof(Entry)};  // before shards_: outlives their entries
   std::unique_ptr<Shard[]> shards_;
 };
 
