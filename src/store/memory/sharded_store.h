@@ -6,7 +6,8 @@
 // hash, so that a probe past other keys reads no entry. A key costs one entry (a 20-byte key, a hash word and the
 // state: 32 bytes for an 8-byte state, never across a cache line) and 5-7.5 bytes of index: the index is sized for
 // load <= 4/5 in steps of 3/2 (any size: a hash maps to its home slot by multiplication, not by a mask), and never
-// beyond what the shard's capacity needs.
+// beyond what the shard's capacity needs. A big store's entries and indexes are on 2 MiB huge pages, so that a
+// decision over millions of keys misses the cache without also missing the TLB (huge_pages.h).
 //
 // A decision on a key the store already tracks takes no shard-wide lock and writes nothing shard-wide: it finds the
 // key through the index without the shard's lock (a sequence number tells it whether the shard's structure changed
