@@ -18,7 +18,7 @@
 namespace rk::store {
 namespace {
 
-using huge_pages::ChunkArena;
+using huge_pages::Arena;
 using huge_pages::kHugePageBytes;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -47,41 +47,41 @@ long smaps_field(const void* p, const std::string& field) {
   return -1;
 }
 
-TEST(ChunkArena, HeapUntilAHugePageThenAlignedSlabs) {
+TEST(HugePageArena, HeapUntilAHugePageThenAlignedSlabs) {
   constexpr std::size_t kChunkBytes = 8192;
   constexpr std::size_t kPerPage = kHugePageBytes / kChunkBytes;
   const std::size_t before = huge_pages::mapped_bytes();
   {
-    ChunkArena arena(kChunkBytes);
+    Arena arena(kChunkBytes);
     for (std::size_t i = 0; i < kPerPage; ++i) {
-      void* c = arena.allocate();
+      void* c = arena.chunk();
       EXPECT_EQ(addr(c) % 64, 0u);
       EXPECT_FALSE(arena.on_slab(c));
     }
     EXPECT_EQ(arena.slab_bytes(), 0u);
     EXPECT_EQ(huge_pages::mapped_bytes(), before);
     std::vector<void*> slab;
-    for (std::size_t i = 0; i < 2 * kPerPage + 1; ++i) slab.push_back(arena.allocate());
+    for (std::size_t i = 0; i < 2 * kPerPage + 1; ++i) slab.push_back(arena.chunk());
     EXPECT_EQ(addr(slab[0]) % kHugePageBytes, 0u);
     EXPECT_EQ(addr(slab[kPerPage]) % kHugePageBytes, 0u);
     EXPECT_EQ(addr(slab[2 * kPerPage]) % kHugePageBytes, 0u);
     for (void* c : slab) EXPECT_TRUE(arena.on_slab(c));
     EXPECT_EQ(arena.slab_bytes(), 3 * kHugePageBytes);
     EXPECT_EQ(huge_pages::mapped_bytes(), before + 3 * kHugePageBytes);
-    EXPECT_LE(arena.overhead_bytes(), ChunkArena::worst_overhead(kChunkBytes, 3 * kPerPage + 1));
+    EXPECT_LE(arena.overhead_bytes(), Arena::worst_overhead(kChunkBytes, 3 * kPerPage + 1, 0, 0, 0));
   }
   EXPECT_EQ(huge_pages::mapped_bytes(), before);  // every slab given back
 }
 
 // 48-byte entries: a 12 KiB chunk leaves 8 KiB of every slab unused, which the byte count shows.
-TEST(ChunkArena, ChunksNeitherOverlapNorMoveAndTailsAreCounted) {
+TEST(HugePageArena, ChunksNeitherOverlapNorMoveAndTailsAreCounted) {
   constexpr std::size_t kChunkBytes = 256 * 48;
   constexpr std::size_t kPerPage = kHugePageBytes / kChunkBytes;
-  ChunkArena arena(kChunkBytes);
+  Arena arena(kChunkBytes);
   std::vector<unsigned char*> chunks;
   const std::size_t n = kHugePageBytes / kChunkBytes + 1 + 3 * kPerPage;  // the heap's, then three full slabs
   for (std::size_t i = 0; i < n; ++i) {
-    chunks.push_back(static_cast<unsigned char*>(arena.allocate()));
+    chunks.push_back(static_cast<unsigned char*>(arena.chunk()));
     std::memset(chunks.back(), static_cast<int>(i & 0xFF), kChunkBytes);
   }
   for (std::size_t i = 0; i < n; ++i) {
@@ -92,18 +92,18 @@ TEST(ChunkArena, ChunksNeitherOverlapNorMoveAndTailsAreCounted) {
   const std::size_t tails = 3 * (kHugePageBytes - kPerPage * kChunkBytes);
   EXPECT_GE(arena.overhead_bytes(), tails);
   EXPECT_LE(arena.overhead_bytes(), tails + 4096);  // plus the lists of chunks and slabs
-  EXPECT_LE(arena.overhead_bytes(), ChunkArena::worst_overhead(kChunkBytes, n));
+  EXPECT_LE(arena.overhead_bytes(), Arena::worst_overhead(kChunkBytes, n, 0, 0, 0));
 }
 
-TEST(ChunkArena, ConcurrentAllocationsAreDistinct) {
+TEST(HugePageArena, ConcurrentAllocationsAreDistinct) {
   constexpr std::size_t kChunkBytes = 8192, kEach = 400;
-  ChunkArena arena(kChunkBytes);
+  Arena arena(kChunkBytes);
   std::vector<char*> got[2];
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
       for (std::size_t i = 0; i < kEach; ++i) {
-        got[t].push_back(static_cast<char*>(arena.allocate()));
+        got[t].push_back(static_cast<char*>(arena.chunk()));
         std::memset(got[t].back(), t + 1, kChunkBytes);
       }
     });
@@ -118,16 +118,43 @@ TEST(ChunkArena, ConcurrentAllocationsAreDistinct) {
   }
 }
 
+// A table carved from a slab and given back becomes pieces that the next chunks take before new slab memory; a
+// table smaller than a chunk, or made before the slabs, stays on the heap.
+TEST(HugePageArena, TablesGivenBackBecomeChunks) {
+  constexpr std::size_t kChunkBytes = 8192;
+  Arena arena(kChunkBytes);
+  void* early = arena.table(100'000);
+  EXPECT_FALSE(arena.on_slab(early));
+  for (std::size_t i = 0; i <= kHugePageBytes / kChunkBytes; ++i) arena.chunk();  // the heap's, then one slab's
+  void* small = arena.table(kChunkBytes - 8);
+  EXPECT_FALSE(arena.on_slab(small));
+  constexpr std::size_t kTable = 5 * kChunkBytes + 100;
+  auto* table = static_cast<char*>(arena.table(kTable));
+  ASSERT_TRUE(arena.on_slab(table));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(table) % 64, 0u);
+  std::memset(table, 7, kTable);
+  const std::size_t overhead = arena.overhead_bytes();
+  arena.free_table(table, kTable);
+  EXPECT_GE(arena.overhead_bytes(), overhead + kTable - 64);  // held, not handed out: the arena's to count now
+  std::vector<char*> reused;
+  for (int i = 0; i < 5; ++i) reused.push_back(static_cast<char*>(arena.chunk()));
+  std::sort(reused.begin(), reused.end());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(reused[static_cast<std::size_t>(i)], table + i * kChunkBytes);
+  EXPECT_LE(arena.overhead_bytes(), overhead + 4096);
+  arena.free_table(small, kChunkBytes - 8);
+  arena.free_table(early, 100'000);
+}
+
 // The kernel is asked for huge pages for a full slab and for a mapped table (whether it finds free 2 MiB pages is
 // its affair, so only the advice is checked; what it gave is printed).
-TEST(ChunkArena, FullSlabsAndMappedTablesAreEligibleForHugePages) {
+TEST(HugePageArena, FullSlabsAndMappedTablesAreEligibleForHugePages) {
   const std::string mode = thp_mode();
   if (mode.empty() || mode == "never") GTEST_SKIP() << "transparent huge pages are off here";
   constexpr std::size_t kChunkBytes = 8192;
-  ChunkArena arena(kChunkBytes);
+  Arena arena(kChunkBytes);
   std::vector<char*> chunks;
   for (std::size_t i = 0; i < 2 * kHugePageBytes / kChunkBytes; ++i) {
-    chunks.push_back(static_cast<char*>(arena.allocate()));
+    chunks.push_back(static_cast<char*>(arena.chunk()));
     std::memset(chunks.back(), 1, kChunkBytes);
   }
   const char* slab = chunks.back() - (kHugePageBytes - kChunkBytes);  // the first slab, now full
@@ -176,18 +203,20 @@ TEST(ShardedStore, SmallStoreTakesNoHugePage) {
   EXPECT_LE(st.memory_bytes, chunks + 5'000 * 8 + m.shard_count() * 512);
 }
 
-// Past a huge page of entries, the rest are carved from slabs; the count includes them and stays within the
-// worst case and issue 18's 48 bytes a key; destroying the store gives every slab back.
-TEST(ShardedStore, BigStoreCarvesEntriesFromHugePageSlabs) {
+// Past a huge page of entries, the rest and the shards' indexes (64 shards: tables of up to 30 KB) are carved from
+// slabs; the count includes them and stays within the worst case and issue 18's 48 bytes a key; destroying the
+// store gives every slab back.
+TEST(ShardedStore, BigStoreCarvesEntriesAndIndexesFromHugePageSlabs) {
   const std::size_t before = huge_pages::mapped_bytes();
   {
-    ShardedStore<Counter> m(StoreOptions{.max_keys = 400'000, .shards = 2, .hash_seed = 2});
+    ShardedStore<Counter> m(StoreOptions{.max_keys = 400'000, .hash_seed = 2});
+    ASSERT_EQ(m.shard_count(), 64u);
     fill(m, 300'000);
     const std::size_t entries = 300'000 * ShardedStore<Counter>::entry_bytes();
     EXPECT_GE(m.huge_page_bytes(), entries - 2 * kHugePageBytes);
     EXPECT_EQ(huge_pages::mapped_bytes(), before + m.huge_page_bytes());
     const StoreStats st = m.stats();
-    EXPECT_LE(st.memory_bytes, ShardedStore<Counter>::worst_bytes(400'000, 2, 0));
+    EXPECT_LE(st.memory_bytes, ShardedStore<Counter>::worst_bytes(400'000, 0, 0));
     EXPECT_LE(static_cast<double>(st.memory_bytes) / 300'000, 48.0);
     std::printf("300,000 keys: %.1f bytes a key, %zu MiB on slabs\n", static_cast<double>(st.memory_bytes) / 300'000,
                 m.huge_page_bytes() >> 20);

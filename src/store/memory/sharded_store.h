@@ -228,7 +228,7 @@ class ShardedStore {
   }
 
   std::size_t shard_count() const { return std::size_t{1} << shard_bits_; }
-  // The bytes of the 2 MiB slabs the entries are carved from once the store is big (huge_pages.h).
+  // The bytes of the 2 MiB slabs entries and tables are carved from once the store is big (huge_pages.h).
   std::size_t huge_page_bytes() const { return arena_.slab_bytes(); }
   static constexpr std::size_t entry_bytes() { return sizeof(Entry); }
 
@@ -245,21 +245,32 @@ class ShardedStore {
   // the chunk table (it doubles, so the retired ones sum to less than the last).
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
-    std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard), all_chunks = 0;
+    std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
+    std::size_t all_chunks = 0, tables = 0, tables_bytes = 0, last_tables_bytes = 0;  // for the arena's worst
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;
-      std::size_t index = 0, table = 4;
-      for (std::uint32_t slots = 0; slots < index_slots_for(static_cast<std::uint32_t>(cap));) {
+      std::size_t index = 0, table = 4, tables_here = 1, table_bytes = Chunks::bytes(4);
+      std::uint32_t slots = 0;
+      while (slots < index_slots_for(static_cast<std::uint32_t>(cap))) {
         slots = next_index_size(slots, static_cast<std::uint32_t>(cap));
         index += Index::held(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
+        ++tables_here;
       }
-      while (table < chunks) table *= 2;
+      while (table < chunks) {
+        table *= 2;
+        table_bytes += Chunks::bytes(static_cast<std::uint32_t>(table));
+        ++tables_here;
+      }
       bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::held(static_cast<std::uint32_t>(table)) +
                cap * per_key_heap;
       all_chunks += chunks;
+      tables += tables_here;
+      tables_bytes += index + table_bytes;
+      last_tables_bytes += Index::bytes(slots) + Chunks::bytes(static_cast<std::uint32_t>(table));
     }
-    return bytes + huge_pages::ChunkArena::worst_overhead(kChunk * sizeof(Entry), all_chunks);
+    return bytes + huge_pages::Arena::worst_overhead(kChunk * sizeof(Entry), all_chunks, tables, tables_bytes,
+                                                     last_tables_bytes);
   }
 
   // The home slot of a key's hash h in an index of `slots` slots: from h's high bits (multiply-shift), so the index
@@ -387,26 +398,20 @@ class ShardedStore {
     void put(std::size_t i, T v) { data()[i].store(v, std::memory_order_relaxed); }
 
     static std::size_t bytes(std::uint32_t n) { return sizeof(Table) + n * sizeof(std::atomic<T>); }
-    // A table of a huge page or more is mapped on huge pages (huge_pages.h); a smaller one comes from the heap.
-    static bool mapped(std::uint32_t n) { return bytes(n) >= huge_pages::kHugePageBytes; }
-    // The memory a table of n takes.
-    static std::size_t held(std::uint32_t n) { return mapped(n) ? huge_pages::mapped_size(bytes(n)) : bytes(n); }
-    static Table* make(std::uint32_t n) {
+    // The memory a table of n takes (the store's arena's: on huge pages once the store is big).
+    static std::size_t held(std::uint32_t n) { return huge_pages::Arena::table_held(bytes(n)); }
+    static Table* make(std::uint32_t n, huge_pages::Arena& arena) {
       static_assert(sizeof(Table) % alignof(std::atomic<T>) == 0);
-      auto* t = new (mapped(n) ? huge_pages::map(bytes(n)) : ::operator new(bytes(n))) Table{n};
+      auto* t = new (arena.table(bytes(n))) Table{n};
       for (std::uint32_t i = 0; i < n; ++i) new (t->data() + i) std::atomic<T>(T{});
       return t;
     }
-    static void destroy(void* p) {
+    static void destroy(void* p, huge_pages::Arena& arena) {
       auto* t = static_cast<Table*>(p);
       const std::uint32_t n = t->size;
       for (std::uint32_t i = 0; i < n; ++i) t->data()[i].~atomic();
       t->~Table();
-      if (mapped(n)) {
-        huge_pages::unmap(p, bytes(n));
-      } else {
-        ::operator delete(p);
-      }
+      arena.free_table(p, bytes(n));
     }
   };
   using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
@@ -421,7 +426,7 @@ class ShardedStore {
     void* table;
     std::uint64_t tag;
     std::size_t bytes;
-    void (*destroy)(void*);
+    void (*destroy)(void*, huge_pages::Arena&);
   };
 
   struct alignas(64) Shard {
@@ -448,7 +453,7 @@ class ShardedStore {
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
     std::vector<Retired> retired;
-    huge_pages::ChunkArena* arena = nullptr;  // the store's: where the entries' memory comes from
+    huge_pages::Arena* arena = nullptr;  // the store's: where entries' and tables' memory comes from
 
     Shard() = default;
     Shard(const Shard&) = delete;
@@ -456,10 +461,10 @@ class ShardedStore {
     ~Shard() {
       if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
         for (std::uint32_t i = 0; i < c->size; ++i) end_chunk(c->data()[i].load(std::memory_order_relaxed));
-        Chunks::destroy(c);
+        Chunks::destroy(c, *arena);
       }
-      if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
-      for (const Retired& r : retired) r.destroy(r.table);
+      if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix, *arena);
+      for (const Retired& r : retired) r.destroy(r.table, *arena);
     }
 
     Entry& at(std::uint32_t id) const {
@@ -576,7 +581,7 @@ class ShardedStore {
       ix->put(i, slot_for(id, h));
     }
 
-    void retire(void* table, std::size_t bytes, void (*destroy)(void*)) {
+    void retire(void* table, std::size_t bytes, void (*destroy)(void*, huge_pages::Arena&)) {
       retired.push_back(Retired{table, epoch::retire_tag(), bytes, destroy});
     }
 
@@ -585,14 +590,14 @@ class ShardedStore {
       const std::uint64_t oldest = epoch::oldest_active();
       std::erase_if(retired, [&](const Retired& r) {
         if (r.tag >= oldest) return false;
-        r.destroy(r.table);
+        r.destroy(r.table, *arena);
         return true;
       });
     }
 
     void grow_index() {
       Index* old = index.load(std::memory_order_relaxed);
-      Index* ix = Index::make(next_index_size(old ? old->size : 0, capacity));
+      Index* ix = Index::make(next_index_size(old ? old->size : 0, capacity), *arena);
       if (old) {
         for (std::size_t i = 0; i < old->size; ++i) {
           if (const std::uint32_t v = old->get(i)) place(ix, id_of(v));
@@ -611,7 +616,7 @@ class ShardedStore {
       Chunks* c = chunks.load(std::memory_order_relaxed);
       const std::uint32_t chunk = allocated >> kChunkBits;
       if (c == nullptr || chunk >= c->size) {
-        Chunks* bigger = Chunks::make(c ? c->size * 2 : 4);
+        Chunks* bigger = Chunks::make(c ? c->size * 2 : 4, *arena);
         if (c) {
           for (std::uint32_t i = 0; i < c->size; ++i) {
             bigger->data()[i].store(c->data()[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -726,8 +731,8 @@ class ShardedStore {
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two. Their memory is
   // the store's arena's (huge pages once the store is big), freed with the store after every chunk has ended.
-  static Entry* new_chunk(huge_pages::ChunkArena& arena) {
-    auto* chunk = static_cast<Entry*>(arena.allocate());
+  static Entry* new_chunk(huge_pages::Arena& arena) {
+    auto* chunk = static_cast<Entry*>(arena.chunk());
     for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;
     return chunk;
   }
@@ -752,7 +757,7 @@ class ShardedStore {
   KeyHasher hash_;  // hash_key with the store's seed
   std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
-  huge_pages::ChunkArena arena_{kChunk * sizeof(Entry)};  // before shards_: outlives their entries
+  huge_pages::Arena arena_{kChunk * sizeof(Entry)};  // before shards_: outlives their entries and tables
   std::unique_ptr<Shard[]> shards_;
 };
 
