@@ -45,7 +45,6 @@
 
 #include "baseline.h"
 #include "ratekeeper/limiter.h"
-#include "store/memory/huge_pages.h"
 
 namespace {
 
@@ -482,11 +481,9 @@ class Collector : public benchmark::ConsoleReporter {
 
 // ---- bytes per key ----
 
-// malloc's count, and the memory the store maps itself for huge pages (store/memory/huge_pages.h), which malloc's
-// statistics do not see.
 std::size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd + rk::store::huge_pages::mapped_bytes();
+  return m.uordblks + m.hblkhd;
 }
 
 struct MemoryRow {
@@ -612,9 +609,9 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
   }
 
   if (!memory.empty()) {
-    std::printf("\nBytes per key, 1,000,000 keys of 16 bytes: heap growth (mallinfo2 uordblks + hblkhd, and the "
-                "store's huge-page maps) / keys,\nand the store's own count (stats().memory_bytes / keys). Target <= 48"
-                " for the fixed-size states (issue 18), by the larger\nof the two.\n");
+    std::printf("\nBytes per key, 1,000,000 keys of 16 bytes: heap growth (mallinfo2 uordblks + hblkhd) / keys, and "
+                "the store's own count\n(stats().memory_bytes / keys). Target <= 48 for the fixed-size states (issue "
+                "18), by the larger of the two.\n");
     std::printf("%-16s %10s %10s  %s\n", "store", "heap B/key", "own B/key", "");
     for (const MemoryRow& m : memory) {
       std::printf("%-16s %10.1f %10s  %s\n", m.name.c_str(), m.heap_per_key, fmt("%.1f", m.own_per_key).c_str(),

@@ -6,8 +6,7 @@
 // hash, so that a probe past other keys reads no entry. A key costs one entry (a 20-byte key, a hash word and the
 // state: 32 bytes for an 8-byte state, never across a cache line) and 5-7.5 bytes of index: the index is sized for
 // load <= 4/5 in steps of 3/2 (any size: a hash maps to its home slot by multiplication, not by a mask), and never
-// beyond what the shard's capacity needs. A big store's entries and indexes are on 2 MiB huge pages, so that a
-// decision over millions of keys misses the cache without also missing the TLB (huge_pages.h).
+// beyond what the shard's capacity needs.
 //
 // A decision on a key the store already tracks takes no shard-wide lock and writes nothing shard-wide: it finds the
 // key through the index without the shard's lock (a sequence number tells it whether the shard's structure changed
@@ -52,7 +51,6 @@
 #include "store/memory/compact_key.h"
 #include "store/memory/epoch.h"
 #include "store/memory/hash.h"
-#include "store/memory/huge_pages.h"
 #include "store/memory/last_key.h"
 #include "store/memory/spin_lock.h"
 
@@ -70,7 +68,6 @@ class ShardedStore {
     for (std::size_t i = 0; i < n; ++i) {
       shards_[i].capacity = static_cast<std::uint32_t>(options.max_keys / n + (i < options.max_keys % n ? 1 : 0));
       shards_[i].id_bits = static_cast<std::uint32_t>(std::bit_width(most));  // ids + 1 <= most
-      shards_[i].arena = &arena_;
     }
   }
 
@@ -207,7 +204,7 @@ class ShardedStore {
 
   StoreStats stats() const {
     StoreStats st;
-    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard) + arena_.overhead_bytes();
+    st.memory_bytes = sizeof(*this) + shard_count() * sizeof(Shard);
     for (std::size_t i = 0; i < shard_count(); ++i) {
       const Shard& s = shards_[i];
       std::lock_guard guard(s.lock);
@@ -228,8 +225,6 @@ class ShardedStore {
   }
 
   std::size_t shard_count() const { return std::size_t{1} << shard_bits_; }
-  // The bytes of the 2 MiB slabs entries and tables are carved from once the store is big (huge_pages.h).
-  std::size_t huge_page_bytes() const { return arena_.slab_bytes(); }
   static constexpr std::size_t entry_bytes() { return sizeof(Entry); }
 
   static std::size_t shards_for(std::size_t max_keys, std::size_t shards) {
@@ -246,31 +241,19 @@ class ShardedStore {
   static std::size_t worst_bytes(std::size_t max_keys, std::size_t shards, std::size_t per_key_heap) {
     const std::size_t n = shards_for(max_keys, shards);
     std::size_t bytes = sizeof(ShardedStore) + n * sizeof(Shard);
-    std::size_t all_chunks = 0, tables = 0, tables_bytes = 0, last_tables_bytes = 0;  // for the arena's worst
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t cap = max_keys / n + (i < max_keys % n ? 1 : 0);
       const std::size_t chunks = (cap + kChunk - 1) / kChunk;
-      std::size_t index = 0, table = 4, tables_here = 1, table_bytes = Chunks::bytes(4);
-      std::uint32_t slots = 0;
-      while (slots < index_slots_for(static_cast<std::uint32_t>(cap))) {
+      std::size_t index = 0, table = 4;
+      for (std::uint32_t slots = 0; slots < index_slots_for(static_cast<std::uint32_t>(cap));) {
         slots = next_index_size(slots, static_cast<std::uint32_t>(cap));
-        index += Index::held(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
-        ++tables_here;
+        index += Index::bytes(slots);  // the largest, and every smaller one it replaced (possibly not yet freed)
       }
-      while (table < chunks) {
-        table *= 2;
-        table_bytes += Chunks::bytes(static_cast<std::uint32_t>(table));
-        ++tables_here;
-      }
-      bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::held(static_cast<std::uint32_t>(table)) +
+      while (table < chunks) table *= 2;
+      bytes += chunks * kChunk * sizeof(Entry) + index + 2 * Chunks::bytes(static_cast<std::uint32_t>(table)) +
                cap * per_key_heap;
-      all_chunks += chunks;
-      tables += tables_here;
-      tables_bytes += index + table_bytes;
-      last_tables_bytes += Index::bytes(slots) + Chunks::bytes(static_cast<std::uint32_t>(table));
     }
-    return bytes + huge_pages::Arena::worst_overhead(kChunk * sizeof(Entry), all_chunks, tables, tables_bytes,
-                                                     last_tables_bytes);
+    return bytes;
   }
 
   // The home slot of a key's hash h in an index of `slots` slots: from h's high bits (multiply-shift), so the index
@@ -398,20 +381,17 @@ class ShardedStore {
     void put(std::size_t i, T v) { data()[i].store(v, std::memory_order_relaxed); }
 
     static std::size_t bytes(std::uint32_t n) { return sizeof(Table) + n * sizeof(std::atomic<T>); }
-    // The memory a table of n takes (the store's arena's: on huge pages once the store is big).
-    static std::size_t held(std::uint32_t n) { return huge_pages::Arena::table_held(bytes(n)); }
-    static Table* make(std::uint32_t n, huge_pages::Arena& arena) {
+    static Table* make(std::uint32_t n) {
       static_assert(sizeof(Table) % alignof(std::atomic<T>) == 0);
-      auto* t = new (arena.table(bytes(n))) Table{n};
+      auto* t = new (::operator new(bytes(n))) Table{n};
       for (std::uint32_t i = 0; i < n; ++i) new (t->data() + i) std::atomic<T>(T{});
       return t;
     }
-    static void destroy(void* p, huge_pages::Arena& arena) {
+    static void destroy(void* p) {
       auto* t = static_cast<Table*>(p);
-      const std::uint32_t n = t->size;
-      for (std::uint32_t i = 0; i < n; ++i) t->data()[i].~atomic();
+      for (std::uint32_t i = 0; i < t->size; ++i) t->data()[i].~atomic();
       t->~Table();
-      arena.free_table(p, bytes(n));
+      ::operator delete(p);
     }
   };
   using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
@@ -426,7 +406,7 @@ class ShardedStore {
     void* table;
     std::uint64_t tag;
     std::size_t bytes;
-    void (*destroy)(void*, huge_pages::Arena&);
+    void (*destroy)(void*);
   };
 
   struct alignas(64) Shard {
@@ -453,18 +433,17 @@ class ShardedStore {
     std::uint64_t forgotten = 0;
     std::size_t key_heap_bytes = 0;
     std::vector<Retired> retired;
-    huge_pages::Arena* arena = nullptr;  // the store's: where entries' and tables' memory comes from
 
     Shard() = default;
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
     ~Shard() {
       if (Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        for (std::uint32_t i = 0; i < c->size; ++i) end_chunk(c->data()[i].load(std::memory_order_relaxed));
-        Chunks::destroy(c, *arena);
+        for (std::uint32_t i = 0; i < c->size; ++i) free_chunk(c->data()[i].load(std::memory_order_relaxed));
+        Chunks::destroy(c);
       }
-      if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix, *arena);
-      for (const Retired& r : retired) r.destroy(r.table, *arena);
+      if (Index* ix = index.load(std::memory_order_relaxed)) Index::destroy(ix);
+      for (const Retired& r : retired) r.destroy(r.table);
     }
 
     Entry& at(std::uint32_t id) const {
@@ -475,9 +454,9 @@ class ShardedStore {
 
     std::size_t heap_bytes() const {
       std::size_t b = key_heap_bytes;
-      if (const Index* ix = index.load(std::memory_order_relaxed)) b += Index::held(ix->size);
+      if (const Index* ix = index.load(std::memory_order_relaxed)) b += Index::bytes(ix->size);
       if (const Chunks* c = chunks.load(std::memory_order_relaxed)) {
-        b += Chunks::held(c->size) + std::size_t{(allocated + kChunk - 1) / kChunk} * kChunk * sizeof(Entry);
+        b += Chunks::bytes(c->size) + std::size_t{(allocated + kChunk - 1) / kChunk} * kChunk * sizeof(Entry);
       }
       for (const Retired& r : retired) b += r.bytes;
       return b;
@@ -581,7 +560,7 @@ class ShardedStore {
       ix->put(i, slot_for(id, h));
     }
 
-    void retire(void* table, std::size_t bytes, void (*destroy)(void*, huge_pages::Arena&)) {
+    void retire(void* table, std::size_t bytes, void (*destroy)(void*)) {
       retired.push_back(Retired{table, epoch::retire_tag(), bytes, destroy});
     }
 
@@ -590,21 +569,21 @@ class ShardedStore {
       const std::uint64_t oldest = epoch::oldest_active();
       std::erase_if(retired, [&](const Retired& r) {
         if (r.tag >= oldest) return false;
-        r.destroy(r.table, *arena);
+        r.destroy(r.table);
         return true;
       });
     }
 
     void grow_index() {
       Index* old = index.load(std::memory_order_relaxed);
-      Index* ix = Index::make(next_index_size(old ? old->size : 0, capacity), *arena);
+      Index* ix = Index::make(next_index_size(old ? old->size : 0, capacity));
       if (old) {
         for (std::size_t i = 0; i < old->size; ++i) {
           if (const std::uint32_t v = old->get(i)) place(ix, id_of(v));
         }
       }
       index.store(ix, std::memory_order_seq_cst);
-      if (old) retire(old, Index::held(old->size), &Index::destroy);
+      if (old) retire(old, Index::bytes(old->size), &Index::destroy);
     }
 
     std::uint32_t allocate_id() {
@@ -616,18 +595,18 @@ class ShardedStore {
       Chunks* c = chunks.load(std::memory_order_relaxed);
       const std::uint32_t chunk = allocated >> kChunkBits;
       if (c == nullptr || chunk >= c->size) {
-        Chunks* bigger = Chunks::make(c ? c->size * 2 : 4, *arena);
+        Chunks* bigger = Chunks::make(c ? c->size * 2 : 4);
         if (c) {
           for (std::uint32_t i = 0; i < c->size; ++i) {
             bigger->data()[i].store(c->data()[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
           }
         }
         chunks.store(bigger, std::memory_order_seq_cst);
-        if (c) retire(c, Chunks::held(c->size), &Chunks::destroy);
+        if (c) retire(c, Chunks::bytes(c->size), &Chunks::destroy);
         c = bigger;
       }
       if (c->data()[chunk].load(std::memory_order_relaxed) == nullptr) {
-        c->data()[chunk].store(new_chunk(*arena), std::memory_order_release);
+        c->data()[chunk].store(new_chunk(), std::memory_order_release);
       }
       return allocated++;
     }
@@ -729,16 +708,16 @@ class ShardedStore {
     return found.entry;
   }
 
-  // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two. Their memory is
-  // the store's arena's (huge pages once the store is big), freed with the store after every chunk has ended.
-  static Entry* new_chunk(huge_pages::Arena& arena) {
-    auto* chunk = static_cast<Entry*>(arena.chunk());
+  // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
+  static Entry* new_chunk() {
+    auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
     for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;
     return chunk;
   }
-  static void end_chunk(Entry* chunk) {
+  static void free_chunk(Entry* chunk) {
     if (chunk == nullptr) return;
     for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Entry();
+    ::operator delete(chunk, std::align_val_t{64});
   }
   static void prefetch_entry(const Entry* e) {
     __builtin_prefetch(e, 1);
@@ -757,7 +736,6 @@ class ShardedStore {
   KeyHasher hash_;  // hash_key with the store's seed
   std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
-  huge_pages::Arena arena_{kChunk * sizeof(Entry)};  // before shards_: outlives their entries and tables
   std::unique_ptr<Shard[]> shards_;
 };
 
