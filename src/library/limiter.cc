@@ -118,16 +118,28 @@ class Keyed final : public Limiter::Impl {
 
   void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
                   Decision* out, bool brief) override {
+    if (brief) {
+      check_many_with<Algo::decide_brief>(keys, costs, n, now, out);
+    } else {
+      check_many_with<Algo::decide>(keys, costs, n, now, out);
+    }
+  }
+
+  // The flag tested once a batch, not once a key; the decision inlined into the store's loop.
+  template <auto Decide>
+  void check_many_with(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
+                       Decision* out) {
     constexpr std::size_t kAtOnce = 16;  // the store's group: digests of long keys are made this many at a time
     char buf[kAtOnce][16];
     std::string_view stored[kAtOnce];
+    const typename Algo::Params& p = params_;
     for (std::size_t base = 0; base < n; base += kAtOnce) {
       const std::size_t m = std::min(kAtOnce, n - base);
       for (std::size_t i = 0; i < m; ++i) stored[i] = stored_key(keys[base + i], buf[i]);
-      store_.update_many(stored, m, [&](std::size_t i, typename Algo::State& s) {
-        out[base + i] = brief ? Algo::decide_brief(params_, s, now, costs[base + i])
-                              : Algo::decide(params_, s, now, costs[base + i]);
-      });
+      Decision* const to = out + base;
+      const std::uint64_t* const cost = costs + base;
+      store_.update_many(stored, m, [&p, to, cost, now](std::size_t i, typename Algo::State& s)
+                                        __attribute__((always_inline)) { to[i] = Decide(p, s, now, cost[i]); });
     }
   }
 
