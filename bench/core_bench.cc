@@ -732,7 +732,9 @@ int count_decisions(std::string_view what) {
       benchmark::DoNotOptimize(d);
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-    if (m == kEach / static_cast<long long>(per_call) * static_cast<long long>(per_call)) best = std::min(best, ns / static_cast<double>(m));
+    if (m == kEach / static_cast<long long>(per_call) * static_cast<long long>(per_call)) {
+      best = std::min(best, ns / static_cast<double>(m));
+    }
     done += m;
   }
   std::printf("%s/%s%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld)\n", name.c_str(),

@@ -110,7 +110,8 @@ class ShardedStore {
       }
       for (std::size_t i = 0; i < m; ++i) {
         Ahead& a = ahead[i];
-        a.entry = a.ix == nullptr || (a.seq & 1u) ? nullptr : a.shard->entry_hint(*a.ix, static_cast<std::uint32_t>(a.h));
+        const bool readable = a.ix != nullptr && !(a.seq & 1u);  // an odd number: the index is being changed
+        a.entry = readable ? a.shard->entry_hint(*a.ix, static_cast<std::uint32_t>(a.h)) : nullptr;
         if (a.entry != nullptr) prefetch_entry(a.entry);
       }
       for (std::size_t i = 0; i < m; ++i) {
@@ -691,8 +692,9 @@ class ShardedStore {
     }
   };
 
-  // update() and update_many() for a key the lock-free lookup did not find: under the shard's lock. Out of line, so that the
-  // common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them otherwise).
+  // update() and update_many() for a key the lock-free lookup did not find: under the shard's lock. Out of line, so
+  // that the common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them
+  // otherwise).
   template <class F>
   [[gnu::noinline]] auto update_locked(Shard& s, std::string_view key, std::uint32_t h32, F& f) {
     std::lock_guard guard(s.lock);
