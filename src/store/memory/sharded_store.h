@@ -538,9 +538,10 @@ class ShardedStore {
         const std::uint32_t v = ix.get(i);
         if (v == 0) return nullptr;
         if (tag_of(v) != want_tag) continue;
-        if ((id_of(v) >> kChunkBits) >= ch->size) return nullptr;
-        Entry* chunk = ch->data()[id_of(v) >> kChunkBits].load(std::memory_order_acquire);
-        return chunk == nullptr ? nullptr : chunk + (id_of(v) & (kChunk - 1));
+        const std::uint32_t id = id_of(v);  // once: id_bits is not reread after the acquire below
+        if ((id >> kChunkBits) >= ch->size) return nullptr;
+        Entry* chunk = ch->data()[id >> kChunkBits].load(std::memory_order_acquire);
+        return chunk == nullptr ? nullptr : chunk + (id & (kChunk - 1));
       }
       return nullptr;
     }
