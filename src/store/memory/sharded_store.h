@@ -25,7 +25,8 @@
 // as the store, so a stale hint is only a lock and unlock wasted).
 //
 // update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
-// epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
+// epoch::Guard, so that the tables it reads for the prefetches outlive them); each key's update then locks the entry
+// its slot named, when the shard's structure has not changed since (the test a lookup makes), or finds it as alone.
 //
 // Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
 // under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
@@ -44,6 +45,7 @@
 #include <new>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -407,6 +409,8 @@ class ShardedStore {
   using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
   using Chunks = Table<Entry*>;
 
+  struct Unguarded {};  // in place of an epoch::Guard the caller holds
+
   struct Found {
     Entry* entry = nullptr;  // locked, when found without the shard lock
     bool absent = false;     // not tracked, known without the shard lock
@@ -474,13 +478,12 @@ class ShardedStore {
 
     // Without the lock: the key's entry, locked, if the shard's structure did not change
     // while it was found; `absent` if the key is certainly not tracked; neither if the caller must take the lock.
+    // kGuarded: the caller holds an epoch::Guard already. (A template rather than a function around another: that
+    // changed the registers of update()'s hot-key path, which does not even run this.)
+    template <bool kGuarded = false>
     [[gnu::always_inline]] Found lookup(std::string_view key, std::uint32_t h) {
-      epoch::Guard guard;  // the tables read below stay allocated until it ends
-      return lookup_guarded(key, h);
-    }
-
-    // lookup() inside an epoch::Guard the caller holds.
-    [[gnu::always_inline]] Found lookup_guarded(std::string_view key, std::uint32_t h) {
+      // The tables read below stay allocated until the guard (the caller's, when kGuarded) ends.
+      [[maybe_unused]] std::conditional_t<kGuarded, Unguarded, epoch::Guard> guard;
       Found r;
       const std::uint32_t s0 = seq.load(std::memory_order_acquire);
       if (s0 & 1u) return r;
@@ -750,7 +753,7 @@ class ShardedStore {
 
   // find_unlocked for a caller inside an epoch::Guard, out of line (update_many's rare path), leaving no hint.
   [[gnu::noinline]] static Entry* find_guarded(Shard& s, std::string_view key, std::uint32_t h32) {
-    return s.lookup_guarded(key, h32).entry;
+    return s.template lookup<true>(key, h32).entry;
   }
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
