@@ -8,8 +8,9 @@
 //     --rk_no_pin     leave the threads where the scheduler puts them (by default thread i is pinned to the i-th
 //                     allowed CPU for the run: unpinned, Linux sometimes keeps both threads of a 2-thread run on
 //                     one core, and they then take turns instead of running, and contending, at once)
-//     --rk_count=ALGORITHM:N[:1M]  only N decisions of one thread on the hot key (or over the million keys), as the
-//                     benchmark makes them, then the best ns per decision over batches of 10,000; nothing else
+//     --rk_count=ALGORITHM:N[:1M|:many16]  only N decisions of one thread on the hot key (or over the million keys;
+//                     or over them by check_many of 16), as the benchmark makes them, then the best ns per decision
+//                     over batches of 10,000; nothing else
 //                     runs. For counting instructions on a loaded machine: the difference between two runs' counts
 //                     (valgrind --tool=cachegrind --cache-sim=no) over the difference in N is one decision's.
 //   With --benchmark_repetitions=N the summary uses each run's median.
@@ -692,11 +693,14 @@ int count_decisions(std::string_view what) {
   const std::string name(what.substr(0, colon));
   const std::string rest(colon == std::string_view::npos ? "" : what.substr(colon + 1));
   const long long n = std::atoll(rest.c_str());
-  const Keys k = rest.ends_with(":1M") ? Keys::kMillion : Keys::kHot;
+  const bool many = rest.ends_with(":many16");  // check_many of kBatch over the million keys, as bm_batch makes them
+  const Keys k = rest.ends_with(":1M") || many ? Keys::kMillion : Keys::kHot;
   const Algorithm* a = std::find_if(std::begin(rk::kAllAlgorithms), std::end(rk::kAllAlgorithms),
                                     [&](Algorithm x) { return rk::algorithm_name(x) == name; });
   if (a == std::end(rk::kAllAlgorithms) || n <= 0) {
-    std::fprintf(stderr, "--rk_count=%s: expected ALGORITHM:N or ALGORITHM:N:1M (an algorithm's name, N > 0)\n",
+    std::fprintf(stderr,
+                 "--rk_count=%s: expected ALGORITHM:N, ALGORITHM:N:1M or ALGORITHM:N:many16 (an algorithm's name, "
+                 "N > 0)\n",
                  std::string(what).c_str());
     return 2;
   }
@@ -704,25 +708,37 @@ int count_decisions(std::string_view what) {
   const std::vector<std::string_view> keys = keys_of(k);
   std::size_t next = 0;
   const Pin pin(0);
-  SimClock clock(step_ns(*a));
+  const std::size_t per_call = many ? kBatch : 1;  // decisions a call
+  SimClock clock(step_ns(*a) * static_cast<std::int64_t>(per_call));
   constexpr long long kEach = 10'000;
   double best = 1e300;
   std::int64_t allowed = 0;
+  rk::Decision out[kBatch];
   for (long long done = 0; done < n;) {
-    const long long m = std::min(kEach, n - done);
+    const long long m = std::min(kEach, n - done) / static_cast<long long>(per_call) * static_cast<long long>(per_call);
+    if (m == 0) break;
     const auto start = std::chrono::steady_clock::now();
-    for (long long i = 0; i < m; ++i) {
+    for (long long i = 0; i < m; i += static_cast<long long>(per_call)) {
+      if (many) {
+        l.check_many_at({keys.data() + next, kBatch}, {}, Nanos{clock.next()}, out, rk::Fields::kAllButResetAfter);
+        if ((next += kBatch) + kBatch > keys.size()) next = 0;
+        for (const rk::Decision& d : out) allowed += d.allowed ? 1 : 0;
+        benchmark::DoNotOptimize(out);
+        continue;
+      }
       const rk::Decision d = l.check_at(keys[next], Nanos{clock.next()}, 1, rk::Fields::kAllButResetAfter);
       if (++next == keys.size()) next = 0;
       allowed += d.allowed ? 1 : 0;
       benchmark::DoNotOptimize(d);
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-    if (m == kEach) best = std::min(best, ns / static_cast<double>(m));
+    if (m == kEach / static_cast<long long>(per_call) * static_cast<long long>(per_call)) {
+      best = std::min(best, ns / static_cast<double>(m));
+    }
     done += m;
   }
-  std::printf("%s/%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld)\n", name.c_str(),
-              keys_name(k), n,
+  std::printf("%s/%s%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld)\n", name.c_str(),
+              keys_name(k), many ? "/check_many16" : "", n,
               100.0 * static_cast<double>(allowed) / static_cast<double>(n), best, kEach);
   return 0;
 }

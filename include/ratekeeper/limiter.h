@@ -33,7 +33,7 @@ class RK_EXPORT Limiter {
   Limiter& operator=(Limiter&&) noexcept;
 
   // Decides one attempt of `cost` (0 is allowed: it reports without spending) and records it. `fields`: what the
-  // caller reads (Fields::kAllButResetAfter skips earrrl's and sliding_window's reset_after; decision.h).
+  // caller reads (Fields::kAllButResetAfter skips reset_after where it costs; decision.h).
   Decision check(std::string_view key, std::uint64_t cost = 1, Fields fields = Fields::kAll);
   Decision check_at(std::string_view key, Nanos now, std::uint64_t cost = 1, Fields fields = Fields::kAll);
 

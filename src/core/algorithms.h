@@ -37,7 +37,8 @@ using Earrrl =
     AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb, earrrl_decide_brief>;
 using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb>;
 using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb>;
-using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb>;
+using Fluid =
+    AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb, fluid_decide_brief>;
 using FixedWindow =
     AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable, fixed_window_absorb>;
 using SlidingLog =

@@ -71,14 +71,49 @@ inline bool fits(const FluidParams& p, const Backlog& b, double k) {
   return at_most_floor(b.whole, p.tolerance - k * p.interval - b.frac);
 }
 
-// The most whole requests that fit now (the predicate is monotone in k).
+// The most whole requests that fit now (the predicate is monotone in k, so the answer does not depend on where the
+// search starts).
 inline double room(const FluidParams& p, const Backlog& b) {
-  // A guess within a request or two of the answer, then the test itself settles it.
+  // A guess within a request or two of the answer, then the test itself settles it. The guess clamped to [0,
+  // floor(capacity)] (NaN: 0) is at most 1e12 (rk::kMaxLimit): truncation floors it.
   const double guess = (p.tolerance - b.frac - static_cast<double>(b.whole)) * p.inv_interval;
-  double k = static_cast<double>(floor_ns(std::clamp(guess, 0.0, p.whole_capacity)));
+  double k = static_cast<double>(static_cast<std::int64_t>(guess > 0 ? std::min(guess, p.whole_capacity) : 0.0));
   while (k > 0 && !fits(p, b, k)) --k;
   while (k + 1 <= p.capacity && fits(p, b, k + 1)) ++k;
   return k;
+}
+
+// The decision; `reset_after` only when kResetAfter (a caller that reads none is spared it).
+template <bool kResetAfter>
+[[gnu::always_inline]] inline Decision decide(const FluidParams& p, FluidState& s, std::int64_t now,
+                                              std::uint64_t cost) {
+  const double c = static_cast<double>(cost);
+  Backlog b = backlog(s, now);
+  Decision d;
+  d.limit = p.capacity;
+  const double most = p.tolerance - c * p.interval - b.frac;  // the backlog that still admits c, before the floor
+  d.allowed = c <= p.capacity && at_most_floor(b.whole, most);
+  if (d.allowed) [[likely]] {
+    const double x = b.frac + c * p.interval;  // >= 0; below 2^63 for a valid spec (tolerance <= 100 years)
+    std::int64_t whole, until, at;
+    if (x < 9.2e18 && !__builtin_add_overflow(b.whole, whole = static_cast<std::int64_t>(x), &until) &&
+        !__builtin_add_overflow(now, until, &at)) [[likely]] {
+      // Nothing saturates: the new backlog is the old plus x, without reading the state back.
+      b = {until, x - static_cast<double>(whole)};
+      s.empty_ns = at;
+      s.frac = b.frac;
+    } else {
+      whole = floor_ns(x);
+      s.empty_ns = sat_add(sat_add(now, b.whole), whole);
+      s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
+      b = backlog(s, now);
+    }
+  } else {
+    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(most))} : kNever;
+  }
+  d.remaining = room(p, b);
+  if constexpr (kResetAfter) d.reset_after = Nanos{sat_add(b.whole, b.frac > 0 ? 1 : 0)};
+  return d;
 }
 
 }  // namespace fluid_detail
@@ -87,25 +122,13 @@ inline double room(const FluidParams& p, const Backlog& b) {
 // call from one to the other was a measurable part of it (bench/RESULTS.md, "Hot key").
 [[gnu::always_inline]] inline Decision fluid_decide(const FluidParams& p, FluidState& s, std::int64_t now,
                                                     std::uint64_t cost) {
-  using fluid_detail::Backlog;
-  const double c = static_cast<double>(cost);
-  Backlog b = fluid_detail::backlog(s, now);
-  Decision d;
-  d.limit = p.capacity;
-  const double most = p.tolerance - c * p.interval - b.frac;  // the backlog that still admits c, before the floor
-  d.allowed = c <= p.capacity && fluid_detail::at_most_floor(b.whole, most);
-  if (d.allowed) [[likely]] {
-    const double x = b.frac + c * p.interval;  // >= 0
-    const std::int64_t whole = fluid_detail::floor_ns(x);
-    s.empty_ns = sat_add(sat_add(now, b.whole), whole);
-    s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
-    b = fluid_detail::backlog(s, now);
-  } else {
-    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, fluid_detail::floor_ns(most))} : kNever;
-  }
-  d.remaining = fluid_detail::room(p, b);
-  d.reset_after = Nanos{sat_add(b.whole, b.frac > 0 ? 1 : 0)};
-  return d;
+  return fluid_detail::decide<true>(p, s, now, cost);
+}
+
+// fluid_decide for a caller that reads no reset_after (rk::Fields::kAllButResetAfter): it is left 0.
+[[gnu::always_inline]] inline Decision fluid_decide_brief(const FluidParams& p, FluidState& s,
+                                                          std::int64_t now, std::uint64_t cost) {
+  return fluid_detail::decide<false>(p, s, now, cost);
 }
 
 }  // namespace rk::core

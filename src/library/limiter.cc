@@ -67,9 +67,9 @@ struct Limiter::Impl {
   // check for a caller that reads no reset_after (Fields::kAllButResetAfter): a function of its own, so that
   // neither path tests a flag.
   virtual Decision check_brief(std::string_view key, std::int64_t now, std::uint64_t cost) = 0;
-  // keys, costs and out of one size (costs[i] for each key), every key checked by check_key.
+  // keys, costs and out of one size (costs[i] for each key), the longest key's size `longest` checked by check_size.
   virtual void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
-                          Decision* out, bool brief) = 0;
+                          Decision* out, bool brief, std::size_t longest) = 0;
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
   virtual bool reset(std::string_view key) = 0;
   virtual std::size_t sweep(std::int64_t now) = 0;
@@ -77,8 +77,9 @@ struct Limiter::Impl {
   virtual void export_states(const library::StateVisitor& f) const = 0;
   virtual bool import_state(std::string_view key, std::string_view state, bool apply) = 0;
 
-  void check_key(std::string_view key) const {
-    if (key.size() > max_key_bytes) [[unlikely]] refuse_key(key.size());
+  void check_key(std::string_view key) const { check_size(key.size()); }
+  void check_size(std::size_t size) const {
+    if (size > max_key_bytes) [[unlikely]] refuse_key(size);
   }
   // Out of line, so that the test above is two instructions inlined in every check rather than a call.
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_key(std::size_t size) const {
@@ -117,17 +118,35 @@ class Keyed final : public Limiter::Impl {
   }
 
   void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
-                  Decision* out, bool brief) override {
+                  Decision* out, bool brief, std::size_t longest) override {
+    if (brief) {
+      check_many_with<Algo::decide_brief>(keys, costs, n, now, out, longest);
+    } else {
+      check_many_with<Algo::decide>(keys, costs, n, now, out, longest);
+    }
+  }
+
+  // The flag tested once a batch, not once a key; the decision inlined into the store's loop. Keys all stored as
+  // they are go to the store as given; otherwise a group at a time, with the long ones' digests.
+  template <auto Decide>
+  void check_many_with(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
+                       Decision* out, std::size_t longest) {
+    const typename Algo::Params& p = params_;
+    auto deciding = [&p, now](Decision* to, const std::uint64_t* cost) {
+      return [&p, now, to, cost](std::size_t i, typename Algo::State& s)
+                 __attribute__((always_inline)) { to[i] = Decide(p, s, now, cost[i]); };
+    };
+    if (longest <= kDigestAbove) [[likely]] {
+      store_.update_many(keys, n, deciding(out, costs));
+      return;
+    }
     constexpr std::size_t kAtOnce = 16;  // the store's group: digests of long keys are made this many at a time
     char buf[kAtOnce][16];
     std::string_view stored[kAtOnce];
     for (std::size_t base = 0; base < n; base += kAtOnce) {
       const std::size_t m = std::min(kAtOnce, n - base);
       for (std::size_t i = 0; i < m; ++i) stored[i] = stored_key(keys[base + i], buf[i]);
-      store_.update_many(stored, m, [&](std::size_t i, typename Algo::State& s) {
-        out[base + i] = brief ? Algo::decide_brief(params_, s, now, costs[base + i])
-                              : Algo::decide(params_, s, now, costs[base + i]);
-      });
+      store_.update_many(stored, m, deciding(out + base, costs + base));
     }
   }
 
@@ -226,9 +245,11 @@ void Limiter::check_many_at(std::span<const std::string_view> keys, std::span<co
                           " costs and " + std::to_string(out.size()) +
                           " decisions; the costs (unless none) and the decisions must be one per key");
   }
-  for (const std::string_view key : keys) impl_->check_key(key);
+  std::size_t longest = 0;
+  for (const std::string_view key : keys) longest = std::max(longest, key.size());
+  impl_->check_size(longest);
   if (!costs.empty()) {
-    impl_->check_many(keys.data(), costs.data(), keys.size(), now.count(), out.data(), brief);
+    impl_->check_many(keys.data(), costs.data(), keys.size(), now.count(), out.data(), brief, longest);
     return;
   }
   constexpr std::size_t kOnes = 64;
@@ -239,7 +260,7 @@ void Limiter::check_many_at(std::span<const std::string_view> keys, std::span<co
   }();
   for (std::size_t base = 0; base < keys.size(); base += kOnes) {
     impl_->check_many(keys.data() + base, ones.data(), std::min(kOnes, keys.size() - base), now.count(),
-                      out.data() + base, brief);
+                      out.data() + base, brief, longest);
   }
 }
 

@@ -33,7 +33,7 @@ void expect_same(const Decision& many, const Decision& one, const std::string& w
   EXPECT_EQ(many.estimate, one.estimate) << where;
 }
 
-// Fields::kAllButResetAfter changes nothing but reset_after (0 for earrrl, which skips it; the same for the others),
+// Fields::kAllButResetAfter changes nothing but reset_after (0 where the check skips it; the same for the others),
 // neither the answer nor the state left: a brief limiter and a full one, fed the same attempts, stay equal, one
 // check at a time and in batches.
 TEST(CheckMany, BriefChecksDifferOnlyInResetAfter) {
@@ -57,8 +57,10 @@ TEST(CheckMany, BriefChecksDifferOnlyInResetAfter) {
         d = one[0];
       }
       const Decision f = full.check_at(key, Nanos{now}, cost);
-      // The two whose reset_after costs (a logarithm; a 128-bit division) skip it and leave it 0.
-      if (a == Algorithm::kEarrrl || a == Algorithm::kSlidingWindow) {
+      // Those whose reset_after costs (a logarithm; a 128-bit division; a fluid level's few instructions) skip it
+      // and leave it 0.
+      if (a == Algorithm::kEarrrl || a == Algorithm::kSlidingWindow || a == Algorithm::kTokenBucket ||
+          a == Algorithm::kLeakyBucket) {
         EXPECT_EQ(d.reset_after, Nanos{0}) << where;
         d.reset_after = f.reset_after;
       }

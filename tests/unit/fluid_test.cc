@@ -189,5 +189,36 @@ TEST(Fluid, AllowedAndRemainingAreTheLevelTestExactly) {
   }
 }
 
+// remaining at the backlogs where the level test changes its answer (the nanoseconds on either side of the last one
+// that lets k requests through), where room()'s first guess is closest to a whole number: still exactly the test's
+// largest k, for capacities of 1 to 10^12, whole and fractional, and intervals of a picosecond to a day.
+TEST(Fluid, RemainingIsExactWhereTheTestTurns) {
+  std::mt19937_64 rng(34);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int checked = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    const double capacity = std::max(1.0, std::floor(std::pow(10.0, 12 * unit(rng))) / (rng() % 2 ? 1 : 4));
+    const double limit = std::floor(std::pow(10.0, 9 * unit(rng))) + 1;
+    const double window_s = std::pow(10.0, 5 * unit(rng) - 3);  // 1 ms to a day
+    if (capacity * window_s / limit * 1e9 > 3e18) continue;  // beyond what validation allows
+    const auto p = params(limit, window_s, capacity);
+    const double frac = rng() % 4 == 0 ? 0 : unit(rng);
+    const double k0 = std::floor(unit(rng) * (p.whole_capacity + 1));
+    const double turn = std::floor(p.tolerance - k0 * p.interval - frac);  // the last backlog that admits k0
+    for (std::int64_t delta = -2; delta <= 2; ++delta) {
+      const std::int64_t whole = static_cast<std::int64_t>(turn) + delta;
+      if (whole < 0) continue;
+      const fluid_detail::Backlog b{whole, frac};
+      const double k = fluid_detail::room(p, b);
+      auto fits = [&](double n) { return fluid_detail::fits(p, b, n); };
+      ASSERT_TRUE(k == 0 || fits(k)) << "capacity " << capacity << " interval " << p.interval << " k " << k;
+      ASSERT_FALSE(k + 1 <= p.capacity && fits(k + 1)) << "capacity " << capacity << " interval " << p.interval
+                                                       << " k " << k;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50'000);
+}
+
 }  // namespace
 }  // namespace rk::core

@@ -25,7 +25,8 @@
 // as the store, so a stale hint is only a lock and unlock wasted).
 //
 // update_many() decides a batch of keys with their index slots, then their entries, prefetched ahead (under one
-// epoch::Guard, so that the tables it reads for the prefetches outlive them); each key is then updated as alone.
+// epoch::Guard, so that the tables it reads for the prefetches outlive them); each key's update then locks the entry
+// its slot named, when the shard's structure has not changed since (the test a lookup makes), or finds it as alone.
 //
 // Thread safety: every public member may be called from any thread. The callback passed to update()/read() runs
 // under the key's entry lock (and sometimes also its shard's) and must not call back into the store.
@@ -44,6 +45,7 @@
 #include <new>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -90,36 +92,46 @@ class ShardedStore {
 
   // update(keys[i], f(i, State&)) for i = 0..n-1 in order, with the memory each will read fetched ahead: the keys
   // are hashed and their index slots prefetched a group at a time, then the entries those slots name, so that a
-  // group's cache misses overlap instead of following one another. The prefetches are hints (a slot may be
-  // changing, or not the key's): each update() then finds its key as it would alone.
+  // group's cache misses overlap instead of following one another. The entry a key's slot named (its candidate) is
+  // then the one its update locks, when the shard's structure has not changed since its slots were read (the
+  // sequence number, as lookup() checks it) and the entry holds the key; otherwise the update finds its key as it
+  // would alone. The keys are not left as the thread's hot-key hint: a batch's keys are seldom a hot key.
   template <class F>
   void update_many(const std::string_view* keys, std::size_t n, F&& f) {
-    std::uint64_t h[kGroup];
-    const Index* ix[kGroup];
-    epoch::Guard guard;  // the tables read for the prefetches stay allocated until it ends
+    Ahead ahead[kGroup];
+    epoch::Guard guard;  // the tables read ahead stay allocated until it ends
     for (std::size_t base = 0; base < n; base += kGroup) {
       const std::size_t m = std::min(kGroup, n - base);
       for (std::size_t i = 0; i < m; ++i) {
-        h[i] = hash_(keys[base + i]);
-        ix[i] = shard_for(h[i]).index.load(std::memory_order_seq_cst);
-        if (ix[i] != nullptr) __builtin_prefetch(ix[i]->data() + home(static_cast<std::uint32_t>(h[i]), ix[i]->size));
+        Ahead& a = ahead[i];
+        a.h = hash_(keys[base + i]);
+        a.shard = &shard_for(a.h);
+        a.seq = a.shard->seq.load(std::memory_order_acquire);
+        a.ix = a.shard->index.load(std::memory_order_seq_cst);
+        if (a.ix != nullptr) __builtin_prefetch(a.ix->data() + home(static_cast<std::uint32_t>(a.h), a.ix->size));
       }
       for (std::size_t i = 0; i < m; ++i) {
-        if (ix[i] == nullptr) continue;
-        if (const Entry* e = shard_for(h[i]).entry_hint(*ix[i], static_cast<std::uint32_t>(h[i]))) prefetch_entry(e);
+        Ahead& a = ahead[i];
+        const bool readable = a.ix != nullptr && !(a.seq & 1u);  // an odd number: the index is being changed
+        a.entry = readable ? a.shard->entry_hint(*a.ix, static_cast<std::uint32_t>(a.h)) : nullptr;
+        if (a.entry != nullptr) prefetch_entry(a.entry);
       }
       for (std::size_t i = 0; i < m; ++i) {
-        update_hashed(keys[base + i], h[i], [&](State& s) { return f(base + i, s); });
+        const Ahead& a = ahead[i];
+        const std::string_view key = keys[base + i];
+        Entry* e = claim(a, key);
+        if (e == nullptr) [[unlikely]] {
+          e = find_guarded(*a.shard, key, static_cast<std::uint32_t>(a.h));
+          if (e == nullptr) {
+            auto g = [&](State& s) { f(base + i, s); };
+            update_locked(*a.shard, key, static_cast<std::uint32_t>(a.h), g);
+            continue;
+          }
+        }
+        EntryHold hold(*e, true, typename EntryHold::Adopt{});
+        f(base + i, e->state);
       }
     }
-  }
-
-  template <class F>
-  auto update_hashed(std::string_view key, std::uint64_t h, F&& f) {
-    Entry* e = find_unlocked(key, h);
-    if (e == nullptr) return update_locked(shard_for(h), key, static_cast<std::uint32_t>(h), f);
-    EntryHold hold(*e, true, typename EntryHold::Adopt{});  // unlocks after f's result is returned
-    return f(e->state);
   }
 
   // Runs f(const State*) with the key's state, or nullptr if it is not tracked. Changes nothing, not even recency.
@@ -397,6 +409,8 @@ class ShardedStore {
   using Index = Table<std::uint32_t>;  // 0: empty slot; otherwise the key's tag << id_bits | (entry id + 1)
   using Chunks = Table<Entry*>;
 
+  struct Unguarded {};  // in place of an epoch::Guard the caller holds
+
   struct Found {
     Entry* entry = nullptr;  // locked, when found without the shard lock
     bool absent = false;     // not tracked, known without the shard lock
@@ -464,8 +478,12 @@ class ShardedStore {
 
     // Without the lock: the key's entry, locked, if the shard's structure did not change
     // while it was found; `absent` if the key is certainly not tracked; neither if the caller must take the lock.
+    // kGuarded: the caller holds an epoch::Guard already. (A template rather than a function around another: that
+    // changed the registers of update()'s hot-key path, which does not even run this.)
+    template <bool kGuarded = false>
     [[gnu::always_inline]] Found lookup(std::string_view key, std::uint32_t h) {
-      epoch::Guard guard;  // the tables read below stay allocated until it ends
+      // The tables read below stay allocated until the guard (the caller's, when kGuarded) ends.
+      [[maybe_unused]] std::conditional_t<kGuarded, Unguarded, epoch::Guard> guard;
       Found r;
       const std::uint32_t s0 = seq.load(std::memory_order_acquire);
       if (s0 & 1u) return r;
@@ -514,7 +532,7 @@ class ShardedStore {
     // of hash h in index `ix` would read first (the first slot of its probe run whose tag matches; a key is in its
     // home slot only about half the time at a load of 4/5), or nullptr. Read without the lock, so possibly stale;
     // never outside the tables.
-    const Entry* entry_hint(const Index& ix, std::uint32_t h) const {
+    Entry* entry_hint(const Index& ix, std::uint32_t h) const {
       const Chunks* ch = chunks.load(std::memory_order_seq_cst);
       if (ch == nullptr) return nullptr;
       const std::uint32_t want_tag = tag(h);
@@ -523,9 +541,10 @@ class ShardedStore {
         const std::uint32_t v = ix.get(i);
         if (v == 0) return nullptr;
         if (tag_of(v) != want_tag) continue;
-        if ((id_of(v) >> kChunkBits) >= ch->size) return nullptr;
-        const Entry* chunk = ch->data()[id_of(v) >> kChunkBits].load(std::memory_order_acquire);
-        return chunk == nullptr ? nullptr : chunk + (id_of(v) & (kChunk - 1));
+        const std::uint32_t id = id_of(v);  // once: id_bits is not reread after the acquire below
+        if ((id >> kChunkBits) >= ch->size) return nullptr;
+        Entry* chunk = ch->data()[id >> kChunkBits].load(std::memory_order_acquire);
+        return chunk == nullptr ? nullptr : chunk + (id & (kChunk - 1));
       }
       return nullptr;
     }
@@ -677,8 +696,9 @@ class ShardedStore {
     }
   };
 
-  // update_hashed for a key the lock-free lookup did not find: under the shard's lock. Out of line, so that the
-  // common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them otherwise).
+  // update() and update_many() for a key the lock-free lookup did not find: under the shard's lock. Out of line, so
+  // that the common case above keeps its registers (a hot key's decision spilled and reloaded a dozen of them
+  // otherwise).
   template <class F>
   [[gnu::noinline]] auto update_locked(Shard& s, std::string_view key, std::uint32_t h32, F& f) {
     std::lock_guard guard(s.lock);
@@ -706,6 +726,34 @@ class ShardedStore {
     const Found found = shard_for(h).lookup(key, static_cast<std::uint32_t>(h));
     if (found.entry != nullptr) last_key::remember(serial_, key, found.entry);
     return found.entry;
+  }
+
+  // What update_many read ahead for one key.
+  struct Ahead {
+    std::uint64_t h;
+    Shard* shard;
+    std::uint32_t seq;  // the shard's sequence number, read before its index
+    const Index* ix;
+    Entry* entry;  // the candidate: the entry the first slot of the key's probe run with its tag names, or nullptr
+  };
+
+  // The candidate's entry, locked, if it holds the key and the shard's structure did not change since the slots
+  // that named it were read (lookup()'s test, from the sequence number read then); else nullptr.
+  [[gnu::always_inline]] static Entry* claim(const Ahead& a, std::string_view key) {
+    Entry* e = a.entry;
+    if (e == nullptr || (e->word.load(std::memory_order_relaxed) & kHashBits) != (a.h & kHashBits)) return nullptr;
+    e->lock();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (a.shard->seq.load(std::memory_order_relaxed) != a.seq || !e->key.equals(key)) [[unlikely]] {
+      e->unlock();
+      return nullptr;
+    }
+    return e;
+  }
+
+  // find_unlocked for a caller inside an epoch::Guard, out of line (update_many's rare path), leaving no hint.
+  [[gnu::noinline]] static Entry* find_guarded(Shard& s, std::string_view key, std::uint32_t h32) {
+    return s.template lookup<true>(key, h32).entry;
   }
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
