@@ -495,6 +495,10 @@ class ShardedStore {
       const std::atomic<std::uint32_t>* slots = ix->data();
       const std::atomic<Entry*>* table = ch->data();
       const std::uint32_t want = h & kHashBits, want_tag = tag(h);
+      // The probe finds the first entry whose tag and hash match; the lock is taken after the loop, so that the
+      // loop makes no call (a call inside it made the compiler keep its values on the stack). A candidate that
+      // turns out to hold another key (a 31-bit hash collision) sends the caller to the shard's lock.
+      Entry* e = nullptr;
       for (std::size_t i = home(h, slot_count), n = 0; n < slot_count; i = i + 1 == slot_count ? 0 : i + 1, ++n) {
         const std::uint32_t v = slots[i].load(std::memory_order_relaxed);
         if (v == 0) {
@@ -509,22 +513,20 @@ class ShardedStore {
         if ((id >> kChunkBits) >= chunk_count) return r;
         Entry* chunk = table[id >> kChunkBits].load(std::memory_order_acquire);
         if (chunk == nullptr) return r;
-        Entry& e = chunk[id & (kChunk - 1)];
-        prefetch_entry(&e);  // a 40- or 48-byte entry's second line, if it has one, along with its first
-        if ((e.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
-        e.lock();
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (seq.load(std::memory_order_relaxed) != s0) {
-          e.unlock();
-          return r;
-        }
-        if (!e.key.equals(key)) {  // a 31-bit hash collision
-          e.unlock();
-          continue;
-        }
-        r.entry = &e;
+        Entry& c = chunk[id & (kChunk - 1)];
+        prefetch_entry(&c);  // a 40- or 48-byte entry's second line, if it has one, along with its first
+        if ((c.word.load(std::memory_order_relaxed) & kHashBits) != want) continue;
+        e = &c;
+        break;
+      }
+      if (e == nullptr) return r;
+      e->lock();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) != s0 || !e->key.equals(key)) [[unlikely]] {
+        e->unlock();
         return r;
       }
+      r.entry = e;
       return r;
     }
 
