@@ -1,6 +1,7 @@
 // bench/core_bench.cc: ns per decision for every algorithm on one hot key and over 1,000,000 distinct keys, with 1
 // and 2 threads; the baseline store (bench/baseline.h) on the same EARRRL work in the same run; bytes per tracked
-// key. Ends with a summary table and the targets next to the figures.
+// key. Ends with a summary table and the targets next to the figures. Each 1M-key row is also set against what one
+// miss to memory cost right after its run (MissChain: this VM's memory latency moves between runs).
 //
 //   rk_bench [Google Benchmark flags] [--rk_10k] [--rk_no_memory] [--rk_no_pin]
 //     --rk_10k        also run a 10,000-key case (fits in cache: store scaling without the memory wall)
@@ -10,9 +11,10 @@
 //                     one core, and they then take turns instead of running, and contending, at once)
 //     --rk_count=ALGORITHM:N[:1M|:many16]  only N decisions of one thread on the hot key (or over the million keys;
 //                     or over them by check_many of 16), as the benchmark makes them, then the best ns per decision
-//                     over batches of 10,000; nothing else
-//                     runs. For counting instructions on a loaded machine: the difference between two runs' counts
-//                     (valgrind --tool=cachegrind --cache-sim=no) over the difference in N is one decision's.
+//                     over batches of 10,000, and the median; over the million keys, also the median of one miss
+//                     measured after each batch and of the ratio of the two; nothing else runs. For counting
+//                     instructions on a loaded machine: the difference between two runs' counts (valgrind
+//                     --tool=cachegrind --cache-sim=no) over the difference in N is one decision's.
 //   With --benchmark_repetitions=N the summary uses each run's median.
 //
 // Time: every decision is Limiter::check_at(key, now, 1, Fields::kAllButResetAfter) (check_many_at with the same
