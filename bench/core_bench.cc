@@ -816,8 +816,8 @@ int count_decisions(std::string_view what) {
     }
     done += m;
   }
-  std::printf("%s/%s%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld), median %.2f", name.c_str(),
-              keys_name(k), many ? "/check_many16" : "", n,
+  std::printf("%s/%s%s: %lld decisions, %.1f%% allowed, best %.2f ns a decision (batches of %lld), median %.2f",
+              name.c_str(), keys_name(k), many ? "/check_many16" : "", n,
               100.0 * static_cast<double>(allowed) / static_cast<double>(n), best, kEach, median(batch_ns));
   if (!miss_ns.empty()) {
     std::printf("; one miss (a dependent load over 48 MB, after each batch) median %.2f ns; decision / miss, median of "
