@@ -35,7 +35,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import free_port, parse_grpc_load, run_wrk, wait_http
+from benchlib import free_port, halt_polling, parse_grpc_load, run_wrk, wait_http
 
 # Every answer must be OK, so that exact and batched decide the same thing. GCRA at 1e9/s refuses a hit whose `now`
 # trails the key's time by more than `burst` ns: bursts of 1,000 (1 us) and even 1,000,000 (1 ms) refused a few
@@ -250,7 +250,8 @@ def grpc_fleets(binary, d, redis_port, h2_load, seconds, levels, connections, de
 
 def wrk_runs(a, d, script):
     """1 to 5, over HTTP forward-auth under wrk."""
-    print("wrk -t1 -c%d -d%ds, one hot key, forward-auth; %d cores" % (a.connections, a.seconds, os.cpu_count()))
+    print("wrk -t1 -c%d -d%ds, one hot key, forward-auth; %d cores; %s"
+          % (a.connections, a.seconds, os.cpu_count(), halt_polling()))
     # 1 and 2: one server.
     s = Serve(a.binary, d, None)
     run_wrk(s.url, 1, a.connections, script)  # warm up

@@ -1,4 +1,5 @@
-"""What the Python benchmarks share: free ports, waiting for a server, and running wrk and reading its report."""
+"""What the Python benchmarks share: free ports, waiting for a server, running wrk and reading its report, and the
+machine's guest halt polling, printed with figures that wait on other processes."""
 import re
 import socket
 import subprocess
@@ -10,6 +11,22 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def halt_polling():
+    """On a virtual machine with Linux's cpuidle haltpoll driver: how long an idle vCPU polls before it halts. At 0 a
+    process that sleeps halts its vCPU, and its wakeup costs a VM exit and entry: ~35 us on the VM of bench/RESULTS.md,
+    where every round trip to Redis wakes two processes. Figures that wait on other processes (Redis, the servers)
+    move with it; the kernel's default is 200000 (docs.kernel.org/virt/guest-halt-polling.html)."""
+    try:
+        with open("/sys/devices/system/cpu/cpuidle/current_driver") as f:
+            driver = f.read().strip()
+        if driver != "haltpoll":
+            return "cpuidle driver %s" % driver
+        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as f:
+            return "guest halt polling %s ns (the kernel's default: 200000)" % f.read().strip()
+    except OSError:
+        return "no cpuidle driver"
 
 
 def wait_http(url, seconds=10, context=None):

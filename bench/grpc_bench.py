@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import free_port, parse_grpc_load, run_wrk, wait_http
+from benchlib import free_port, halt_polling, parse_grpc_load, run_wrk, wait_http
 
 RULES = """
 domain: bench
@@ -114,8 +114,9 @@ def main():
         # Warm-up: the server's threads, allocator and the 1,000 keys.
         subprocess.run([args.h2_load, "127.0.0.1:%d" % grpc_port, "--seconds", "1"], check=True, capture_output=True)
         print("%d calls in flight, 1,000 clients; server with %d HTTP thread(s) and its gRPC completion-queue threads, "
-              "on %d cores; %d passes of %d s, load average %s at the start"
-              % (args.inflight, args.threads, os.cpu_count(), args.passes, args.seconds, load_average()))
+              "on %d cores; %d passes of %d s, load average %s at the start; %s"
+              % (args.inflight, args.threads, os.cpu_count(), args.passes, args.seconds, load_average(),
+                 halt_polling()))
         header = "%-36s %12s %9s %10s %10s %7s" % ("", "decisions/s", "p99 ms", "server us", "client us", "failed")
         results = {name: [] for name, _ in rows}
         for p in range(args.passes):

@@ -32,7 +32,7 @@ import ssl
 import subprocess
 import tempfile
 
-from benchlib import free_port, run_wrk, wait_http
+from benchlib import free_port, halt_polling, run_wrk, wait_http
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -299,8 +299,9 @@ def main():
         for _, url, _ in targets:  # warm up
             wrk(url, 1, args.connections, script)
         saturated = {}
-        print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores; load average %.1f"
-              % (args.connections, args.seconds, args.threads, os.cpu_count(), os.getloadavg()[0]))
+        print("wrk -t1 -c%d -d%ds, 1,000 clients; servers with %d thread(s)/worker(s), on %d cores; load average %.1f;"
+              " %s" % (args.connections, args.seconds, args.threads, os.cpu_count(), os.getloadavg()[0],
+                       halt_polling()))
         print("%-22s %12s %10s %8s %14s %14s" % ("", "requests/s", "p99 ms", "non-2xx", "user us/req", "system us/req"))
         cpu = {}
         for name, url, pids in targets:
