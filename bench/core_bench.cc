@@ -510,7 +510,10 @@ class Collector : public benchmark::ConsoleReporter {
     }
     last_ = cpu_sample();
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      // Each repetition's own row; or, when only aggregates are reported (--benchmark_report_aggregates_only or
+      // --benchmark_display_aggregates_only), the median's, used where no repetition's row came.
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if ((r.run_type != Run::RT_Iteration && !median) || r.error_occurred) continue;
       Measured m;
       m.real_ns = r.GetAdjustedRealTime();  // in r.time_unit, nanoseconds by default
       m.cpu_ns = r.GetAdjustedCPUTime();
@@ -522,22 +525,29 @@ class Collector : public benchmark::ConsoleReporter {
       m.others = others;
       m.line_ns = line_ns;
       m.miss_ns = miss_ns;
-      runs_[{r.run_name.function_name, static_cast<int>(r.threads)}].push_back(m);
+      (median ? medians_ : runs_)[{r.run_name.function_name, static_cast<int>(r.threads)}].push_back(m);
     }
   }
 
   // The run's figures (the median by throughput over repetitions), or nothing if it did not run.
   std::optional<Measured> get(const std::string& name, int threads) const {
-    const auto it = runs_.find({name, threads});
-    if (it == runs_.end() || it->second.empty()) return std::nullopt;
-    std::vector<Measured> v = it->second;
+    const std::vector<Measured>* found = nullptr;
+    for (const auto* runs : {&runs_, &medians_}) {
+      const auto it = runs->find({name, threads});
+      if (it != runs->end() && !it->second.empty()) {
+        found = &it->second;
+        break;
+      }
+    }
+    if (found == nullptr) return std::nullopt;
+    std::vector<Measured> v = *found;
     std::sort(v.begin(), v.end(), [](const Measured& a, const Measured& b) { return a.per_second < b.per_second; });
     return v[v.size() / 2];
   }
   double max_others() const { return max_others_; }
 
  private:
-  std::map<std::pair<std::string, int>, std::vector<Measured>> runs_;
+  std::map<std::pair<std::string, int>, std::vector<Measured>> runs_, medians_;
   CpuSample last_;
   double max_others_ = 0;
 };
