@@ -24,21 +24,27 @@ def _ephemeral_low():
         return 32768
 
 
-def free_port(below=None):
+def free_port(offset=0):
     """A port free on 127.0.0.1 now, drawn at random from under the kernel's ephemeral range: a port the kernel
     handed out (bind to 0) can be handed out again, as another process's outgoing connection's source port, before
     the server that is to listen on it binds it ("Address already in use"); a port under that range never is. With
-    `below`, one under that bound too: a Redis Cluster node's bus port is its port + 10000."""
-    top = min(_ephemeral_low(), below or 65536) - 1
+    `offset`, port + offset is under that range and free now too: a Redis Cluster node's bus port is its port (its
+    TLS port, with --tls-cluster) + 10000."""
+    top = _ephemeral_low() - 1 - offset
     rng = random.SystemRandom()
     while True:
         port = rng.randint(10000, top)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
+        if all(_bindable(p) for p in {port, port + offset}):
+            return port
+
+
+def _bindable(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def wait_until(condition, what, seconds=15.0, retry_on=(OSError,), interval=0.02):

@@ -31,8 +31,8 @@ MAKE_TEST_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
 
 
 def free_port():
-    """A free port whose Cluster bus port (port + 10000) exists too."""
-    return harness.free_port(below=55000)
+    """A free port whose Cluster bus port (port + 10000) is free too, and out of the kernel's ephemeral range."""
+    return harness.free_port(offset=10000)
 
 
 def within(timeout):
@@ -78,12 +78,13 @@ class Redis:
         self.dir = tempfile.mkdtemp(prefix="rk-redis-")
         self.bind = bind
         self.port = port or free_port()
-        self.tls_port = free_port() if certs else None
-        self.extra = (certs.redis_flags(self.tls_port, cert) if certs else []) + list(extra)
         self.proc = None
         # A free port can be taken between free_port() and the server's bind, by any process on the machine, and
-        # so can a Cluster node's bus port (port + 10000): a server that exits at once gets another port.
+        # so can a Cluster node's bus port (port + 10000, or tls_port + 10000): a server that exits at once gets
+        # other ports.
         for attempt in range(5):
+            self.tls_port = free_port() if certs else None
+            self.extra = (certs.redis_flags(self.tls_port, cert) if certs else []) + list(extra)
             if self.start(may_fail=attempt < 4):
                 break
             self.port = free_port()
@@ -95,8 +96,12 @@ class Redis:
              "--dir", self.dir, *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
 
         def up():
-            if may_fail and self.proc.poll() is not None:
-                raise ServerExited("redis-server exited with %d" % self.proc.returncode)
+            if self.proc.poll() is not None:
+                if may_fail:
+                    raise ServerExited("redis-server exited with %d" % self.proc.returncode)
+                with open(self.log.name) as f:
+                    raise AssertionError("redis-server on %d exited with %d: %s"
+                                         % (self.port, self.proc.returncode, f.read()[-2000:]))
             try:  # briefly: whatever holds a stolen port may never answer
                 answer = subprocess.run([REDIS_CLI, "-h", self.bind, "-p", str(self.port), "PING"],
                                         capture_output=True, text=True, timeout=2).stdout.strip()

@@ -268,6 +268,44 @@ TEST(ShardedStore, LockFreeLookupsRaceEvictionAndErasure) {
 // A thread's next decision on the key it decided on last goes to that key's entry directly (last_key.h): only
 // while the entry still holds the key. Here the one-key store evicts `a` and gives its entry to `b`: the next
 // decision on `a` must start afresh, and leave `b`'s count alone.
+// Two keys whose hash words are equal (a 31-bit collision, found by search under a known seed, in one shard): a
+// lookup of the later one meets the earlier one's entry first, and leaves it for the shard's lock. Each key keeps
+// its own state, decided alone, alternately (no hot-key hint between them), read, and in a batch.
+TEST(ShardedStore, KeysWhoseHashWordsCollideKeepTheirOwnStates) {
+  constexpr std::uint64_t kSeed = 11;
+  using Store = ShardedStore<Counter>;
+  std::unordered_map<std::uint32_t, std::string> seen;
+  std::string a, b;
+  for (int i = 0; a.empty(); ++i) {  // a birthday search: ~40,000 keys for 30 bits
+    std::string k = "user-" + std::to_string(i);
+    const std::uint32_t word = Store::hash_word(hash_key(k, kSeed));
+    if (const auto [it, fresh] = seen.emplace(word, k); !fresh) {
+      a = it->second;
+      b = std::move(k);
+    }
+  }
+  Store m(StoreOptions{.max_keys = 1'000, .shards = 1, .hash_seed = kSeed});
+  const auto bump = [](Counter& c) { return ++c.value; };
+  const auto value = [](const Counter* c) { return c ? c->value : -1; };
+  EXPECT_EQ(m.read(b, value), -1);
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(m.update(a, bump), i);
+  EXPECT_EQ(m.read(b, value), -1);  // a's entry, met first, is not b's
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(m.update(b, bump), i);
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_EQ(m.update(b, bump), 5 + i);
+    EXPECT_EQ(m.update(a, bump), 3 + i);
+  }
+  EXPECT_EQ(m.read(a, value), 7);
+  EXPECT_EQ(m.read(b, value), 9);
+  const std::string_view both[] = {b, a, b};
+  int got[3] = {};
+  m.update_many(both, 3, [&](std::size_t i, Counter& c) { got[i] = ++c.value; });
+  EXPECT_EQ(got[0], 10);
+  EXPECT_EQ(got[1], 8);
+  EXPECT_EQ(got[2], 11);
+  EXPECT_EQ(m.stats().keys, 2u);
+}
+
 TEST(ShardedStore, LastKeyHintFollowsTheKeyNotItsOldEntry) {
   ShardedStore<Counter> m(StoreOptions{.max_keys = 1, .shards = 1, .hash_seed = 1});
   auto bump = [&](const char* k) { return m.update(k, [](Counter& c) { return ++c.value; }); };

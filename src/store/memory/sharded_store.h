@@ -271,6 +271,8 @@ class ShardedStore {
   // The home slot of a key's hash h in an index of `slots` slots: from h's high bits (multiply-shift), so the index
   // may have any size.
   static std::size_t home(std::uint32_t h, std::size_t slots) { return (std::uint64_t{h & kHashBits} * slots) >> 30; }
+  // The part of a key's hash h that its entry keeps: keys whose words are equal are told apart by their keys alone.
+  static std::uint32_t hash_word(std::uint64_t h) { return static_cast<std::uint32_t>(h) & kHashBits; }
 
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
   // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
