@@ -13,8 +13,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from harness import free_port  # noqa: E402,F401
 
 
-
-
 def halt_polling():
     """On a virtual machine with Linux's cpuidle haltpoll driver: how long an idle vCPU polls before it halts. At 0 a
     process that sleeps halts its vCPU, and its wakeup costs a VM exit and entry: ~35 us on the VM of bench/RESULTS.md,

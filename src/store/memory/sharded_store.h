@@ -521,15 +521,20 @@ class ShardedStore {
         e = &c;
         break;
       }
-      if (e == nullptr) return r;
-      e->lock();
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (seq.load(std::memory_order_relaxed) != s0 || !e->key.equals(key)) [[unlikely]] {
-        e->unlock();
-        return r;
-      }
-      r.entry = e;
+      if (e != nullptr) r.entry = lock_holding(*e, s0, key);
       return r;
+    }
+
+    // Entry e, locked, if it holds `key` and the shard's structure has not changed since its sequence number read
+    // s0 (so that e, found through the index read after s0, is still the key's); else nullptr, e left unlocked.
+    [[gnu::always_inline]] Entry* lock_holding(Entry& e, std::uint32_t s0, std::string_view key) const {
+      e.lock();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) != s0 || !e.key.equals(key)) [[unlikely]] {
+        e.unlock();
+        return nullptr;
+      }
+      return &e;
     }
 
     // For update_many's prefetches, inside an epoch::Guard that has held since `ix` was read: the entry a lookup
@@ -746,13 +751,7 @@ class ShardedStore {
   [[gnu::always_inline]] static Entry* claim(const Ahead& a, std::string_view key) {
     Entry* e = a.entry;
     if (e == nullptr || (e->word.load(std::memory_order_relaxed) & kHashBits) != (a.h & kHashBits)) return nullptr;
-    e->lock();
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (a.shard->seq.load(std::memory_order_relaxed) != a.seq || !e->key.equals(key)) [[unlikely]] {
-      e->unlock();
-      return nullptr;
-    }
-    return e;
+    return a.shard->lock_holding(*e, a.seq, key);
   }
 
   // find_unlocked for a caller inside an epoch::Guard, out of line (update_many's rare path), leaving no hint.

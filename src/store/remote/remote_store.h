@@ -59,8 +59,8 @@ class RemoteStore {
   virtual bool wants_breaker() const { return true; }
   // TLS handshakes with the store that failed (a certificate refused), for the metric.
   virtual std::uint64_t tls_failures() const { return 0; }
-  // The client's spins while it awaited answers (--redis-spin): those that ended with an answer (or other work) and
-  // those that found nothing before they timed out, for the metric.
+  // The client's spins while it awaited answers (--redis-spin): those that met an answer and those that found none
+  // before they timed out, for the metric.
   struct Spins {
     std::uint64_t answered = 0, idle = 0;
   };
