@@ -12,8 +12,8 @@ install(TARGETS ratekeeper ratekeeper_shared EXPORT ratekeeperTargets
 install(DIRECTORY include/ratekeeper DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS ratekeeper_app RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The documentation, where examples/systemd/ratekeeper.service's Documentation= points (share/doc/ratekeeper/README.md),
-# with docs/ beside it so that the README's links resolve.
-install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# with CHANGELOG.md and docs/ beside it so that the README's links resolve.
+install(FILES README.md CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(EXPORT ratekeeperTargets NAMESPACE ratekeeper:: DESTINATION ${RK_CMAKE_DIR})
 

@@ -19,6 +19,9 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
                    (what scripts/run starts), one that talks to :6379 a fresh redis-server, each on a free loopback
                    port written in place of the documented one. A line that starts `ratekeeper serve` is started,
                    must become ready, and must exit 0 on SIGTERM (its --http and --admin moved to free ports).
+                   A transcript may start its own server instead: `$ ratekeeper serve ARGS &` is started as above
+                   and serves the commands after it (its ports written in place of :8080 and :9090); it must exit 0
+                   on SIGTERM at the end of the block.
   yaml             a rules file (`domain:`, or a fragment of one: `domain: docs_test` is put in front) must pass
                    `ratekeeper check-config`; a settings file (flag names) must start `serve --settings` and stop;
                    a scenario (`clients:`) must run through `ratekeeper simulate`.
@@ -46,8 +49,10 @@ every one of them with the message expected.
 
 examples/: rules files pass check-config; scenarios run through simulate; systemd/settings.yaml starts serve;
 systemd/ratekeeper.service's install lines run into a temporary root, then its ExecStartPre and ExecStart run from
-there (and `systemd-analyze verify` reads it, where installed); every other example must be named by a test under
-tests/ (examples/embed by tests/package/install_test.sh, the proxies' configs by tests/integration/proxies_test.py).
+there, with /var/lib/NAME made for its StateDirectory=NAME as systemd makes it (and `systemd-analyze verify` reads
+it, where installed); every other example must be named by a test under tests/ (examples/embed by
+tests/package/install_test.sh, the proxies' configs by tests/integration/proxies_test.py).
+CHANGELOG.md's newest version section must name the version CMakeLists.txt's project() sets.
 A whole run takes about 10 s (and 5 s more for the dashboard's picture, where chromium and playwright-core are).
 """
 
@@ -373,12 +378,20 @@ def run_sh(env, block):
     try:
         ports = ports_for(env, servers, block.text)
         if any(l.startswith("$ ") for l in block.text.split("\n")):
+            own = None  # the server the transcript started itself, stopped (and checked) at its end
             for cmd, expected in split_transcript(block.text):
+                started = re.fullmatch(r"ratekeeper serve\b(.*)&\s*", cmd, re.S)
+                if started and not own:
+                    own, h, a = servers.serve(shlex.split(started.group(1).replace("\\\n", " ")))
+                    ports.update({"8080": h, "9090": a})
+                    continue
                 cmd = with_ports(cmd, ports)
                 out = env.run(cmd, block.where())
                 if expected and not output_matches(expected, out.rstrip("\n").split("\n")):
                     raise Failure(f"{block.where()}: `{cmd}` printed\n{out}--- where the doc shows\n"
                                   + "\n".join(expected))
+            if own:
+                servers.stop_serve(own, f"{block.where()}: the transcript's `ratekeeper serve`")
             return
         script = []
         for line in with_ports(block.text, ports).split("\n"):
@@ -665,11 +678,15 @@ def run_systemd_unit(env, rel):
         env.run(re.sub(r"(?<![\w.])/etc/", f"{root}/etc/", cmd), rel)
     if not installed:
         raise Failure(f"{rel}: no `systemctl ...` install line found (the install lines are comments `#   CMD`)")
+    for name in re.findall(r"^StateDirectory=(.+)$", unit, re.M):  # systemd makes /var/lib/NAME before the start
+        for d in name.split():
+            (root / "var" / "lib" / d).mkdir(parents=True, exist_ok=True)
     for key in ("ExecStartPre", "ExecStart"):
-        m = re.search(rf"^{key}=(.+)$", unit, re.M)
+        m = re.search(rf"^{key}=((?:.*\\\n)*.+)$", unit, re.M)  # with its `\` continuation lines, as systemd reads it
         if not m:
             raise Failure(f"{rel}: no {key}")
-        cmd = m.group(1).replace("/usr/bin/ratekeeper", "ratekeeper").replace("/etc/", f"{root}/etc/")
+        cmd = re.sub(r"\\\n\s*", " ", m.group(1)).replace("/usr/bin/ratekeeper", "ratekeeper")
+        cmd = cmd.replace("/etc/", f"{root}/etc/").replace("/var/lib/", f"{root}/var/lib/")
         if " serve " in cmd:
             servers = Servers(env)
             try:
@@ -801,6 +818,19 @@ def self_check(env):
     return problems
 
 
+def check_changelog(src):
+    """The version's one home is project() in CMakeLists.txt; CHANGELOG.md's newest version section names it."""
+    m = re.search(r"^project\(ratekeeper VERSION (\S+)", (src / "CMakeLists.txt").read_text(), re.M)
+    if not m:
+        return ["CMakeLists.txt: no `project(ratekeeper VERSION X.Y.Z`"]
+    versions = re.findall(r"^## \[(\d[^\]]*)\]", (src / "CHANGELOG.md").read_text(), re.M)
+    if not versions or versions[0] != m.group(1):
+        return [f"CHANGELOG.md: the newest version section is {versions[0] if versions else 'missing'}, "
+                f"where CMakeLists.txt's project() says {m.group(1)}"]
+    print(f"CHANGELOG.md: newest version {m.group(1)}, as project() says")
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -819,6 +849,7 @@ def main():
     try:
         if not args.only and not args.list:
             failures += self_check(env)
+            failures += check_changelog(env.src)
         for b in blocks:
             if not args.only or args.only in (b.doc, b.where()):
                 run_block(env, report, b, args.list)
