@@ -118,13 +118,14 @@ void unauthorized(http::Response& res, bool dashboard_page) {
 
 void throttled(http::Response& res, bool page, Nanos wait) {
   const std::string seconds = std::to_string(headers::header_seconds(wait));
-  const std::string message = "too many wrong admin tokens from this address; try again in " + seconds + " s";
   if (page) {
     login_page(res, 429, "Too many wrong tokens from this address: try again in " + seconds + " s.");
   } else {
     res.status = 429;
     res.content_type = "application/json";
-    res.body = http::error_json(429, "throttled", message, "Authorization");
+    res.body = http::error_json(
+        429, "throttled", "too many wrong admin tokens from this address; try again in " + seconds + " s",
+        "Authorization");
   }
   res.headers.emplace_back("Retry-After", seconds);
 }
@@ -164,7 +165,7 @@ AdminAuth::Verdict AdminAuth::check(const http::Request& req, http::Response& re
   }
   const std::shared_ptr<const std::string> token = token_->current();
   if (login) return sign_in(req, res, *token, now);
-  // Both compared whichever matches, so that the time taken does not tell which one did.
+  // Both looked at whichever matches, so that the time taken does not tell which one did.
   const bool bearer = given.bearer && same_secret(*given.bearer, *token);
   const bool session = given.session && sessions_.valid(*given.session, *token, now);
   if (bearer || session) return kAdmitted;
