@@ -290,7 +290,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
       return false;
     }
   }
-  if (req.method == "POST" && !(req.path == kLoginPath && admin.token)) {  // the login form posts a form
+  if (req.method == "POST" && !(req.path == kLoginPath && admin.auth)) {  // the login form posts a form
     const std::string_view type = req.header("content-type");
     std::string_view media = type.substr(0, type.find(';'));
     while (media.ends_with(' ') || media.ends_with('\t')) media.remove_suffix(1);
@@ -331,12 +331,13 @@ http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions 
   for (std::string& h : admin.hosts) h = lower(h);
   return [&service, hooks, admin](const http::Request& req, http::Response& res) {
     if (!from_own_page(req, res, hooks, admin)) return;
-    if (admin.token && req.path != "/healthz" && req.path != "/readyz") {  // probes carry no token
-      const std::shared_ptr<const std::string> token = admin.token->current();
-      if (req.path == kLoginPath) return admin_login(req, res, *token, admin.secure_cookie);
-      if (!admin_authorized(req, *token)) {
-        if (hooks.bad_request) hooks.bad_request("admin", "unauthorized");
-        return admin_unauthorized(req, res, hooks.tracker && dashboard::asset(req.path));
+    if (admin.auth && req.path != "/healthz" && req.path != "/readyz") {  // probes carry no token
+      const auto verdict = admin.auth->check(req, res, hooks.tracker && dashboard::asset(req.path));
+      if (verdict != AdminAuth::kAdmitted) {
+        if (hooks.bad_request && verdict != AdminAuth::kAnswered) {
+          hooks.bad_request("admin", verdict == AdminAuth::kThrottled ? "throttled" : "unauthorized");
+        }
+        return;
       }
     }
     if (req.path == "/metrics" && hooks.metrics) {

@@ -9,7 +9,7 @@
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 //
 // With a token (--admin-token-file), the admin listener answers only requests that carry it, /healthz and /readyz
-// aside (server/api/admin_auth.h: a header, or the cookie of the dashboard's login form at /ui/login).
+// aside (server/api/admin_auth.h: a header, or the session cookie of the dashboard's login form at /ui/login).
 // The admin listener answers browsers' requests only when they are its own (docs/security.md): a Host that is an IP
 // literal, a localhost name or a configured name (else 403: DNS rebinding), an Origin that is the Host itself or a
 // configured name (else 403: cross-site requests), and POST bodies only as application/json (else 415: a form or
@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/secret_file.h"
+#include "server/api/admin_auth.h"
 #include "server/api/forward_auth.h"
 #include "service/service.h"
 #include "server/http/server.h"
@@ -48,10 +48,9 @@ struct AdminOptions {
   // Host names, besides IP literals and localhost names, that the admin listener is reached by (--admin-hosts):
   // the name a reverse proxy or a scraper uses. Compared without port, case-insensitively.
   std::vector<std::string> hosts;
-  // Not null: every request but /healthz and /readyz needs the file's token as of that request
-  // (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the cookies of the old token).
-  std::shared_ptr<base::SecretFile> token;
-  bool secure_cookie = false;  // the listener speaks TLS: the login cookie is marked Secure
+  // Not null: every request but /healthz and /readyz needs the token as of that request, or a session it signed
+  // in (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the old token's sessions).
+  std::shared_ptr<AdminAuth> auth;
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});

@@ -107,8 +107,12 @@ void add_security_flags(cli::FlagSet& flags, ServeFlags& f) {
               text(f.tls_client_ca));
   flags.value("--admin-token-file", "FILE",
               "admin requests but /healthz and /readyz need 'Authorization: Bearer <the token\n"
-              "in FILE>'; required for an --admin address that is not loopback",
+              "in FILE>' (at least 16 bytes); required for an --admin address that is not loopback",
               text(f.admin_token_file));
+  flags.toggle("--admin-allow-plaintext-token",
+               "let the token reach an --admin address that is not loopback without\n"
+               "--tls-cert (something in between encrypts it)",
+               f.admin_allow_plaintext_token);
 }
 
 void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {

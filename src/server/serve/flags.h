@@ -65,6 +65,7 @@ struct ServeFlags {
   std::string tls_key;
   std::string tls_client_ca;     // and asks for client certificates issued by these CAs
   std::string admin_token_file;  // the admin listener's bearer token
+  bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
 };
 

@@ -78,18 +78,31 @@ bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std:
 }
 
 // The token of --admin-token-file (base/secret_file.h: read again when the file is rotated). Without one, the admin
-// listener must be loopback: its API resets limits and shows the rules and who is being limited.
-bool admin_token(const ServeFlags& flags, const std::string& admin_address,
-                 std::shared_ptr<base::SecretFile>& token, std::string& error) {
+// listener must be loopback: its API resets limits and shows the rules and who is being limited. With one, off
+// loopback, it must speak TLS unless told otherwise: every request carries the token.
+bool admin_token(const ServeFlags& flags, const ListenerOptions& options, std::shared_ptr<base::SecretFile>& token,
+                 std::string& error) {
   const std::string& file = flags.admin_token_file;
+  const bool local = loopback(options.admin_http.address);
   if (file.empty()) {
-    if (loopback(admin_address)) return true;
+    if (local) return true;
     error = "--admin " + flags.admin + ": not a loopback address, and the admin API resets limits: give " +
             "--admin-token-file FILE too (docs/service.md)";
     return false;
   }
+  if (!local && !options.admin_http.tls && !flags.admin_allow_plaintext_token) {
+    error = "--admin " + flags.admin + ": not a loopback address, and without --tls-cert the admin token would " +
+            "cross the network in clear text: give --tls-cert and --tls-key, or --admin-allow-plaintext-token " +
+            "when something in between encrypts it (docs/service.md)";
+    return false;
+  }
   try {
-    token = std::make_shared<base::SecretFile>("--admin-token-file", file, base::SecretFile::kVisibleAscii);
+    token = std::make_shared<base::SecretFile>(
+        "--admin-token-file", file, base::SecretFile::kVisibleAscii, api::kMinAdminTokenBytes,
+        [](const std::string& message) {
+          logging::log(logging::Level::kError, "admin token file not reloaded; keeping the token in use",
+                       {{"error", message}});
+        });
   } catch (const std::invalid_argument& e) {
     error = e.what();
     return false;
@@ -99,6 +112,12 @@ bool admin_token(const ServeFlags& flags, const std::string& admin_address,
 
 std::string stamps(const http::TlsFiles& files) {
   return base::file_stamp(files.cert) + "|" + base::file_stamp(files.key) + "|" + base::file_stamp(files.client_ca);
+}
+
+std::shared_ptr<api::AdminAuth> admin_auth(const ListenerOptions& options) {
+  if (!options.admin_token) return nullptr;
+  return std::make_shared<api::AdminAuth>(options.admin_token,
+                                          api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
 }
 
 http::ServerEvents http_events(ServeMetrics& metrics) {
@@ -189,7 +208,7 @@ bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::st
   // network in the clear either.
   if (!tls_files(flags, public_options.tls, error)) return false;
   admin_options.tls = public_options.tls;
-  return admin_token(flags, admin_options.address, options.admin_token, error);
+  return admin_token(flags, options, options.admin_token, error);
 }
 
 Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service,
@@ -205,8 +224,7 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   admin_server_ = std::make_unique<http::Server>(admin_options,
                                                  api::admin_routes(service, hooks,
                                                                    {.hosts = flags.admin_hosts,
-                                                                    .token = options.admin_token,
-                                                                    .secure_cookie = admin_options.tls.has_value()}),
+                                                                    .auth = admin_auth(options)}),
                                                  admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();

@@ -35,8 +35,9 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag
 // (and the file), for: an address that is not ADDR:PORT; --grpc in a build without gRPC; --tls-key without
 // --tls-cert or the reverse, --tls-client-ca without them, a TLS file unreadable or not PEM, a key that does not
-// match its certificate; an --admin-token-file unreadable, empty or with a character a header cannot carry; an
-// --admin address that is not loopback without --admin-token-file.
+// match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
+// character a header cannot carry; an --admin address that is not loopback without --admin-token-file, or with it
+// but without TLS or --admin-allow-plaintext-token.
 bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error);
 
 class Listeners {
