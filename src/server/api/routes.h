@@ -27,6 +27,7 @@
 #include "service/service.h"
 #include "server/http/server.h"
 #include "dashboard/tracker.h"
+#include "dashboard/what_if.h"
 
 namespace rk::api {
 
@@ -52,6 +53,9 @@ struct AdminOptions {
   // (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the cookies of the old token).
   std::shared_ptr<base::SecretFile> token;
   bool secure_cookie = false;  // the listener speaks TLS: the login cookie is marked Secure
+  // POST /v1/admin/simulate's bounds and time budget. With a tracker, the handler runs what-ifs on a thread of its
+  // own (dashboard::WhatIfRunner), one at a time, never on the listener's.
+  dashboard::WhatIfLimits what_if;
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
