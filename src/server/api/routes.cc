@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <type_traits>
@@ -215,8 +216,46 @@ bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks
   return false;
 }
 
+// POST /v1/admin/simulate. The what-if runs on the runner's thread, never the listener's (whose /healthz and /metrics
+// answer meanwhile), and is answered through a deferred reply; one asked for while another runs gets 503 and
+// Retry-After. Outside a server (a caller of the handler itself, as tests are) the handler waits for the answer.
+void what_if(dashboard::WhatIfRunner& runner, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  Hooks counted;  // the answer is made on the runner's thread, maybe after the handler's hooks have gone
+  counted.bad_request = hooks.bad_request;
+  auto answer = [counted](dashboard::WhatIfResult r, http::Response& out) {
+    if (auto* e = std::get_if<dashboard::WhatIfError>(&r)) {
+      return error(out, counted, "admin", e->status, e->status == 503 ? "busy" : "invalid_request", e->field,
+                   e->message);
+    }
+    out.body = std::get<std::string>(std::move(r));
+    out.headers.emplace_back("Cache-Control", "no-store");
+  };
+  const auto busy = [&](http::Response& out) {
+    answer(dashboard::WhatIfError{"", "another what-if is running: try again shortly", 503}, out);
+    out.headers.emplace_back("Retry-After", std::to_string(runner.retry_after().count()));
+  };
+  http::Reply reply = req.defer();
+  if (!reply) {
+    auto result = std::make_shared<std::promise<dashboard::WhatIfResult>>();  // the worker may still hold it
+    if (!runner.submit(std::string(req.body), [result](dashboard::WhatIfResult r) { result->set_value(std::move(r)); }))
+      return busy(res);
+    return answer(result->get_future().get(), res);
+  }
+  auto shared = std::make_shared<http::Reply>(std::move(reply));  // std::function copies what it holds
+  if (!runner.submit(std::string(req.body), [shared, answer](dashboard::WhatIfResult r) {
+        http::Response out;
+        answer(std::move(r), out);
+        shared->send(std::move(out));
+      })) {
+    http::Response out;
+    busy(out);
+    shared->send(std::move(out));
+  }
+}
+
 // The dashboard's page and JSON; false when the path is none of them.
-bool dashboard(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+bool dashboard(service::Service& service, const Hooks& hooks, dashboard::WhatIfRunner* what_ifs,
+               const http::Request& req, http::Response& res) {
   if (!hooks.tracker) return false;
   if (const dashboard::Asset* a = dashboard::asset(req.path)) {
     if (!method_is(req, res, hooks, "GET")) return true;
@@ -243,7 +282,7 @@ bool dashboard(service::Service& service, const Hooks& hooks, const http::Reques
     return true;
   }
   if (req.path == "/v1/admin/simulate") {
-    if (method_is(req, res, hooks, "POST")) answer(dashboard::run_what_if(req.body));
+    if (method_is(req, res, hooks, "POST")) what_if(*what_ifs, hooks, req, res);
     return true;
   }
   return false;
@@ -329,7 +368,10 @@ http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthO
 
 http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
   for (std::string& h : admin.hosts) h = lower(h);
-  return [&service, hooks, admin](const http::Request& req, http::Response& res) {
+  // Shared by the handler's copies; the last to go stops a what-if in progress and joins its thread.
+  std::shared_ptr<dashboard::WhatIfRunner> what_ifs;
+  if (hooks.tracker) what_ifs = std::make_shared<dashboard::WhatIfRunner>(admin.what_if);
+  return [&service, hooks, admin, what_ifs](const http::Request& req, http::Response& res) {
     if (!from_own_page(req, res, hooks, admin)) return;
     if (admin.auth && req.path != "/healthz" && req.path != "/readyz") {  // probes carry no token
       const auto verdict = admin.auth->check(req, res, hooks.tracker && dashboard::asset(req.path));
@@ -370,7 +412,7 @@ http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions 
       res.body = json{{"reset", std::get<std::vector<bool>>(result)}}.dump();
       return;
     }
-    if (dashboard(service, hooks, req, res)) return;
+    if (dashboard(service, hooks, what_ifs.get(), req, res)) return;
     if (health(req, res, hooks)) return;
     error(res, hooks, "admin", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
   };

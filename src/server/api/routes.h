@@ -27,6 +27,7 @@
 #include "service/service.h"
 #include "server/http/server.h"
 #include "dashboard/tracker.h"
+#include "dashboard/what_if.h"
 
 namespace rk::api {
 
@@ -51,6 +52,9 @@ struct AdminOptions {
   // Not null: every request but /healthz and /readyz needs the token as of that request, or a session it signed
   // in (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the old token's sessions).
   std::shared_ptr<AdminAuth> auth;
+  // POST /v1/admin/simulate's bounds and time budget. With a tracker, the handler runs what-ifs on a thread of its
+  // own (dashboard::WhatIfRunner), one at a time, never on the listener's.
+  dashboard::WhatIfLimits what_if;
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
