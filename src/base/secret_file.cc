@@ -18,8 +18,8 @@ std::string file_stamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
-SecretFile::SecretFile(std::string flag, std::string path, Charset charset)
-    : flag_(std::move(flag)), path_(std::move(path)), charset_(charset) {
+SecretFile::SecretFile(std::string flag, std::string path, Charset charset, std::size_t min_bytes)
+    : flag_(std::move(flag)), path_(std::move(path)), charset_(charset), min_bytes_(min_bytes) {
   stamp_ = file_stamp(path_);
   std::string error;
   secret_ = read(error);
@@ -61,6 +61,10 @@ std::shared_ptr<const std::string> SecretFile::read(std::string& error) const {
   if (text.ends_with('\r')) text.pop_back();
   if (text.empty()) {
     error = "is empty; it must hold the secret";
+    return nullptr;
+  }
+  if (text.size() < min_bytes_) {
+    error = "holds " + std::to_string(text.size()) + " bytes; it must hold at least " + std::to_string(min_bytes_);
     return nullptr;
   }
   if (charset_ == kVisibleAscii) {

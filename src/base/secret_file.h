@@ -7,7 +7,7 @@
 //
 // The secret is the file's content without its final line break (\n or \r\n). Construction throws
 // std::invalid_argument naming the flag and the file, never the content, when the file cannot be read, is a
-// directory, is empty or (kVisibleAscii) holds anything but visible ASCII. A file that later fails any of these
+// directory, is empty, is shorter than `min_bytes` (a key) or (kVisibleAscii) holds anything but visible ASCII. A file that later fails any of these
 // keeps the last good secret (a secret being rewritten in place), logged by nobody here: the caller sees
 // reread_failures() grow.
 //
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,7 +31,7 @@ class SecretFile {
  public:
   enum Charset { kAnyBytes, kVisibleAscii };  // kVisibleAscii: what a header or a cookie can carry as it is
 
-  SecretFile(std::string flag, std::string path, Charset charset = kAnyBytes);
+  SecretFile(std::string flag, std::string path, Charset charset = kAnyBytes, std::size_t min_bytes = 1);
 
   // The secret as of now: the file read again if its stamp changed since it was last read.
   std::shared_ptr<const std::string> current();
@@ -42,6 +43,7 @@ class SecretFile {
 
   const std::string flag_, path_;
   const Charset charset_;
+  const std::size_t min_bytes_;
   std::mutex mu_;
   std::shared_ptr<const std::string> secret_;  // mu_
   std::string stamp_;                          // mu_: the stamp of the version last read, good or not
