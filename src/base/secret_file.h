@@ -7,9 +7,9 @@
 //
 // The secret is the file's content without its final line break (\n or \r\n). Construction throws
 // std::invalid_argument naming the flag and the file, never the content, when the file cannot be read, is a
-// directory, is empty, is shorter than `min_bytes` (a key) or (kVisibleAscii) holds anything but visible ASCII. A file that later fails any of these
-// keeps the last good secret (a secret being rewritten in place), logged by nobody here: the caller sees
-// reread_failures() grow.
+// directory, is empty, is shorter than `min_bytes` (a key) or (kVisibleAscii) holds anything but visible ASCII. A
+// file that later fails any of these keeps the last good secret (a secret being rewritten in place), logged by
+// nobody here: the caller sees reread_failures() grow.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once

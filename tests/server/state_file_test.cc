@@ -540,7 +540,8 @@ TEST_F(StateSaverTest, WithAKeyFileAForgedFileIsRefusedAndItsOwnRestores) {
     read_state_key(key_path);
     ADD_FAILURE() << "a 5-byte key taken";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "--state-file-key-file: '" + key_path + "' holds 5 bytes; it must hold at least 32");
+    EXPECT_EQ(std::string(e.what()),
+              "--state-file-key-file: '" + key_path + "' holds 5 bytes; it must hold at least 32");
   }
 }
 

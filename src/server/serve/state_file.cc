@@ -259,7 +259,8 @@ std::uint64_t max_state_file_bytes(const rules::RuleSet& set, const KeepRule& ke
   for (const auto& r : set.rules()) {
     if (!r->limiter || !keep(set, *r)) continue;
     const LimitSpec& spec = r->limiter->spec();
-    const std::uint64_t per_key = 4 + library::kMaxStoredKeyBytes + 4 + core::max_encoded_bytes(spec.algorithm, spec.limit);
+    const std::uint64_t per_key =
+        4 + library::kMaxStoredKeyBytes + 4 + core::max_encoded_bytes(spec.algorithm, spec.limit);
     const std::uint64_t keys = r->limiter->stats().max_keys;
     bytes = add(bytes, add(kRuleAllowance, keys > UINT64_MAX / per_key ? UINT64_MAX : keys * per_key));
   }
