@@ -63,6 +63,8 @@ void put_bytes(std::string_view s, std::string& out) {
   out += s;
 }
 
+// A length is believed only up to the bytes left: nothing is ever allocated, or looped over, by a count of the
+// file's alone (a rule's key count ends with the bytes too).
 bool get_bytes(std::string_view& in, std::string_view& s) {
   std::uint32_t n;
   if (!core::get_u32(in, n) || n > in.size()) return false;
