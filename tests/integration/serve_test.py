@@ -285,9 +285,9 @@ class StateFileTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def run_server(self, rules, during):
+    def run_server(self, rules, during, extra=()):
         """Starts serve on the state file, runs during(server), stops it with SIGTERM; returns its log."""
-        server = Server(rules, extra=["--state-file", self.path, "--state-interval", "1h"])
+        server = Server(rules, extra=["--state-file", self.path, "--state-interval", "1h", *extra])
         try:
             during(server)
             server.proc.send_signal(signal.SIGTERM)
@@ -332,17 +332,43 @@ class StateFileTest(unittest.TestCase):
         log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [200]))
         self.assertIn("not a ratekeeper state file", log)
 
+    def test_under_a_key_only_the_keys_file_comes_back(self):
+        """--state-file-key-file: the file carries an HMAC-SHA256; one forged with a valid CRC is refused."""
+        self.run_server(RULES, lambda s: self.codes(s, "ann", 4))
+        with open(self.path, "rb") as f:
+            unkeyed = f.read()  # what anyone who can write the file can make: a valid CRC, no MAC
+        key = os.path.join(self.dir, "state.key")
+        with open(key, "w") as f:
+            f.write("k" * 32 + "\n")
+        keyed = ["--state-file-key-file", key]
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [200]), keyed)
+        self.assertIn("without a MAC, and --state-file-key-file is set", log)
+        self.run_server(RULES, lambda s: self.codes(s, "ann", 3), keyed)
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [429]), keyed)
+        self.assertIn('"msg":"state restored"', log)
+        with open(self.path, "wb") as f:
+            f.write(unkeyed)
+        log = self.run_server(RULES, lambda s: self.assertEqual(self.codes(s, "ann", 1), [200]), keyed)
+        self.assertIn('"msg":"state file ignored, starting fresh"', log)
+
     def test_bad_state_flags_stop_the_start(self):
         rules = os.path.join(self.dir, "rules.yaml")
         with open(rules, "w") as f:
             f.write(RULES)
         missing = os.path.join(self.dir, "missing", "x.state")
+        short_key = os.path.join(self.dir, "short.key")
+        with open(short_key, "w") as f:
+            f.write("short\n")
         for flags, message in ((["--state-file", missing], "--state-file: the directory of '%s'" % missing),
                                (["--state-file", self.dir], "--state-file: '%s' is not a regular file" % self.dir),
                                (["--state-file", self.path, "--state-interval", "0s"],
                                 "--state-interval: '0s' is not a duration from 1s to 24h"),
                                (["--state-file", self.path, "--state-interval", "2d"],
-                                "--state-interval: '2d' is not a duration from 1s to 24h")):
+                                "--state-interval: '2d' is not a duration from 1s to 24h"),
+                               (["--state-file", self.path, "--state-file-key-file", short_key],
+                                "--state-file-key-file: '%s' is 5 bytes long; it must be at least 32 bytes" % short_key),
+                               (["--state-file-key-file", rules],
+                                "--state-file-key-file: '%s' given without --state-file" % rules)):
             r = subprocess.run([BINARY, "serve", "--config", rules, *flags], capture_output=True, text=True,
                                timeout=30)
             self.assertEqual(r.returncode, 2, r.stderr)

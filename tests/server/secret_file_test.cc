@@ -131,5 +131,22 @@ TEST_F(SecretFileTest, AShortSecretIsRefusedAtStartAndARotationToOneKeepsTheOldA
   EXPECT_EQ(heard.size(), 1u);
 }
 
+// A key (--state-file-key-file) has a least length: a shorter one is refused at start, and a shorter rewrite later
+// keeps the last good key.
+TEST_F(SecretFileTest, AKeyShorterThanItsLeastLengthIsRefused) {
+  rewrite("0123456789abcdef\n");
+  try {
+    SecretFile f("--flag", path_, SecretFile::kAnyBytes, 32);
+    ADD_FAILURE() << "no error for a 16-byte key";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--flag: '" + path_ + "' is 16 bytes long; it must be at least 32 bytes");
+  }
+  replace(std::string(32, 'k'));
+  SecretFile f("--flag", path_, SecretFile::kAnyBytes, 32);
+  replace("short");
+  EXPECT_EQ(*f.current(), std::string(32, 'k'));
+  EXPECT_EQ(f.reread_failures(), 1u);
+}
+
 }  // namespace
 }  // namespace rk::base

@@ -178,6 +178,10 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
                 f.state_file = v;
                 return std::string();
               });
+  flags.value("--state-file-key-file", "FILE",
+              "a secret of at least 32 bytes: --state-file is written with an HMAC-SHA256\n"
+              "under it, and read only with that MAC (default: none; a CRC alone)",
+              text(f.state_key_file));
   flags.value("--state-interval", "DUR", "how often --state-file is saved (default 30s)",
               duration(f.state_interval, std::chrono::seconds(1), std::chrono::hours(24), "a duration from 1s to 24h"));
 }

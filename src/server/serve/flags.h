@@ -44,6 +44,7 @@ struct ServeFlags {
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
   std::string state_file;  // empty: the in-process store starts fresh at every start
+  std::string state_key_file;  // the state file's HMAC-SHA256 key; empty: the file carries a CRC alone
   Nanos state_interval = std::chrono::seconds(30);
   Nanos header_timeout = std::chrono::seconds(10);
   std::string redis;  // empty: every domain in memory

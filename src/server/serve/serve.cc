@@ -134,6 +134,23 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
   }
 }
 
+// --state-file-key-file's key (null without it); false with `error` for a file it refuses, or given without
+// --state-file.
+bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& key, std::string& error) {
+  if (flags.state_key_file.empty()) return true;
+  if (flags.state_file.empty()) {
+    error = "--state-file-key-file: '" + flags.state_key_file + "' given without --state-file";
+    return false;
+  }
+  try {
+    key = read_state_key(flags.state_key_file);
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+    return false;
+  }
+  return true;
+}
+
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
 std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
   return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
@@ -166,6 +183,11 @@ int run_serve(const std::vector<std::string>& args) {
   ListenerOptions listener;
   std::string error;
   if (!listener_options(flags, listener, error)) {
+    std::cerr << "ratekeeper serve: " << error << "\n";
+    return 2;
+  }
+  std::shared_ptr<base::SecretFile> state_key;
+  if (!state_key_file(flags, state_key, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
@@ -209,7 +231,7 @@ int run_serve(const std::vector<std::string>& args) {
         [&service](const rules::RuleSet& set, const rules::Rule& rule) {
           return !service.uses_remote(set.domain(rule.domain));
         },
-        clock, flags.state_interval);
+        clock, flags.state_interval, state_key);
   }
   std::atomic<bool> draining{false};
   api::Hooks hooks = metrics.hooks();
