@@ -239,7 +239,7 @@ bool dashboard(service::Service& service, const Hooks& hooks, const http::Reques
     return true;
   }
   if (req.path == "/v1/admin/rates") {
-    if (method_is(req, res, hooks, "GET")) answer(dashboard::rates_json(service, *hooks.tracker));
+    if (method_is(req, res, hooks, "GET")) answer(dashboard::rates_json(service, *hooks.tracker, req.query));
     return true;
   }
   if (req.path == "/v1/admin/simulate") {
@@ -409,6 +409,8 @@ std::string rules_json(const rules::RuleSet* set) {
         if (l.unit) rule["unit"] = rules::unit_name(*l.unit);
         if (l.blocked) {
           rule["blocked"] = true;  // refuses everything; no algorithm runs
+          rule["algorithm"] = rules::algorithm_shown(l);
+          rule["window_seconds"] = static_cast<double>(l.spec.window.count()) / 1e9;
         } else {
           limit_json(l, rule);
         }
