@@ -49,7 +49,7 @@ examples/: rules files pass check-config; scenarios run through simulate; system
 systemd/ratekeeper.service's install lines run into a temporary root, then its ExecStartPre and ExecStart run from
 there (and `systemd-analyze verify` reads it, where installed); every other example must be named by a test under
 tests/ (examples/embed by tests/package/install_test.sh, the proxies' configs by tests/integration/proxies_test.py).
-A whole run takes about 10 s (and 5 s more for the dashboard's picture, where chromium and playwright-core are).
+A whole run takes about 15 s (10 s of it the dashboard's picture, where chromium and playwright-core are).
 """
 
 import argparse
