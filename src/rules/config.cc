@@ -23,6 +23,10 @@ std::optional<Unit> parse_unit(std::string_view name) {
 
 Nanos unit_length(Unit u) { return std::chrono::seconds(kUnitSeconds[static_cast<int>(u)]); }
 
+std::string_view algorithm_shown(const RateLimit& limit) {
+  return limit.blocked ? "blocked" : algorithm_name(limit.spec.algorithm);
+}
+
 std::string ConfigError::to_string() const {
   std::string s = pos.file;
   if (pos.line > 0) s += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);

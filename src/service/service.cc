@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/registry.h"
+#include "headers/rate_limit_headers.h"
 #include "logging/log.h"
 #include "store/memory/key_digest.h"
 
@@ -33,20 +34,25 @@ void describe(DescriptorStatus& st, const rules::RateLimit& limit, const std::st
   st.algorithm = limit.spec.algorithm;
 }
 
-// A blocked limit (requests_per_unit 0) refuses everything; Envoy reports its window's reset.
-void apply_blocked(DescriptorStatus& st, std::int64_t now) {
+// duration_until_reset says the wait the rate-limit header fields say (headers/rate_limit_headers.h): "never" and
+// every longer wait as headers::kMaxWait, so that Envoy, which turns it into its own X-RateLimit-Reset, tells the
+// client the same as Retry-After.
+Nanos said_wait(Nanos d) { return std::min(d, headers::kMaxWait); }
+
+// A blocked limit (requests_per_unit 0) refuses everything, whatever the window: its wait is never (not the
+// window's end, after which it refuses again).
+void apply_blocked(DescriptorStatus& st) {
   st.code = Code::kOverLimit;
   st.limit_remaining = 0;
   st.retry_after = kNever;
-  const std::int64_t w = std::max<std::int64_t>(1, st.window.count());
-  st.duration_until_reset = Nanos{w - ((now % w) + w) % w};
+  st.duration_until_reset = headers::kMaxWait;
 }
 
 void apply(DescriptorStatus& st, const Decision& d) {
   st.code = d.allowed ? Code::kOk : Code::kOverLimit;
   st.limit_remaining = clamp_remaining(d.remaining);
   st.retry_after = d.retry_after;
-  st.duration_until_reset = d.allowed || d.retry_after == kNever ? d.reset_after : d.retry_after;
+  st.duration_until_reset = said_wait(d.allowed ? d.reset_after : d.retry_after);  // never: kMaxWait
   st.estimate = d.estimate;
 }
 
@@ -643,7 +649,7 @@ void Service::answered(JobPtr job) {
     const Pending& p = job->pending[k];
     DescriptorStatus& st = job->resp.statuses[p.index];
     if (!p.limiter) {
-      apply_blocked(st, job->now);
+      apply_blocked(st);
     } else if (job->look && !job->charged_in_final(k)) {
       apply(st, job->looked[k]);
     }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -31,6 +32,8 @@ descriptors:
   - key: quiet
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: banned
+    rate_limit: {unit: second, requests_per_unit: 0}
 )";
 
 class GrpcTest : public ::testing::Test {
@@ -112,6 +115,27 @@ TEST_F(GrpcTest, FixedWindowThenOverLimit) {
       {"RateLimit-Policy", "\"per_user\";q=3;w=60"}, {"RateLimit", "\"per_user\";r=0;t=40"},
       {"X-RateLimit-Limit", "3"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "40"}, {"Retry-After", "40"}};
   EXPECT_EQ(fields, expected);
+}
+
+// A refusal no wait can lift says one wait everywhere: duration_until_reset, which Envoy turns into its own
+// X-RateLimit-Reset, and the header fields, all never (2147483647 s); not the second's end for a blocked rule, nor
+// the window's for hits above the limit, after which the client would be refused again, for ever.
+TEST_F(GrpcTest, ANeverRefusalSaysNeverInDurationAndHeaders) {
+  auto blocked = request("edge", {{{"banned", "x"}}});
+  auto oversize = request("edge", {{{"user", "dee"}}});
+  oversize.set_hits_addend(4);  // per_user admits 3 a minute
+  for (const auto& [req, policy] : {std::pair{blocked, "banned"}, std::pair{oversize, "per_user"}}) {
+    pb::RateLimitResponse resp;
+    ASSERT_TRUE(call(req, resp).ok());
+    EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OVER_LIMIT) << policy;
+    EXPECT_EQ(resp.statuses(0).duration_until_reset().seconds(), 2147483647) << policy;
+    EXPECT_EQ(resp.statuses(0).duration_until_reset().nanos(), 0) << policy;
+    std::map<std::string, std::string> fields;
+    for (const auto& h : resp.response_headers_to_add()) fields[h.key()] = h.value();
+    EXPECT_TRUE(fields["RateLimit"].ends_with(";t=2147483647")) << policy << ": " << fields["RateLimit"];
+    EXPECT_EQ(fields["X-RateLimit-Reset"], "2147483647") << policy;
+    EXPECT_EQ(fields["Retry-After"], "2147483647") << policy;
+  }
 }
 
 TEST_F(GrpcTest, EnvoySemanticsPerDescriptor) {

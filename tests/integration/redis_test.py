@@ -866,9 +866,9 @@ class DocsTlsExampleTest(unittest.TestCase):
         while len(ports) < 3:  # a port just freed may be handed out twice
             ports.add(free_port())
         tls_port, http_port, admin_port = sorted(ports)
-        os.mkdir(os.path.join(d, "rules"))
-        with open(os.path.join(d, "rules", "r.yaml"), "w") as f:
-            f.write(WINDOW_RULES)
+        os.mkdir(os.path.join(d, "examples"))  # the example's --config, as in a clone
+        here = os.path.dirname(os.path.abspath(__file__))
+        shutil.copy(os.path.join(here, "..", "..", "examples", "rules.yaml"), os.path.join(d, "examples"))
         procs = []
         log = open(os.path.join(d, "serve.log"), "w+")
         try:
@@ -886,7 +886,8 @@ class DocsTlsExampleTest(unittest.TestCase):
             def decided_by_redis():
                 conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
                 try:
-                    body = json.dumps({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "d"}]}]})
+                    entries = [{"key": "api_key", "value": "d"}]
+                    body = json.dumps({"domain": "edge", "descriptors": [{"entries": entries}]})
                     conn.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
                     answer = json.loads(conn.getresponse().read())
                     return "fallback" not in answer["statuses"][0]

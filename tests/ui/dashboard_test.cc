@@ -139,6 +139,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: free
     rate_limit: {unlimited: true}
+  - key: banned
+    rate_limit: {unit: second, requests_per_unit: 0}
 )";
 
 class DashboardTest : public ::testing::Test {
@@ -217,13 +219,79 @@ TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
   const auto res = call("GET", "/v1/admin/rates");
   ASSERT_EQ(res.status, 200) << res.body;
   const json doc = json::parse(res.body);
-  ASSERT_EQ(doc["rules"].size(), 3u) << doc.dump();  // the unlimited rule decides nothing
+  ASSERT_EQ(doc["rules"].size(), 4u) << doc.dump();  // the unlimited rule decides nothing
   EXPECT_EQ(rule(doc, "user")["ok"], 2);
   EXPECT_EQ(rule(doc, "user")["over_limit"], 3);
   EXPECT_EQ(rule(doc, "shadowed")["ok"], 1);
   EXPECT_EQ(rule(doc, "shadowed")["shadow_over_limit"], 2);
   EXPECT_EQ(rule(doc, "client")["ok"], 0);
   EXPECT_EQ(rule(doc, "client")["algorithm"], "earrrl");
+}
+
+// The server keeps the last minutes of every rule's counters, sampled on the clock it is given, so that a page
+// opened after the traffic draws it at once: oldest first, each sample's age from the service's clock, and no more
+// than kRateSamples of them (the oldest go).
+TEST_F(DashboardTest, RatesKeepTheLastMinutesOfSamplesForAPageOpenedLater) {
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i <= s; ++i) check("user", "ann");  // 1, 2, 3 of 2 a minute
+    check("shadowed", "x");
+    tracker_->sample(clock_->now());
+    clock_->advance(1s);
+  }
+  const auto res = call("GET", "/v1/admin/rates", "history=1");
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json doc = json::parse(res.body);
+  EXPECT_EQ(doc["history_seconds"], 120.0);
+  const json& user = rule(doc, "user")["history"];
+  ASSERT_EQ(user.size(), 3u) << doc.dump();
+  EXPECT_EQ(user[0], (json{{"seconds_ago", 3.0}, {"ok", 1}, {"refused", 0}}));
+  EXPECT_EQ(user[1], (json{{"seconds_ago", 2.0}, {"ok", 2}, {"refused", 1}}));   // 2 a minute: the third refused
+  EXPECT_EQ(user[2], (json{{"seconds_ago", 1.0}, {"ok", 2}, {"refused", 4}}));
+  const json& shadowed = rule(doc, "shadowed")["history"];
+  EXPECT_EQ(shadowed[2]["refused"], 2);  // shadow-mode refusals are drawn as refused
+  EXPECT_EQ(rule(doc, "client")["history"][2], (json{{"seconds_ago", 1.0}, {"ok", 0}, {"refused", 0}}));  // idle
+  // Without history=1 (every poll but the page's first): the counters alone.
+  EXPECT_FALSE(rule(json::parse(call("GET", "/v1/admin/rates").body), "user").contains("history"));
+
+  // Bounded: after many more samples, the last kRateSamples, the newest last.
+  for (std::size_t i = 0; i < kRateSamples + 30; ++i) {
+    check("user", "late");
+    tracker_->sample(clock_->now());
+    clock_->advance(1s);
+  }
+  const json late = rule(json::parse(call("GET", "/v1/admin/rates", "history=1").body), "user");
+  const json& samples = late["history"];
+  ASSERT_EQ(samples.size(), kRateSamples);
+  EXPECT_EQ(samples.back()["seconds_ago"], 1.0);
+  EXPECT_EQ(samples.front()["seconds_ago"], static_cast<double>(kRateSamples));
+  EXPECT_EQ(samples.back()["ok"].get<int>() + samples.back()["refused"].get<int>(),
+            late["ok"].get<int>() + late["over_limit"].get<int>());
+}
+
+TEST_F(DashboardTest, BadRatesQueriesNameTheParameter) {
+  expect_bad(call("GET", "/v1/admin/rates", "history=yes"), "history", "is not 1 or 0");
+  expect_bad(call("GET", "/v1/admin/rates", "since=5"), "since", "unknown parameter");
+  expect_bad(call("GET", "/v1/admin/rates", "history=%zz"), "", "percent-encoded");
+  EXPECT_EQ(bad_requests_, 3);
+}
+
+// A blocked rule names no algorithm of its own; every answer says "blocked" where others name theirs, so that the
+// page shows what the server says (never "undefined").
+TEST_F(DashboardTest, ABlockedRuleSaysBlockedAsItsAlgorithmEverywhere) {
+  check("banned", "x");
+  EXPECT_EQ(rule(json::parse(call("GET", "/v1/admin/rates").body), "banned")["algorithm"], "blocked");
+  const json hot_banned = rule(hot("rule=banned"), "banned");
+  EXPECT_EQ(hot_banned["algorithm"], "blocked");
+  EXPECT_EQ(hot_banned["keys"][0]["limited"], true);
+  EXPECT_TRUE(hot_banned["keys"][0]["retry_after_seconds"].is_null());  // never, as its Retry-After says
+  const json rules = json::parse(call("GET", "/v1/rules").body);
+  bool seen = false;
+  for (const json& r : rules["domains"][0]["rules"]) {
+    if (r["path"] != "banned") continue;
+    seen = true;
+    EXPECT_EQ(r["algorithm"], "blocked") << r.dump();
+  }
+  EXPECT_TRUE(seen) << rules.dump();
 }
 
 TEST_F(DashboardTest, DryRunsAreNotCounted) {

@@ -278,7 +278,7 @@ bool dashboard(service::Service& service, const Hooks& hooks, dashboard::WhatIfR
     return true;
   }
   if (req.path == "/v1/admin/rates") {
-    if (method_is(req, res, hooks, "GET")) answer(dashboard::rates_json(service, *hooks.tracker));
+    if (method_is(req, res, hooks, "GET")) answer(dashboard::rates_json(service, *hooks.tracker, req.query));
     return true;
   }
   if (req.path == "/v1/admin/simulate") {
@@ -452,6 +452,8 @@ std::string rules_json(const rules::RuleSet* set) {
         if (l.unit) rule["unit"] = rules::unit_name(*l.unit);
         if (l.blocked) {
           rule["blocked"] = true;  // refuses everything; no algorithm runs
+          rule["algorithm"] = rules::algorithm_shown(l);
+          rule["window_seconds"] = static_cast<double>(l.spec.window.count()) / 1e9;
         } else {
           limit_json(l, rule);
         }

@@ -84,7 +84,9 @@ Reader admin_hosts(std::vector<std::string>& out) {
 void add_listener_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--config", "PATH", "a rules file, or a directory of them (reloaded live)", text(f.config));
   flags.value("--http", "ADDR:PORT", "decision API and forward-auth (default 127.0.0.1:8080)", text(f.http));
-  flags.value("--admin", "ADDR:PORT", "metrics, rules, admin API (default 127.0.0.1:9090)", text(f.admin));
+  flags.value("--admin", "ADDR:PORT",
+              "metrics, rules, admin API (default 127.0.0.1:9090,\nalso Prometheus's default port: move one of them)",
+              text(f.admin));
   flags.value("--grpc", "ADDR:PORT", "Envoy's rate-limit gRPC API and gRPC health (off unless given)", text(f.grpc));
   flags.toggle("--grpc-response-headers", "add the RateLimit header fields to gRPC answers", f.grpc_headers);
   flags.value("--threads", "N", "HTTP threads per listener (default 2)", whole_number(f.threads, 1, 64));

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "base/periodic.h"
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
@@ -39,7 +40,7 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
     return -1;
   }
   for (const std::string& e : errors) std::cerr << "ratekeeper serve: " << e << "\n";
-  std::cerr << serve_help();
+  std::cerr << cli::help_hint("ratekeeper serve");
   return 2;
 }
 
@@ -211,6 +212,9 @@ int run_serve(const std::vector<std::string>& args) {
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's
   // per-descriptor counters.
   auto tracker = std::make_shared<dashboard::Tracker>();
+  // Its rates of the last minutes, sampled whether a page is open or not: a page opened later draws them at once.
+  base::Periodic rate_sampler;
+  rate_sampler.start(dashboard::kRateSampleInterval, [&] { tracker->sample(clock->now()); });
   service::Service service(
       *reloader, clock,
       {.shadow_mode = flags.shadow_mode,
