@@ -9,7 +9,7 @@ import urllib.request
 
 # Free ports as the tests draw them (from under the kernel's ephemeral range, so that no outgoing connection takes
 # one before its server binds it): one function for both.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "support"))
 from harness import free_port  # noqa: E402,F401
 
 

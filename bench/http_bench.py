@@ -276,7 +276,7 @@ def main():
         wait_http("http://127.0.0.1:%d/readyz" % rk_port)
         wait_http("http://127.0.0.1:%d/plain" % nginx_port)
         if args.tls:
-            subprocess.run(["sh", os.path.join(ROOT, "tests", "tls", "make_certs.sh"), work], check=True)
+            subprocess.run(["sh", os.path.join(ROOT, "tests", "support", "make_certs.sh"), work], check=True)
             tls_port = free_port()
             procs.append(subprocess.Popen([args.binary, "serve", "--config", rules, "--http", "127.0.0.1:%d" % tls_port,
                                            "--admin", "127.0.0.1:%d" % free_port(), "--threads", str(args.threads),

@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--inflight", type=int, default=256)
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="rk-redis-tls-bench-")
-    subprocess.run([os.path.join(ROOT, "tests", "redis", "make_test_certs.sh"), d], check=True)
+    subprocess.run([os.path.join(ROOT, "tests", "support", "make_redis_certs.sh"), d], check=True)
     port, tls_port = free_port(), free_port()
     redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no", "--dir", d, "--tls-port", str(tls_port),

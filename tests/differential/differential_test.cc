@@ -30,7 +30,7 @@
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/ratekeeper.h"
 #include "ratekeeper/shared.h"
-#include "redis/redis_process.h"
+#include "support/redis_process.h"
 #include "store/redis/remote.h"
 
 #ifndef RK_DIFF_DEFAULT_CASES

@@ -137,7 +137,7 @@ def parse_markdown(src, rel):
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: servers on free loopback ports, stopped by pid.
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from harness import free_port  # noqa: E402  (one way to pick a port, shared with the integration tests)
 
 

@@ -16,8 +16,8 @@ import urllib.request
 
 import grpc
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import free_port  # noqa: E402  (this directory's shared helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from harness import free_port  # noqa: E402  (tests/support: the shared helpers)
 
 BINARY = PROTO_DIR = None
 rls = health = None

@@ -16,8 +16,9 @@ import threading
 import time
 import unittest
 
-from harness import free_port, wait_until  # this directory's shared helpers
-from serve_test import NGINX, Upstream
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from harness import free_port, wait_until  # noqa: E402  (tests/support: the shared helpers)
+from serve_test import NGINX, Upstream  # noqa: E402  (this directory)
 
 MODULE = None
 

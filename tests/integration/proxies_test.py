@@ -23,8 +23,8 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import free_port, stop, wait_until  # noqa: E402  (this directory's shared helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from harness import free_port, stop, wait_until  # noqa: E402  (tests/support: the shared helpers)
 
 import yaml
 

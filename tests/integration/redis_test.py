@@ -20,14 +20,14 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402  (this directory's shared helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import harness  # noqa: E402  (tests/support: the shared helpers)
 from harness import Serve, wait_until  # noqa: E402
 
 BINARY = None
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-MAKE_TEST_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redis", "make_test_certs.sh")
+MAKE_TEST_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "make_redis_certs.sh")
 
 
 def free_port():
@@ -52,7 +52,7 @@ class ServerExited(Exception):
 
 
 class Certs:
-    """The certificates of tests/redis/make_test_certs.sh (ca.crt, server.crt, client.crt, expired.crt, ...)."""
+    """The certificates of tests/support/make_redis_certs.sh (ca.crt, server.crt, client.crt, expired.crt, ...)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="rk-certs-")

@@ -17,15 +17,15 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402  (this directory's shared helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import harness  # noqa: E402  (tests/support: the shared helpers)
 from harness import free_port, wait_until  # noqa: E402
 
 BINARY = None
 WITH_GRPC = False
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MAKE_CERTS = os.path.join(ROOT, "tests", "tls", "make_certs.sh")
+MAKE_CERTS = os.path.join(ROOT, "tests", "support", "make_certs.sh")
 DOC = os.path.join(ROOT, "docs", "service.md")
 
 RULES = """

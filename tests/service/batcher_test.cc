@@ -1,0 +1,146 @@
+// service/batcher.h against a real redis-server: servers (two batchers, each its own connections and id) converge on
+// the fleet's count; a key joins from the snapshot; every algorithm shares; an attacker's many keys stay bounded.
+// Batches are sent by flush(), on a manual clock: nothing here waits on the batch thread.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "support/redis_process.h"
+#include "service/batcher.h"
+#include "store/redis/cluster.h"
+#include "store/redis/remote.h"
+#include "store/redis/shared_counters.h"
+
+namespace rk::service {
+namespace {
+
+using namespace std::chrono_literals;
+using redis_test::RedisProcess;
+
+constexpr Nanos kT0{1'000'000'000'000'000'000};
+
+struct Fleet {
+  explicit Fleet(int port, std::size_t max_keys = 1000) {
+    for (int i = 0; i < 2; ++i) {
+      servers.push_back(std::make_unique<Batcher>(
+          redis::make_redis_shared_counters({.url = "redis://127.0.0.1:" + std::to_string(port)}), clock,
+          BatcherOptions{.interval = 20ms, .max_keys = max_keys, .start_thread = false}));
+    }
+  }
+  Decision decide(int server, const LimitSpec& spec, const std::string& key, std::uint64_t cost = 1,
+                  bool peek = false) {
+    std::promise<Decision> p;
+    servers[server]->decide(spec, key, cost, peek, clock->now(), [&p](Decision d) { p.set_value(d); });
+    return p.get_future().get();
+  }
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(kT0);
+  std::vector<std::unique_ptr<Batcher>> servers;
+};
+
+// Keys with counts in Redis.
+std::size_t counted_keys(int port) {
+  FILE* p = ::popen(("redis-cli -p " + std::to_string(port) + " --scan --pattern 'rk:{b*}c' | wc -l").c_str(), "r");
+  std::size_t n = 0;
+  if (p && std::fscanf(p, "%zu", &n) != 1) n = 0;
+  if (p) ::pclose(p);
+  return n;
+}
+
+LimitSpec fixed(double limit) {
+  return LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = limit, .window = Nanos{1h}};
+}
+
+// The script takes a key's counters and snapshot together: in a Cluster they must share a slot whatever braces a
+// client puts in its values, and never be an exact-sharing key's name.
+TEST(BatchedKeys, ShareASlotWhateverTheValuesHold) {
+  for (const std::string k : {"rk:0a1b:user", "rk:0a1b:{same}", "rk:0a1b:}x{", "rk:}", "rk:", "other", "{}", "}{"}) {
+    const std::string c = rk::redis::counters_key(k), s = rk::redis::snapshot_key(k);
+    EXPECT_NE(c, s);
+    EXPECT_EQ(rk::redis::key_slot(c), rk::redis::key_slot(s)) << k;
+    EXPECT_NE(c, rk::redis::redis_key(k));
+    EXPECT_NE(s, rk::redis::redis_key(k));
+  }
+  EXPECT_NE(rk::redis::counters_key("rk:a:b}"), rk::redis::counters_key("rk:a:b"));
+}
+
+TEST(Batcher, ServersConvergeOnTheFleetsCount) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  const LimitSpec spec = fixed(100);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.decide(0, spec, "rk:t:k").allowed);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(f.decide(1, spec, "rk:t:k").allowed);
+  f.servers[0]->flush();
+  f.servers[1]->flush();  // learns server 0's 5
+  f.servers[0]->flush();  // learns server 1's 3
+  EXPECT_EQ(f.decide(0, spec, "rk:t:k", 1, true).remaining, 100 - 9);
+  EXPECT_EQ(f.decide(1, spec, "rk:t:k", 1, true).remaining, 100 - 9);
+}
+
+TEST(Batcher, AKeyJoinsFromTheSnapshotAndTheCountsPastIt) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  const LimitSpec spec = fixed(60);
+  for (int i = 0; i < 50; ++i) f.decide(0, spec, "rk:t:j");
+  f.servers[0]->flush();  // the counts and a snapshot
+  for (int i = 0; i < 4; ++i) f.decide(0, spec, "rk:t:j");
+  f.servers[0]->flush();  // counts past the snapshot
+  // Server 1's first decision waits for one fetch, then decides on the fleet's 54.
+  EXPECT_EQ(f.decide(1, spec, "rk:t:j").remaining, 60 - 55);
+  EXPECT_EQ(f.servers[1]->stats().fetches.load(), 1u);
+}
+
+// Concurrent first decisions on a key wait on one fetch, and every one of them is counted.
+TEST(Batcher, FirstDecisionsShareOneFetch) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  const LimitSpec spec = fixed(100);
+  f.decide(0, spec, "rk:t:warm");  // the store is seen to answer
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) threads.emplace_back([&] { f.decide(0, spec, "rk:t:c"); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(f.servers[0]->stats().fetches.load(), 2u);  // "warm", then "c" once: later threads find it synced
+  EXPECT_EQ(f.decide(0, spec, "rk:t:c", 1, true).remaining, 100 - 9);
+}
+
+// Each algorithm's hits, recorded on one server, refuse on the other once shared.
+TEST(Batcher, EveryAlgorithmShares) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  for (Algorithm a : kAllAlgorithms) {
+    LimitSpec spec{.algorithm = a, .limit = 10, .window = Nanos{1h}};
+    if (a == Algorithm::kEarrrl) spec.half_life = Nanos{1h};
+    const std::string key = "rk:t:" + std::string(algorithm_name(a));
+    f.decide(1, spec, key, 1, true);  // server 1 joins first
+    for (int i = 0; i < 30; ++i) f.decide(0, spec, key);  // earrrl's estimate reaches 10 an hour at ~15
+    f.servers[0]->flush();
+    f.servers[1]->flush();
+    EXPECT_FALSE(f.decide(1, spec, key).allowed) << algorithm_name(a);
+  }
+}
+
+// An attacker's fresh keys, each decided once: the table keeps at most max_keys, the backlog of evicted keys' hits
+// at most max_keys more, and Redis gets them all.
+TEST(Batcher, ManyKeysStayBounded) {
+  RedisProcess redis;
+  Fleet f(redis.port(), 32);
+  const LimitSpec spec = fixed(5);
+  f.decide(0, spec, "rk:t:warm");  // the store is seen to answer; later keys still wait for their fetch
+  for (int i = 0; i < 400; ++i) {
+    f.decide(0, spec, "rk:t:a" + std::to_string(i));
+    ASSERT_LE(f.servers[0]->stats().keys.load(), 32 + 16) << i;  // per shard: one over while a fetch is out
+  }
+  EXPECT_GT(f.servers[0]->stats().evicted.load(), 350u);
+  f.servers[0]->flush();
+  // Every key's hit reached Redis, evicted or not (the last backlog's replies are not waited for: poll).
+  std::size_t keys = 0;
+  for (int i = 0; i < 200 && keys < 401; ++i) {
+    keys = counted_keys(redis.port());
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(keys, 401u);
+}
+
+}  // namespace
+}  // namespace rk::service
