@@ -9,7 +9,7 @@ loop, fewer connections).
                       [--no-half-load] [--instructions N [--keep DIR]]
 
 --tls adds a second ratekeeper serving the same over TLS (--tls-cert, a P-256 certificate made by
-tests/tls/make_certs.sh), wrk speaking HTTPS over keep-alive connections (so the handshakes are few; each request's
+tests/support/make_certs.sh), wrk speaking HTTPS over keep-alive connections (so the handshakes are few; each request's
 cost is the record layer's), and prints its ratio to the plaintext one.
 
 --baseline adds a second ratekeeper binary (main's, say) serving the same, measured in the same run right after

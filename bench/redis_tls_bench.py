@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """What TLS costs ratekeeper's Redis store: decisions/s and p99 through rk_redis_load (the client and script of
 `ratekeeper serve --redis`) against one redis-server, over its plain port (the baseline) and its TLS port
-(rediss://, the certificates of tests/redis/make_test_certs.sh), alternating, `--passes` times each; prints each pass,
+(rediss://, the certificates of tests/support/make_redis_certs.sh), alternating, `--passes` times each; prints each
+pass,
 the medians, the ratio TLS/plain and the load average.
 
   bench/redis_tls_bench.py build/release/bench/rk_redis_load [--seconds 5] [--passes 3] [--inflight 256]

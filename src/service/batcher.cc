@@ -170,8 +170,8 @@ Batcher::Shard& Batcher::shard_of(const Hashed& k) const {
 // (so that on a full shard no chain ever grows: a lookup stays as short as when the shard filled, whatever keys a
 // flood brings), or, when `home` is empty, in the next bucket holding a key no decision waits on from one picked at
 // random (taking the map's first key, as before, evicted the newest key of an empty bucket, and a flood left only
-// keys sharing buckets: long chains, which tests/redis/batcher_hostile_test.cc counts). An evicted key's unsent hits
-// are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock is let go
+// keys sharing buckets: long chains, which tests/service/batcher_hostile_keys_test.cc counts). An evicted key's unsent
+// hits are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock is let go
 // (its replies unread: nothing here to learn them).
 bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
   if (s.keys.empty()) return false;

@@ -29,7 +29,7 @@
 // out with the next batch, or at once when max_keys of them or their share of bytes wait). A key's text is kept
 // whole (it names the key in Redis, where every server must find it), so its bytes are what a budget must bound:
 // a descriptor's 4 KB made a million keys 4 GB. Keys are hashed with a random seed, so that no client can choose
-// keys that make a lookup long (probe_stats() counts it: tests/redis/batcher_hostile_test.cc).
+// keys that make a lookup long (probe_stats() counts it: tests/service/batcher_hostile_keys_test.cc).
 #pragma once
 
 #include <atomic>
@@ -109,8 +109,8 @@ class Batcher {
   static std::size_t key_bytes(const LimitSpec& spec, std::string_view key);
   Nanos interval() const { return options_.interval; }
 
-  // What a lookup costs, counted (tests/redis/batcher_hostile_test.cc): over every key held, the entries a lookup
-  // compares it with to find it (its position in its bucket's chain).
+  // What a lookup costs, counted (tests/service/batcher_hostile_keys_test.cc): over every key held, the entries a
+  // lookup compares it with to find it (its position in its bucket's chain).
   struct ProbeStats {
     std::size_t keys = 0;
     std::uint64_t total = 0;  // comparisons to find every key once

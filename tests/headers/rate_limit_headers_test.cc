@@ -1,6 +1,6 @@
 // Golden tests of the one rate-limit header formatter (src/headers/rate_limit_headers.h): real decisions of the
 // real algorithms in, exact header lines out. The server's and the nginx module's tests assert the same strings
-// from the running servers (tests/server/api_test.cc, tests/integration/nginx_module_test.py).
+// from the running servers (tests/server/api/forward_auth_test.cc, tests/integration/nginx_module_test.py).
 #include "headers/rate_limit_headers.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-# Installs tests/ui/package-lock.json's packages (playwright-core) into DIR, once: skipped while DIR holds the same
-# lock file and the package, so reruns need no network. Run by ctest as the fixture of integration.ui:
-#   cmake -DNPM=/usr/bin/npm -DSRC=tests/ui -DDIR=build/dev/tests/ui-node -P npm_ci.cmake
+# Installs tests/integration/package-lock.json's packages (playwright-core) into DIR, once: skipped while DIR holds the
+# same lock file and the package, so reruns need no network. Run by ctest as the fixture of integration.ui:
+#   cmake -DNPM=/usr/bin/npm -DSRC=tests/integration -DDIR=build/dev/tests/ui-node -P npm_ci.cmake
 foreach(var NPM SRC DIR)
   if(NOT ${var})
     message(FATAL_ERROR "npm_ci.cmake: -D${var}= is required")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """TLS on the listeners and the admin token, end to end: the real `ratekeeper serve` with --tls-cert, --tls-key,
---tls-client-ca and --admin-token-file, on certificates tests/tls/make_certs.sh makes with the openssl command,
+--tls-client-ca and --admin-token-file, on certificates tests/support/make_certs.sh makes with the openssl command,
 against curl, Python's ssl and grpcio. Run by ctest: tls_test.py BINARY grpc|nogrpc. Ports are free ports, files
 live in a temporary directory, every process started is stopped by its pid.
 """

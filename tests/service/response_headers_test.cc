@@ -1,8 +1,8 @@
 // A refusal no wait can lift (a blocked rule, hits above what the limit can ever admit) says one wait in every
 // field of every front end: RateLimit's t, X-RateLimit-Reset, Retry-After and duration_until_reset all say never
 // (2147483647 s), through the real routes of the HTTP API, forward-auth and envoyproxy/ratelimit's /json
-// (src/service/response_headers.h; gRPC's in tests/grpc/grpc_test.cc). Regression: t and X-RateLimit-Reset said
-// the window's end (1 for a rule per second, 0 for hits above the limit), and a client reading them retried every
+// (src/service/response_headers.h; gRPC's in tests/server/grpc/rls_server_test.cc). Regression: t and X-RateLimit-Reset
+// said the window's end (1 for a rule per second, 0 for hits above the limit), and a client reading them retried every
 // second for ever.
 #include "service/response_headers.h"
 

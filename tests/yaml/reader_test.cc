@@ -1,6 +1,6 @@
 // The typed YAML reader that rules files and scenarios share (src/yaml/reader.h): each type's rule, once, with the
 // exact problem and place it reports. The rules' and scenarios' own messages are checked in
-// tests/testdata/config_errors/ and tests/unit/simulate_test.cc.
+// tests/testdata/config_errors/ and tests/sim/simulate_test.cc.
 #include <gtest/gtest.h>
 
 #include <string>

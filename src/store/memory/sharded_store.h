@@ -275,7 +275,7 @@ class ShardedStore {
   static std::uint32_t hash_word(std::uint64_t h) { return static_cast<std::uint32_t>(h) & kHashBits; }
 
   // How many index slots find() examines for `key`, found or not: the cost of one decision's lookup, counted
-  // rather than timed (tests/unit/hostile_keys_test.cc shows it stays flat under a flood of chosen keys).
+  // rather than timed (flat under a flood of chosen keys: tests/store/memory/sharded_store_hostile_keys_test.cc).
   std::size_t probe_length(std::string_view key) const {
     const std::uint64_t h = hash_(key);
     const Shard& s = shard_for(h);

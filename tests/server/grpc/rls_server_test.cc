@@ -108,7 +108,7 @@ TEST_F(GrpcTest, FixedWindowThenOverLimit) {
   EXPECT_EQ(resp.statuses(0).code(), pb::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
   // The rate-limit header fields, when asked for: the library's one formatter, the same lines as forward-auth's
-  // and the nginx module's (tests/unit/headers_test.cc).
+  // and the nginx module's (tests/headers/rate_limit_headers_test.cc).
   std::vector<std::pair<std::string, std::string>> fields;
   for (const auto& h : resp.response_headers_to_add()) fields.emplace_back(h.key(), h.value());
   const std::vector<std::pair<std::string, std::string>> expected = {

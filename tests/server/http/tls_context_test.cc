@@ -1,7 +1,7 @@
 // The HTTP server over TLS (ServerOptions::tls), against a blocking OpenSSL client, on certificates made fresh by
-// tests/tls/make_certs.sh: HTTPS served, client certificates required, rotated files taken by new connections
+// tests/support/make_certs.sh: HTTPS served, client certificates required, rotated files taken by new connections
 // while open ones go on, bad files refused by name, and handshakes that never finish bounded by the header timeout
-// and shed when the server is full. Timeouts are bounded relative to the timeout set, as in http_server_test.cc.
+// and shed when the server is full. Timeouts are bounded relative to the timeout set, as in server_test.cc.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -31,7 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A temporary directory of certificates (tests/tls/make_certs.sh), removed at the end.
+// A temporary directory of certificates (tests/support/make_certs.sh), removed at the end.
 class Certs {
  public:
   Certs() {

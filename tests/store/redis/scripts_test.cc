@@ -27,7 +27,7 @@ std::vector<store::RemoteResult> decide(store::RemoteStore& s, std::vector<store
   return f.get();
 }
 
-// As Earrrl.APeeksRetryAfterHoldsForTheStateItLeft (tests/unit/earrrl_test.cc), in earrrl.lua, unpacked and packed:
+// As Earrrl.APeeksRetryAfterHoldsForTheStateItLeft (tests/core/earrrl_test.cc), in earrrl.lua, unpacked and packed:
 // a peek leaves the state as it was, and its retry_after holds for the attempt that then decides from it (here a
 // peek too, which decides as that attempt would and leaves the state for the next).
 TEST(EarrrlScript, APeeksRetryAfterHoldsForTheStateItLeft) {

@@ -1,5 +1,5 @@
 // TLS to Redis, host names and the password file, against a real redis-server with a TLS port on certificates made
-// by tests/redis/make_test_certs.sh: a verified connection by address, by name and with a client certificate; each
+// by tests/support/make_redis_certs.sh: a verified connection by address, by name and with a client certificate; each
 // refused handshake (another CA, another name, an expired certificate, no TLS) failing within the timeout, counted,
 // with OpenSSL's reason; every bad TLS or password file refused naming its flag and file; a password file read again
 // when it changes.
