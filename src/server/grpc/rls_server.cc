@@ -3,8 +3,6 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
 #include <mutex>
@@ -15,6 +13,8 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "service/response_headers.h"
 #include "server/grpc/health_service.h"
+#include "server/grpc/log_routing.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/grpc/unary_call.h"
 
 namespace rk::grpcapi {
@@ -143,6 +143,7 @@ struct GrpcServer::Impl {
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
   HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
+  std::unique_ptr<TlsCredentials> tls;   // with TLS; outlives the server, whose handshakes read its directory
   std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
@@ -161,26 +162,23 @@ GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks
     }
   }
   impl_ = std::make_unique<Impl>(service, std::move(options), std::move(hooks));
+  route_grpc_logs();
 }
 
 GrpcServer::~GrpcServer() { stop(); }
 
 namespace {
 
-// Plaintext, or TLS from files gRPC watches itself (its FileWatcherCertificateProvider rereads them every refresh
-// interval and keeps the last good pair when a read fails).
-std::shared_ptr<grpc::ServerCredentials> credentials(const GrpcOptions& o) {
+tls::TlsFiles tls_files(const GrpcOptions& o) {
+  return {.cert = o.tls_cert, .key = o.tls_key, .client_ca = o.tls_client_ca};
+}
+
+// Plaintext, or TLS from pairs read and checked as the HTTPS listeners' are (tls_credentials.h).
+std::shared_ptr<grpc::ServerCredentials> credentials(GrpcServer::Impl& impl) {
+  const GrpcOptions& o = impl.options;
   if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  namespace gx = grpc::experimental;
-  auto files = std::make_shared<gx::FileWatcherCertificateProvider>(o.tls_key, o.tls_cert, o.tls_client_ca,
-                                                                    o.tls_refresh_seconds);
-  gx::TlsServerCredentialsOptions tls(files);
-  tls.watch_identity_key_cert_pairs();
-  if (!o.tls_client_ca.empty()) {
-    tls.watch_root_certs();
-    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  }
-  return gx::TlsServerCredentials(tls);
+  impl.tls = std::make_unique<TlsCredentials>(tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds);
+  return impl.tls->credentials();
 }
 
 }  // namespace
@@ -192,7 +190,7 @@ void GrpcServer::start() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(impl_->options.address, credentials(impl_->options), &impl_->port);
+  builder.AddListeningPort(impl_->options.address, credentials(*impl_), &impl_->port);
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
@@ -223,6 +221,14 @@ int GrpcServer::port() const { return impl_->port; }
 
 void GrpcServer::set_serving(bool serving) {
   if (impl_->server) impl_->health.set_serving(serving);
+}
+
+void GrpcServer::install_tls(std::shared_ptr<const tls::TlsPem> pem) {
+  if (impl_->tls && pem) impl_->tls->install(*pem);
+}
+
+void GrpcServer::reload_tls() {
+  if (impl_->tls) impl_->tls->install(*tls::read_tls_files(tls_files(impl_->options)));
 }
 
 void GrpcServer::stop() {

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/tls/tls_files.h"
 #include "service/service.h"
 
 namespace rk::grpcapi {
@@ -28,8 +29,9 @@ struct GrpcOptions {
   int max_message_bytes = 64 * 1024;       // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
   int max_streams_per_connection = 256;    // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
   int max_watch_streams = 1024;            // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
-  // TLS: PEM files, checked by the caller beforehand (gRPC only logs a bad one). Empty tls_cert: plaintext. The
-  // files are watched every tls_refresh_seconds: new connections get rotated ones, connections open keep theirs.
+  // TLS: PEM files, read and checked by start() as the HTTPS listeners' are (server/tls/tls_files.h). Empty
+  // tls_cert: plaintext. Rotated files are taken by reload_tls() or install_tls(), never read by gRPC itself: new
+  // connections get them within tls_refresh_seconds, connections open keep theirs.
   std::string tls_cert, tls_key;
   std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
   unsigned tls_refresh_seconds = 1;
@@ -51,6 +53,12 @@ class GrpcServer {
   int port() const;
   void stop();   // finishes calls in flight; idempotent
   void set_serving(bool serving);  // the health service's answer
+  // With TLS, after start(), from any thread: a pair read and checked (tls::read_tls_files, one read the HTTPS
+  // listeners take too) for new connections; reload_tls() reads GrpcOptions' files for it (throws TlsFileError).
+  // A pair refused, or one that cannot be handed to gRPC (std::runtime_error), leaves the one in use. Nothing
+  // without TLS.
+  void install_tls(std::shared_ptr<const tls::TlsPem> pem);
+  void reload_tls();
 
   struct Impl;
 

@@ -101,6 +101,10 @@ void Server::reload_tls() { impl_->tls.reload(); }
 
 std::shared_ptr<const PreparedTls> Server::prepare_tls() const { return impl_->tls.prepare(); }
 
+std::shared_ptr<const PreparedTls> Server::prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const {
+  return impl_->tls.prepare(std::move(pem));
+}
+
 void Server::install_tls(std::shared_ptr<const PreparedTls> prepared) { impl_->tls.install(std::move(prepared)); }
 
 void Server::stop() {

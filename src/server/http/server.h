@@ -80,6 +80,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/tls/tls_files.h"
+
 namespace rk::http {
 
 struct Response;
@@ -169,23 +171,10 @@ struct Response {
 // throws becomes a 500.
 using Handler = std::function<void(const Request&, Response&)>;
 
-// TLS on a listener: PEM files, read when the Server is made and again by Server::reload_tls().
-struct TlsFiles {
-  std::string cert;       // the server's certificate chain, leaf first
-  std::string key;        // its private key (unencrypted)
-  std::string client_ca;  // "": no client certificate asked for; else one is required, issued by these CAs
-};
-
-// A TLS file that cannot be used: `path` names it, `which` says which of TlsFiles it is, what() what is wrong
-// ("tls.crt: not a PEM certificate chain (no start line)").
-class TlsFileError : public std::runtime_error {
- public:
-  enum class Which { kCert, kKey, kClientCa };
-  TlsFileError(Which w, std::string file, const std::string& problem)
-      : std::runtime_error(file + ": " + problem), which(w), path(std::move(file)) {}
-  Which which;
-  std::string path;
-};
+// TLS on a listener: PEM files (server/tls/tls_files.h), read when the Server is made and again by
+// Server::reload_tls(); a file that cannot be used is a TlsFileError naming it.
+using TlsFiles = tls::TlsFiles;
+using TlsFileError = tls::TlsFileError;
 
 // Reads and checks the files as the Server would (the key matches the certificate); throws TlsFileError.
 void check_tls_files(const TlsFiles& files);
@@ -247,6 +236,9 @@ class Server {
   // to this server's new connections (nothing without TLS). Read once, installed in both, two listeners never serve
   // different certificates, and a read that fails changes neither. From any thread.
   std::shared_ptr<const PreparedTls> prepare_tls() const;
+  // prepare_tls() from files already read and checked (tls::read_tls_files), for a read that listeners other than
+  // HTTP ones (gRPC) take too. Null without TLS.
+  std::shared_ptr<const PreparedTls> prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const;
   void install_tls(std::shared_ptr<const PreparedTls> prepared);
   std::uint16_t port() const;  // the port listened on, valid from construction on
   // Stops accepting, closes idle connections, lets requests in flight finish and answers them with

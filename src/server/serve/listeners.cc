@@ -12,6 +12,7 @@
 
 #include "base/secret_file.h"
 #include "logging/log.h"
+#include "server/tls/tls_files.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
 #endif
@@ -242,15 +243,20 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                 {"config", flags.config}});
 }
 
-// Both HTTP listeners take the rotated files (gRPC watches them itself), read once for both: the admin listener has
-// the public one's files, so they never serve different certificates. A read that fails (a key rewritten before its
-// certificate, say) keeps the files in use on both and is tried again when a file changes next.
+// Every listener takes the rotated files from one read, checked once (server/tls/tls_files.h): the admin and gRPC
+// listeners have the public one's files, so they never serve different certificates. A read that fails (a key
+// rewritten before its certificate, say) keeps the pair in use on all of them and is tried again when a file changes
+// next; gRPC's copy of a pair that could not be written, at the next look.
 void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
   std::string now = stamps(files);
   if (now == tls_seen_) return;
   tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
   try {
-    auto fresh = public_server_->prepare_tls();
+    auto pem = tls::read_tls_files(files);
+    auto fresh = public_server_->prepare_tls(pem);
+#ifdef RK_HAVE_GRPC
+    if (grpc_->server) grpc_->server->install_tls(pem);  // first: the one that can fail for want of a disk
+#endif
     public_server_->install_tls(fresh);
     admin_server_->install_tls(std::move(fresh));
     metrics.tls_reloaded(true);
@@ -258,7 +264,14 @@ void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics&
   } catch (const http::TlsFileError& e) {
     metrics.tls_reloaded(false);
     logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
-                 {{"error", std::string(flag_of(e.which)) + " " + e.what()}});
+                 {{"error", std::string(flag_of(e.which)) + " " + e.what()},
+                  {"tls_cert", files.cert},
+                  {"tls_key", files.key}});
+  } catch (const std::exception& e) {
+    tls_seen_.clear();
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
+                 {{"error", e.what()}, {"tls_cert", files.cert}, {"tls_key", files.key}});
   }
 }
 

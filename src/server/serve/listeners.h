@@ -28,8 +28,8 @@ struct ListenerOptions {
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
 };
 
-// How often the TLS files are looked at for a rotation (their inode, size and modification time), by the HTTP
-// listeners and by gRPC alike.
+// How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC
+// looks for the pair each rotation hands it (server/grpc/tls_credentials.h).
 inline constexpr std::chrono::seconds kTlsRefresh{1};
 
 // The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag

@@ -173,6 +173,7 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
   reloader.stop();
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
+  logging::report_held_lines();
   logging::log(logging::Level::kInfo, "stopped");
 }
 
