@@ -182,8 +182,8 @@ void Acceptor::accept_all() {
 }
 
 void Acceptor::refuse(int fd, std::string_view reason) {
+  notify(events_.refused, reason);  // first: whoever sees the connection closed sees it counted
   ::close(fd);
-  notify(events_.refused, reason);
 }
 
 void Acceptor::admit(int fd, const sockaddr_storage& peer) {
