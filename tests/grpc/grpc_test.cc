@@ -423,7 +423,8 @@ class GrpcConnectionsTest : public GrpcBoundsTest {
   static bool closed_within(int fd, std::chrono::milliseconds within) {
     const auto deadline = std::chrono::steady_clock::now() + within;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      using std::chrono::milliseconds;
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) return false;
       char buf[256];
@@ -453,7 +454,8 @@ TEST_F(GrpcConnectionsTest, OneAddressGetsNoMoreThanItsShare) {
   EXPECT_GE(b, 0);
   EXPECT_EQ(idle("127.0.0.3"), -1);  // closed at once
   EXPECT_EQ(refused(), std::vector<std::string>{"too_many_connections_from_ip"});
-  const int c = idle("127.0.0.4"), exempt1 = idle("127.0.0.9"), exempt2 = idle("127.0.0.9"), exempt3 = idle("127.0.0.9");
+  const int c = idle("127.0.0.4");
+  const int exempt1 = idle("127.0.0.9"), exempt2 = idle("127.0.0.9"), exempt3 = idle("127.0.0.9");
   for (const int fd : {c, exempt1, exempt2, exempt3}) EXPECT_GE(fd, 0);
   wait_held(6);
   ::close(a);  // its place is given back once gRPC has closed the connection
