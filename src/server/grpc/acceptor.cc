@@ -23,6 +23,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kAcceptRetry{10};  // after accept() fails for want of descriptors
 constexpr std::size_t kCandidates = 16;    // shed candidates kept from one scan of the connections
+constexpr int kAcceptBatch = 64;           // connections accepted before the events are looked at again
 
 template <class F, class... Args>
 void notify(const F& hook, Args&&... args) noexcept {
@@ -161,8 +162,10 @@ void Acceptor::pause_accepting(bool paused) {
   paused_until_ = paused ? Clock::now() + kAcceptRetry : Clock::time_point{};
 }
 
+// A batch at a time: under a flood the listening socket is never empty, and the connections gone (their places)
+// must be seen between batches. It stays readable, so epoll_wait() returns at once for the next batch.
 void Acceptor::accept_all() {
-  for (;;) {
+  for (int i = 0; i < kAcceptBatch; ++i) {
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
