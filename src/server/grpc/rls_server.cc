@@ -12,6 +12,8 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "service/response_headers.h"
+#include "server/connections/limits.h"
+#include "server/grpc/acceptor.h"
 #include "server/grpc/health_service.h"
 #include "server/grpc/log_routing.h"
 #include "server/grpc/tls_credentials.h"
@@ -145,6 +147,8 @@ struct GrpcServer::Impl {
   HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
   std::unique_ptr<TlsCredentials> tls;   // with TLS; outlives the server, whose handshakes read its directory
   std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> external;  // how connections reach the server
+  std::unique_ptr<detail::Acceptor> acceptor;  // declared after: stopped and destroyed first
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
   int port = 0;
@@ -160,6 +164,14 @@ GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks
       throw std::invalid_argument(std::string("GrpcOptions::") + name + " is " + std::to_string(value) +
                                   "; it must be at least 1");
     }
+  }
+  if (options.max_connections < 1) {
+    throw std::invalid_argument("GrpcOptions::max_connections is 0; it must be at least 1");
+  }
+  try {
+    (void)connections::Networks(options.per_ip_exempt);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("GrpcOptions::per_ip_exempt: ") + e.what());
   }
   impl_ = std::make_unique<Impl>(service, std::move(options), std::move(hooks));
   route_grpc_logs();
@@ -189,18 +201,32 @@ void GrpcServer::start() {
   // it). Process-wide; ratekeeper's own locks are std::mutex.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
+  const GrpcOptions& o = impl_->options;
+  // Our own accept() (acceptor.h) hands gRPC the connections it admits; it listens first, so that a port in use
+  // throws before anything starts.
+  impl_->acceptor = std::make_unique<detail::Acceptor>(
+      detail::AcceptorOptions{.address = o.address,
+                              .limits = {.max = o.max_connections,
+                                         .max_per_ip = o.max_connections_per_ip,
+                                         .per_ip_exempt = o.per_ip_exempt},
+                              .busy_idle_timeout = std::chrono::milliseconds(o.busy_idle_timeout_ms),
+                              .fd_ceiling = o.fd_ceiling},
+      detail::AcceptorEvents{.connection = impl_->hooks.connection, .refused = impl_->hooks.refused});
+  impl_->port = impl_->acceptor->port();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(impl_->options.address, credentials(*impl_), &impl_->port);
+  impl_->external = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials(*impl_));
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, impl_->options.handshake_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, o.idle_timeout_ms);
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();
-  if (!impl_->server || impl_->port == 0) {
-    impl_->server.reset();
+  if (!impl_->server) {
+    impl_->acceptor.reset();
     throw std::runtime_error("cannot listen for gRPC on " + impl_->options.address);
   }
   for (auto& q : impl_->queues) {
@@ -214,6 +240,12 @@ void GrpcServer::start() {
       while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->proceed(ok);
     });
   }
+  impl_->acceptor->start([external = impl_->external.get()](int listener_fd, int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    connection.listener_fd = listener_fd;
+    connection.fd = fd;
+    external->HandleNewConnection(&connection);
+  });
   set_serving(true);
 }
 
@@ -235,6 +267,7 @@ void GrpcServer::stop() {
   std::lock_guard lock(impl_->mu);
   if (!impl_->server || impl_->stopped) return;
   impl_->stopped = true;
+  impl_->acceptor->stop();   // no new connection; those open are the server's to close
   impl_->health.shut_down();  // watchers hear NOT_SERVING and their streams end, so Shutdown need not wait for them
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/tls/tls_files.h"
 #include "service/service.h"
@@ -38,11 +39,27 @@ struct GrpcOptions {
   // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
   // header timeout), so that connections that never finish one hold nothing for long.
   int handshake_timeout_ms = 10000;
+  // Connections, counted by the listener's own accept() before gRPC sees them (acceptor.h), under the HTTP
+  // listener's rules: at most max_connections at once; at most max_connections_per_ip from one IPv4 address or IPv6
+  // /64 (0: no limit) but from per_ip_exempt (a bad entry: std::invalid_argument); at the cap, the connection that
+  // has received nothing for longest gives way; from 3/4 of it on, one that has received nothing for
+  // busy_idle_timeout_ms is closed. A connection with no call for idle_timeout_ms is closed (GOAWAY) in any case.
+  // A connection whose descriptor's number would be fd_ceiling or more is closed at once (0: none).
+  std::size_t max_connections = 10000;
+  std::size_t max_connections_per_ip = 256;
+  std::vector<std::string> per_ip_exempt;
+  int busy_idle_timeout_ms = 5000;
+  int idle_timeout_ms = 60000;
+  int fd_ceiling = 0;
 };
 
 struct GrpcHooks {
   std::function<void(std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
   std::function<void(std::string_view code)> answered;  // "OK", "INVALID_ARGUMENT", ...
+  std::function<void(int delta)> connection;           // +1 a connection admitted, -1 gone
+  // A connection refused or closed at once: "too_many_connections", "too_many_connections_from_ip",
+  // "descriptor_reserve".
+  std::function<void(std::string_view reason)> refused;
 };
 
 class GrpcServer {

@@ -46,6 +46,7 @@
 //     IPv4 address or IPv6 /64 (per_ip_exempt ones aside)
 //   a connection beyond max_connections [10,000] while every     503, then close       "too_many_connections"
 //     connection is busy (otherwise the longest idle one is shed to make room)
+//   a connection whose descriptor is fd_ceiling or past it       close                 "descriptor_reserve"
 //   the handler throws, or answers what cannot be sent (status   500, connection kept  (on_handler_error)
 //     outside 200-599; a header name not a token; CR, LF or NUL in a value)
 // Idle connections give way (one client must not hold every place with kept-alive connections it does not use):
@@ -194,6 +195,10 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
   std::chrono::milliseconds busy_idle_timeout{5000};  // ...and this long while 3/4 of max_connections are taken
   std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
+  // A new connection whose descriptor's number is this or more is closed at once, unanswered (0: none).
+  // Descriptors are handed out lowest first, so the process then holds that many: those past it are kept for the
+  // admin listener and the process itself (server/serve/fd_budget.h).
+  int fd_ceiling = 0;
   // Set: every connection speaks TLS (HTTPS). The handshake counts as the start of the first request: it must end
   // within header_timeout of the connection, and the connection holds its place under the limits meanwhile. A
   // connection the limits refuse is closed without an answer (a 503 would need a handshake first).
@@ -203,8 +208,8 @@ struct ServerOptions {
 // Optional hooks, for metrics and logs; called on the server's threads. An exception they throw is ignored.
 struct ServerEvents {
   // "malformed", "body_too_large", "header_too_large", "timeout", "too_many_connections",
-  // "too_many_connections_from_ip" or, with TLS, "tls_handshake" (a handshake that failed: no common protocol, a
-  // missing or untrusted client certificate, plaintext sent to the TLS port).
+  // "too_many_connections_from_ip", "descriptor_reserve" or, with TLS, "tls_handshake" (a handshake that failed: no
+  // common protocol, a missing or untrusted client certificate, plaintext sent to the TLS port).
   std::function<void(std::string_view reason)> on_bad_request;
   std::function<void(int delta)> on_connection;  // +1 when a connection is accepted, -1 when it is gone
   // The handler threw (what() of the exception) or answered something that cannot be sent. The client gets a

@@ -151,9 +151,16 @@ struct Listeners::Grpc {
 
 namespace {
 
-std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service::Service& service,
-                                                ServeMetrics& metrics) {
+int milliseconds(Nanos d) {
+  return static_cast<int>(std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(),
+                                                 std::numeric_limits<int>::max()));
+}
+
+std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
+                                                service::Service& service, ServeMetrics& metrics) {
   grpcapi::GrpcHooks hooks;
+  hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
+  hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
   hooks.decided = [&metrics](std::string_view domain, const service::CheckResponse& r, Nanos took) {
     metrics.decided("grpc", domain, r, took);
   };
@@ -169,9 +176,12 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
                            .tls_key = flags.tls_key,
                            .tls_client_ca = flags.tls_client_ca,
                            .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
-                           .handshake_timeout_ms = static_cast<int>(std::min<std::int64_t>(
-                               std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout).count(),
-                               std::numeric_limits<int>::max()))},
+                           .handshake_timeout_ms = milliseconds(flags.header_timeout),
+                           .max_connections = budget.grpc_max,
+                           .max_connections_per_ip = flags.max_connections_per_ip,
+                           .per_ip_exempt = flags.per_ip_exempt,
+                           .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
+                           .fd_ceiling = budget.fd_ceiling},
       hooks);
   server->start();
   logging::log(logging::Level::kInfo, "serving gRPC",
@@ -184,7 +194,8 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
 struct Listeners::Grpc {};
 #endif
 
-bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error) {
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
+                      std::string& error) {
   http::ServerOptions& public_options = options.public_http;
   http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
@@ -198,8 +209,19 @@ bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::st
     return false;
   }
 #endif
+  options.budget = plan_fd_budget({.open_files = open_files,
+                                   .threads = flags.threads,
+                                   .http = {flags.max_connections, flags.max_connections_given},
+                                   .grpc = !flags.grpc.empty(),
+                                   .grpc_max = {flags.grpc_max_connections, flags.grpc_max_connections_given}});
+  if (!options.budget.error.empty()) {
+    error = options.budget.error;
+    return false;
+  }
   public_options.threads = flags.threads;
-  public_options.max_connections = flags.max_connections;
+  public_options.max_connections = options.budget.http_max;
+  public_options.fd_ceiling = options.budget.fd_ceiling;
+  admin_options.max_connections = options.budget.admin_max;  // the admin listener may use descriptors past it
   public_options.max_connections_per_ip = flags.max_connections_per_ip;
   public_options.per_ip_exempt = flags.per_ip_exempt;
   public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
@@ -230,7 +252,7 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   public_server_->start();
   admin_server_->start();
 #ifdef RK_HAVE_GRPC
-  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, service, metrics);
+  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options.budget, service, metrics);
 #endif
   if (public_options.tls) {
     tls_watch_.start(kTlsRefresh,

@@ -13,6 +13,7 @@
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
+#include "server/serve/fd_budget.h"
 #include "server/serve/flags.h"
 #include "server/serve/listeners.h"
 #include "server/serve/serve_metrics.h"
@@ -160,6 +161,18 @@ std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::sha
                                                                     .max_memory_bytes = memory_shares(flags).batcher});
 }
 
+// The open files limit (RLIMIT_NOFILE), and each default cap lowered to fit it.
+void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
+  logging::log(logging::Level::kInfo, "file descriptors",
+               {{"open_files", std::to_string(files.soft)}, {"raised_from", std::to_string(files.was)},
+                {"max_connections", std::to_string(budget.http_max)},
+                {"grpc_max_connections", std::to_string(budget.grpc_max)},
+                {"admin_max_connections", std::to_string(budget.admin_max)}});
+  for (const std::string& w : budget.warnings) {
+    logging::log(logging::Level::kInfo, "connection cap lowered to fit the open files limit", {{"warning", w}});
+  }
+}
+
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
 void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
            service::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
@@ -182,9 +195,11 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
 int run_serve(const std::vector<std::string>& args) {
   ServeFlags flags;
   if (const int code = read_flags(args, flags); code >= 0) return code;
+  // Every connection takes a file descriptor: the listeners' caps are planned against what the process may open.
+  const OpenFiles files = raise_open_files_limit();
   ListenerOptions listener;
   std::string error;
-  if (!listener_options(flags, listener, error)) {
+  if (!listener_options(flags, files.soft, listener, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
@@ -193,6 +208,7 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
+  log_fd_budget(files, listener.budget);
   const sigset_t signals = block_stop_signals();
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
