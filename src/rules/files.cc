@@ -21,7 +21,7 @@ std::string kind_of(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISSOCK(mode)) return "a socket";
-  return "not a file";
+  return "an unknown kind of file";
 }
 
 // What `name` is, if not a regular file: its kind, and through which symbolic link.
