@@ -28,6 +28,11 @@ constexpr std::string_view kResetPacked =
 // A fixed seed, the same in every server of a fleet: they must all find a key in the same hash. Anyone can thus
 // compute keys that share a hash; a hash takes at most kPackedFields of them, the rest get keys of their own.
 constexpr std::uint64_t kPackSeed = 0x72617465'6b656570;  // "ratekeep"
+// tagged_key's digest: fixed too, as every server must name a key alike. Not secret: someone who knows a rule's
+// hash can still search for values of one slot (about 16 384 tries each), as for any Cluster key.
+constexpr std::uint64_t kTagSeed = 0x726b2d73'6c6f7473;  // "rk-slots"
+// A packed hash's tag, n in hex, has at most 6 digits: never an unpacked key's tag.
+static_assert(kMaxPackedHashes - 1 <= 0xffffff && kTagDigits > 6);
 
 // One decision's reply, as the strings decode_reply() takes.
 std::vector<std::string> flatten(const redis::Reply& reply) {
@@ -273,24 +278,27 @@ class RedisRemote final : public store::RemoteStore {
 
 }  // namespace
 
-std::string redis_key(std::string_view store_key) {
-  // An empty hash tag, "{}", right after "rk:" (so that "rk:*", a SCAN's or an ACL's pattern, still covers every
-  // key): Redis Cluster hashes a key whose first {...} is empty whole, so every key has its own slot and no "{x}" a
-  // client puts in a value can choose it. Two bytes where a digest took eighteen. A key not in "rk:" (none of the
-  // service's) gets the tag in front, so no two store keys share a Redis key.
+std::string tagged_key(std::string_view store_key, std::string_view lead, std::string_view suffix) {
   constexpr std::string_view kPrefix = "rk:";
+  constexpr std::string_view kHex = "0123456789abcdef";
+  // 32 bits: the CRC-16 of 8 hex digits gives every slot within 0.2% of an even share (of 4 digits, only 80% of the
+  // slots at all). After "rk:", so that "rk:*", a SCAN's or an ACL's pattern, still covers every key.
+  const auto digest = static_cast<std::uint32_t>(store::hash_key(store_key, kTagSeed));
+  const bool ours = store_key.starts_with(kPrefix);
+  if (ours) store_key.remove_prefix(kPrefix.size());
   std::string out;
-  out.reserve(store_key.size() + 2);
-  if (store_key.starts_with(kPrefix)) {
-    out += kPrefix;
-    out += "{}";
-    out += store_key.substr(kPrefix.size());
-  } else {
-    out += "{}";
-    out += store_key;
-  }
+  out.reserve(kPrefix.size() + lead.size() + kTagDigits + 2 + store_key.size() + suffix.size());
+  if (ours) out += kPrefix;
+  out += '{';
+  out += lead;
+  for (int shift = static_cast<int>(4 * kTagDigits) - 4; shift >= 0; shift -= 4) out += kHex[(digest >> shift) & 0xf];
+  out += '}';
+  out += store_key;
+  out += suffix;
   return out;
 }
+
+std::string redis_key(std::string_view store_key) { return tagged_key(store_key); }
 
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes) {
   constexpr std::string_view kPrefix = "rk:";
