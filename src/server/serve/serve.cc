@@ -20,6 +20,7 @@
 #include "server/serve/state_file.h"
 #include "server/serve/sweeper.h"
 #include "service/service.h"
+#include "store/batched/batcher.h"
 #include "store/redis/remote.h"
 #include "store/redis/shared_counters.h"
 
@@ -154,11 +155,12 @@ bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& 
 }
 
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
-std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
-  return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
-                                            service::BatcherOptions{.interval = flags.redis_batch_interval,
-                                                                    .max_keys = flags.max_keys,
-                                                                    .max_memory_bytes = memory_shares(flags).batcher});
+std::shared_ptr<store::batched::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
+  return std::make_shared<store::batched::Batcher>(
+      redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
+      store::batched::BatcherOptions{.interval = flags.redis_batch_interval,
+                                     .max_keys = flags.max_keys,
+                                     .max_memory_bytes = memory_shares(flags).batcher});
 }
 
 // The open files limit (RLIMIT_NOFILE), and each default cap lowered to fit it.
@@ -175,7 +177,7 @@ void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
 void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
-           service::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
+           store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
   logging::log(logging::Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
@@ -224,7 +226,7 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
     return 2;
   }
-  std::shared_ptr<service::Batcher> batcher;
+  std::shared_ptr<store::batched::Batcher> batcher;
   if (remote) batcher = make_batcher(flags, clock);
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's
   // per-descriptor counters.

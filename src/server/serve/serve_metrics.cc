@@ -9,6 +9,7 @@
 #include "metrics/envoy/descriptor_stats.h"
 #include "metrics/names.h"
 #include "ratekeeper/ratekeeper.h"
+#include "store/batched/batcher.h"
 
 namespace rk::serve {
 
@@ -85,8 +86,8 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                          {{"policy", std::string(rules::failure_policy_name(p))}},
                          [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
   }
-  if (const service::Batcher* b = service.batcher()) {
-    const service::BatcherStats& bs = b->stats();
+  if (const store::batched::Batcher* b = service.batcher()) {
+    const store::batched::BatcherStats& bs = b->stats();
     registry_.counter_fn(n::kBatches.name, n::kBatches.help, {}, [&bs] { return bs.batches.load(); });
     registry_.counter_fn(n::kBatchKeys.name, n::kBatchKeys.help, {}, [&bs] { return bs.keys_sent.load(); });
     registry_.counter_fn(n::kBatchFailedKeys.name, n::kBatchFailedKeys.help, {}, [&bs] { return bs.failed.load(); });

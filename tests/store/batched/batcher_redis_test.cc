@@ -1,18 +1,18 @@
-// service/batcher.h against a real redis-server: servers (two batchers, each its own connections and id) converge on
-// the fleet's count; a key joins from the snapshot; every algorithm shares; an attacker's many keys stay bounded.
-// Batches are sent by flush(), on a manual clock: nothing here waits on the batch thread.
+// store/batched/batcher.h against a real redis-server: servers (two batchers, each its own connections and id)
+// converge on the fleet's count; a key joins from the snapshot; every algorithm shares; an attacker's many keys stay
+// bounded. Batches are sent by flush(), on a manual clock: nothing here waits on the batch thread.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <future>
 #include <thread>
 
-#include "redis_process.h"
-#include "service/batcher.h"
+#include "redis/redis_process.h"
+#include "store/batched/batcher.h"
 #include "store/redis/remote.h"
 #include "store/redis/shared_counters.h"
 
-namespace rk::service {
+namespace rk::store::batched {
 namespace {
 
 using namespace std::chrono_literals;
@@ -129,4 +129,4 @@ TEST(Batcher, ManyKeysStayBounded) {
 }
 
 }  // namespace
-}  // namespace rk::service
+}  // namespace rk::store::batched
