@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <vector>
 
+#include "base/number_text.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 
@@ -18,11 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
+std::string num(double v) { return base::digits_number(v, 10); }
 
 // The deepest nesting of arrays and objects in a JSON text (strings skipped), without recursion: the YAML reader
 // the scenario goes through recurses, so depth is bounded before it sees anything.
@@ -204,8 +200,8 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
     clients.push_back(std::move(j));
   }
   return json{{"limiter", limiter_json(s.spec)},
-              {"duration_seconds", duration_ns / 1e9},
-              {"bucket_seconds", duration_ns / 1e9 / static_cast<double>(nb)},
+              {"duration_seconds", to_seconds(s.duration)},
+              {"bucket_seconds", to_seconds(s.duration) / static_cast<double>(nb)},
               {"sample_times", std::move(sample_times)},
               {"attempts", total},
               {"allowed", allowed},

@@ -30,9 +30,16 @@ namespace rk::headers {
 // "never" are said as this, which no 32-bit client turns negative.
 inline constexpr std::int64_t kMaxSeconds = 2'147'483'647;
 
-// Every field format() may write, in its order (static, NUL-terminated: the C API hands these pointers out).
-inline constexpr const char* kFieldNames[] = {"RateLimit-Policy",      "RateLimit",          "X-RateLimit-Limit",
-                                              "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"};
+// The fields format() may write, each by name, and all in their order (static, NUL-terminated: the C API hands
+// these pointers out).
+inline constexpr const char* kRateLimitPolicy = "RateLimit-Policy";
+inline constexpr const char* kRateLimit = "RateLimit";
+inline constexpr const char* kXRateLimitLimit = "X-RateLimit-Limit";
+inline constexpr const char* kXRateLimitRemaining = "X-RateLimit-Remaining";
+inline constexpr const char* kXRateLimitReset = "X-RateLimit-Reset";
+inline constexpr const char* kRetryAfter = "Retry-After";
+inline constexpr const char* kFieldNames[] = {kRateLimitPolicy,     kRateLimit,       kXRateLimitLimit,
+                                              kXRateLimitRemaining, kXRateLimitReset, kRetryAfter};
 
 // One limit's part in the answer.
 struct LimitState {

@@ -22,12 +22,10 @@ std::vector<ConfigError> parse_domain(const std::string& file, const std::string
                                         std::to_string(kMaxRulesFileBytes)});
     return errors;
   }
-  std::vector<yaml::Problem> problems;
-  yaml::read_document(text, problems, [&](const YAML::Node& root) {
-    RulesReader r(file, problems);
+  yaml::read_document(text, file, errors, [&](const YAML::Node& root) {
+    RulesReader r(file, errors);
     read_domain(r, root, out);
   });
-  for (yaml::Problem& p : problems) errors.push_back({{file, p.at.line, p.at.column}, std::move(p.message)});
   return errors;
 }
 

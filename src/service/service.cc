@@ -6,9 +6,9 @@
 #include <limits>
 #include <set>
 
+#include "base/content_hash.h"
 #include "core/registry.h"
 #include "logging/log.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::service {
 
@@ -74,7 +74,7 @@ std::string_view override_prefix(rules::Unit unit) {
   static const auto prefixes = [] {
     std::array<std::string, static_cast<std::size_t>(rules::Unit::kYear) + 1> p;
     for (std::size_t u = 0; u < p.size(); ++u) {
-      p[u] = "rk:override:" + store::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
+      p[u] = "rk:override:" + base::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
     }
     return p;
   }();
@@ -582,7 +582,7 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
                    {{"error", unavailable->error}});
     }
   } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
-             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
+             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= kNanosPerSecond &&
              !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
     logging::log(logging::Level::kInfo, "the shared store answers again", {});
   }

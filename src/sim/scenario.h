@@ -2,7 +2,7 @@
 //
 //   std::vector<rk::sim::ScenarioError> errors;
 //   auto s = rk::sim::load_scenario("examples/scenarios/convergence.yaml", errors);
-//   if (!s) for (const auto& e : errors) std::cerr << e.where() << ": " << e.message << "\n";
+//   if (!s) for (const auto& e : errors) std::cerr << e.to_string() << "\n";
 //
 // A scenario is checked whole before anything runs: every problem is reported with its file, line and column, and
 // the sizes are bounded (attempts, clients, sample rows) so that a typo cannot ask for a day of CPU or all memory.
@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/source_position.h"
 #include "sim/traffic.h"
 #include "ratekeeper/params.h"
 
@@ -37,19 +38,15 @@ struct Scenario {
   std::vector<ScenarioClient> clients;  // `count: N` entries already expanded
 };
 
-struct ScenarioError {
-  std::string file;
-  int line = 0;  // 1-based; 0 when the problem is the file as a whole
-  int column = 0;
-  std::string message;
-  std::string where() const;  // "file:line:column" or "file"
-};
+// A problem and its place (base/source_position.h: one type for every file ratekeeper reads); line 0 when the
+// problem is the file as a whole. to_string(): "file:line:column: message".
+using ScenarioError = base::SourceError;
 
 // Bounds on what one scenario may ask for.
 inline constexpr double kMaxAttempts = 1e7;
 inline constexpr double kMaxSampleRows = 1e7;
 inline constexpr std::size_t kMaxClients = 100'000;
-inline constexpr double kMaxRate = 1e9;  // attempts per second per client: one a nanosecond
+inline constexpr double kMaxRate = kNanosPerSecond;  // attempts per second per client: one a nanosecond
 
 std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file,
                                        std::vector<ScenarioError>& errors);

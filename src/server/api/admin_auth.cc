@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "base/percent.h"
 #include "server/http/ascii.h"
 #include "server/http/response_writer.h"
 
@@ -55,13 +56,6 @@ bool cookie_matches(const http::Request& req, std::string_view token) {
   return false;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // A field of an application/x-www-form-urlencoded body, decoded ('+' is a space, %XX a byte); "" if absent.
 std::string form_field(std::string_view body, std::string_view name) {
   while (!body.empty()) {
@@ -71,17 +65,7 @@ std::string form_field(std::string_view body, std::string_view name) {
     const auto eq = pair.find('=');
     if (eq == std::string_view::npos || pair.substr(0, eq) != name) continue;
     std::string out;
-    const std::string_view v = pair.substr(eq + 1);
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == '+') {
-        out.push_back(' ');
-      } else if (v[i] == '%' && i + 2 < v.size() && hex_digit(v[i + 1]) >= 0 && hex_digit(v[i + 2]) >= 0) {
-        out.push_back(static_cast<char>(hex_digit(v[i + 1]) * 16 + hex_digit(v[i + 2])));
-        i += 2;
-      } else {
-        out.push_back(v[i]);
-      }
-    }
+    base::form_decode(pair.substr(eq + 1), out);  // a stray '%' is taken as written
     return out;
   }
   return {};

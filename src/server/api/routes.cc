@@ -9,6 +9,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "base/ascii.h"
 #include "core/registry.h"
 #include "server/api/admin_auth.h"
 #include "server/api/check_json.h"
@@ -31,12 +32,6 @@ void error(http::Response& res, const Hooks& hooks, std::string_view protocol, i
   res.content_type = "application/json";
   res.body = http::error_json(status, reason, message, field);
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
 }
 
 bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
@@ -257,7 +252,7 @@ std::string host_name(std::string_view authority) {
     authority = authority.substr(0, authority.rfind(':') == authority.find(':') ? authority.find(':') : authority.npos);
   }
   if (authority.ends_with('.')) authority.remove_suffix(1);
-  return lower(authority);
+  return base::ascii_lower(authority);
 }
 
 bool configured(std::string_view name, const AdminOptions& admin) {
@@ -283,7 +278,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
   if (const std::string_view origin = req.header("origin"); !origin.empty()) {
     const auto scheme = origin.find("://");
     const std::string_view authority = scheme == std::string_view::npos ? "" : origin.substr(scheme + 3);
-    const bool own = !authority.empty() && (lower(authority) == lower(host) || configured(host_name(authority), admin));
+    const bool own = !authority.empty() && (base::iequals(authority, host) || configured(host_name(authority), admin));
     if (!own) {
       error(res, hooks, "admin", 403, "foreign_origin", "Origin",
             "'" + std::string(origin.substr(0, 256)) + "' is not this admin listener's own page");
@@ -294,7 +289,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
     const std::string_view type = req.header("content-type");
     std::string_view media = type.substr(0, type.find(';'));
     while (media.ends_with(' ') || media.ends_with('\t')) media.remove_suffix(1);
-    if (lower(media) != "application/json") {
+    if (base::ascii_lower(media) != "application/json") {
       error(res, hooks, "admin", 415, "content_type", "Content-Type",
             "'" + std::string(type.substr(0, 128)) + "' is not application/json");
       return false;
@@ -328,7 +323,7 @@ http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthO
 }
 
 http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
-  for (std::string& h : admin.hosts) h = lower(h);
+  for (std::string& h : admin.hosts) h = base::ascii_lower(h);
   return [&service, hooks, admin](const http::Request& req, http::Response& res) {
     if (!from_own_page(req, res, hooks, admin)) return;
     if (admin.token && req.path != "/healthz" && req.path != "/readyz") {  // probes carry no token
@@ -385,9 +380,9 @@ static void limit_json(const rules::RateLimit& l, nlohmann::json& rule) {
     const auto days = std::chrono::duration_cast<std::chrono::hours>(spec.window).count() / 24;
     rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (params.h)
   } else {
-    rule["window_seconds"] = static_cast<double>(spec.window.count()) / 1e9;
+    rule["window_seconds"] = to_seconds(spec.window);
   }
-  if (spec.half_life) rule["half_life_seconds"] = static_cast<double>(spec.half_life->count()) / 1e9;
+  if (spec.half_life) rule["half_life_seconds"] = to_seconds(*spec.half_life);
   if (spec.burst) rule["burst"] = *spec.burst;
   if (spec.capacity) rule["capacity"] = *spec.capacity;
   if (core::takes(spec.algorithm, core::Param::kCountRefused)) rule["count_refused"] = core::counts_refused(spec);

@@ -240,7 +240,7 @@ StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRu
       logging::log(logging::Level::kError, "state file ignored, starting fresh", {{"file", path_}, {"error", *e}});
     } else {
       const auto& c = std::get<StateCounts>(result);
-      const double age_s = static_cast<double>(clock_->now().count() - c.saved_at_ns) / 1e9;
+      const double age_s = to_seconds(clock_->now() - Nanos{c.saved_at_ns});
       logging::log(logging::Level::kInfo, "state restored",
                    {{"file", path_}, {"rules", std::to_string(c.rules)}, {"keys", std::to_string(c.keys)},
                     {"rules_changed", std::to_string(c.skipped_rules)}, {"age_s", std::to_string(age_s)},

@@ -20,12 +20,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <system_error>
 #include <type_traits>
 #include <vector>
 
+#include "base/number_text.h"
 #include "core/algorithms.h"
 #include "core/params.h"
 #include "core/registry.h"
@@ -76,11 +76,7 @@ StoredSpec stored_spec(const LimitSpec& s) {
   return o;
 }
 
-std::string number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
+std::string number(double v) { return base::shortest_number(v); }
 
 std::string algorithm_text(std::uint8_t a) {
   for (Algorithm known : kAllAlgorithms) {
