@@ -138,15 +138,16 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  const auto fresh_set = build(algorithm, keys * 2);
   const auto restore_start = Clock::now();
   const double restore_cpu_start = cpu_ms();
   std::string read;
-  if (const std::string e = rk::serve::read_state_file(path, read); !e.empty()) {
+  if (const std::string e = rk::serve::read_state_file(path, rk::serve::max_state_file_bytes(*fresh_set, keep), read);
+      !e.empty()) {
     std::fprintf(stderr, "%s\n", e.c_str());
     return 1;
   }
   const double read_ms = ms_since(restore_start);
-  const auto fresh_set = build(algorithm, keys * 2);
   const auto apply_start = Clock::now();
   const auto result = rk::serve::restore_state_file(read, *fresh_set, keep);
   const double apply_ms = ms_since(apply_start);

@@ -48,3 +48,48 @@ foreach(command serve check-config replay simulate)
     message(FATAL_ERROR "ratekeeper ${command} --help should print its usage and exit 0, got ${code}: ${out}${err}")
   endif()
 endforeach()
+
+# A bad command line is answered with its errors and one line pointing at --help, not with the whole help (some 90
+# lines for serve) above which the error scrolls out of sight; and a non-zero exit.
+function(expect_refused hint)
+  cmake_parse_arguments(ARG "" "" "COMMAND;ERRORS" ${ARGN})
+  execute_process(COMMAND ${ARG_COMMAND} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE code)
+  string(JOIN " " shown ${ARG_COMMAND})
+  if(code EQUAL 0 OR NOT out STREQUAL "")
+    message(FATAL_ERROR "`${shown}` should fail with nothing on stdout, got ${code}:\n${out}${err}")
+  endif()
+  set(expected "")
+  foreach(e IN LISTS ARG_ERRORS)
+    string(APPEND expected "${e}\n")
+  endforeach()
+  string(APPEND expected "${hint}\n")
+  if(NOT err STREQUAL expected)
+    message(FATAL_ERROR "`${shown}` should print its errors and one hint line:\n${expected}--- got\n${err}")
+  endif()
+endfunction()
+
+expect_refused("see 'ratekeeper --help' for the commands" COMMAND ${RK} frobnicate
+  ERRORS "ratekeeper: unknown command 'frobnicate'")
+expect_refused("see 'ratekeeper replay --help' for the flags" COMMAND ${RK} replay --frobnicate 1
+  ERRORS "ratekeeper replay: unknown flag --frobnicate")
+if(top MATCHES "\n  simulate ")
+  expect_refused("see 'ratekeeper simulate --help' for the flags" COMMAND ${RK} simulate --seed x
+    ERRORS "ratekeeper simulate: --seed: 'x' is not a whole number from 0 to 18446744073709551615")
+endif()
+if(top MATCHES "\n  serve ")
+  set(rules ${DATA}/../../examples/rules.yaml)
+  expect_refused("see 'ratekeeper serve --help' for the flags" COMMAND ${RK} serve --config ${rules} --frobnicate
+    ERRORS "ratekeeper serve: unknown flag --frobnicate")
+  expect_refused("see 'ratekeeper serve --help' for the flags"
+    COMMAND ${RK} serve --config ${rules} --state-file /rk-nonexistent/x.state
+    ERRORS
+    "ratekeeper serve: --state-file: the directory of '/rk-nonexistent/x.state' (/rk-nonexistent) does not exist")
+  set(settings ${CMAKE_CURRENT_BINARY_DIR}/cli_test_settings.yaml)
+  file(WRITE ${settings} "config: ${rules}\nthreads: 0\n")
+  expect_refused("see 'ratekeeper serve --help' for the flags" COMMAND ${RK} serve --settings ${settings}
+    ERRORS "ratekeeper serve: ${settings}:2:10: threads: '0' is not a whole number from 1 to 64")
+  expect_refused("see 'ratekeeper check-config --help' for the flags"
+    COMMAND ${RK} check-config --settings ${settings}
+    ERRORS "ratekeeper check-config: ${settings}:2:10: threads: '0' is not a whole number from 1 to 64")
+  file(REMOVE ${settings})
+endif()

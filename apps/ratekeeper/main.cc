@@ -59,7 +59,6 @@ int main(int argc, char** argv) {
     usage(std::cout);
     return 0;
   }
-  std::cerr << "ratekeeper: unknown command '" << command << "'\n";
-  usage(std::cerr);
+  std::cerr << "ratekeeper: unknown command '" << command << "'\nsee 'ratekeeper --help' for the commands\n";
   return 2;
 }

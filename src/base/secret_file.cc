@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -18,19 +19,25 @@ std::string file_stamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
-SecretFile::SecretFile(std::string flag, std::string path, Charset charset)
-    : flag_(std::move(flag)), path_(std::move(path)), charset_(charset) {
+SecretFile::SecretFile(std::string flag, std::string path, Charset charset, std::size_t min_bytes, Rejected on_rejected)
+    : flag_(std::move(flag)),
+      path_(std::move(path)),
+      charset_(charset),
+      min_bytes_(std::max<std::size_t>(min_bytes, 1)),
+      on_rejected_(std::move(on_rejected)) {
   stamp_ = file_stamp(path_);
   std::string error;
   secret_ = read(error);
-  if (!secret_) throw std::invalid_argument(flag_ + ": '" + path_ + "' " + error);
+  if (!secret_) throw std::invalid_argument(message(error));
 }
+
+std::string SecretFile::message(const std::string& error) const { return flag_ + ": '" + path_ + "' " + error; }
 
 std::shared_ptr<const std::string> SecretFile::current() {
   const std::string stamp = file_stamp(path_);
-  std::lock_guard lock(mu_);
+  std::string error;
+  std::unique_lock lock(mu_);
   if (stamp != stamp_ && stamp != "-") {
-    std::string error;
     if (auto secret = read(error)) {
       secret_ = std::move(secret);
     } else {
@@ -38,7 +45,10 @@ std::shared_ptr<const std::string> SecretFile::current() {
     }
     stamp_ = stamp;
   }
-  return secret_;
+  std::shared_ptr<const std::string> secret = secret_;
+  lock.unlock();
+  if (!error.empty() && on_rejected_) on_rejected_(message(error));
+  return secret;
 }
 
 std::shared_ptr<const std::string> SecretFile::read(std::string& error) const {
@@ -61,6 +71,11 @@ std::shared_ptr<const std::string> SecretFile::read(std::string& error) const {
   if (text.ends_with('\r')) text.pop_back();
   if (text.empty()) {
     error = "is empty; it must hold the secret";
+    return nullptr;
+  }
+  if (text.size() < min_bytes_) {
+    error = "is " + std::to_string(text.size()) + (text.size() == 1 ? " byte" : " bytes") +
+            " long; it must be at least " + std::to_string(min_bytes_) + " bytes";
     return nullptr;
   }
   if (charset_ == kVisibleAscii) {

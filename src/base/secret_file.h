@@ -7,15 +7,17 @@
 //
 // The secret is the file's content without its final line break (\n or \r\n). Construction throws
 // std::invalid_argument naming the flag and the file, never the content, when the file cannot be read, is a
-// directory, is empty or (kVisibleAscii) holds anything but visible ASCII. A file that later fails any of these
-// keeps the last good secret (a secret being rewritten in place), logged by nobody here: the caller sees
-// reread_failures() grow.
+// directory, is empty or shorter than `min_bytes`, or (kVisibleAscii) holds anything but visible ASCII. A file
+// that later fails any of these keeps the last good secret (a secret being rewritten in place): reread_failures()
+// grows, and `on_rejected` (if any) is called with the same message, for the caller to log.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,7 +32,10 @@ class SecretFile {
  public:
   enum Charset { kAnyBytes, kVisibleAscii };  // kVisibleAscii: what a header or a cookie can carry as it is
 
-  SecretFile(std::string flag, std::string path, Charset charset = kAnyBytes);
+  using Rejected = std::function<void(const std::string& message)>;
+
+  SecretFile(std::string flag, std::string path, Charset charset = kAnyBytes, std::size_t min_bytes = 1,
+             Rejected on_rejected = {});
 
   // The secret as of now: the file read again if its stamp changed since it was last read.
   std::shared_ptr<const std::string> current();
@@ -39,9 +44,13 @@ class SecretFile {
  private:
   // The file's content if it is a valid secret; otherwise nullptr and `error` says why.
   std::shared_ptr<const std::string> read(std::string& error) const;
+  // The error as construction throws it and on_rejected hears it: the flag, the file, what is wrong.
+  std::string message(const std::string& error) const;
 
   const std::string flag_, path_;
   const Charset charset_;
+  const std::size_t min_bytes_;
+  const Rejected on_rejected_;
   std::mutex mu_;
   std::shared_ptr<const std::string> secret_;  // mu_
   std::string stamp_;                          // mu_: the stamp of the version last read, good or not

@@ -47,6 +47,10 @@ void leftovers(const std::vector<std::string>& rest, std::vector<FlagProblem>& p
 
 }  // namespace
 
+std::string help_hint(std::string_view command) {
+  return "see '" + std::string(command) + " --help' for the flags\n";
+}
+
 std::string FlagProblem::to_string() const {
   switch (kind) {
     case Kind::kBadValue:

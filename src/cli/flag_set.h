@@ -8,6 +8,7 @@
 //   const cli::Parsed p = flags.parse(args);
 //   if (p.help) out << flags.help();
 //   for (const cli::FlagProblem& e : p.problems) err << e.to_string() << "\n";   // "--max-keys: '0' is not ..."
+//   if (!p.problems.empty()) err << cli::help_hint("ratekeeper replay");          // one line, not the whole help
 //
 // A flag's value is checked and stored by its Reader, which answers what the value is not (or "" once stored), so
 // that a settings file (server/serve/settings.h) can say the same of a setting, with its line, and name it as written.
@@ -71,6 +72,10 @@ class FlagSet {
   std::unique_ptr<CLI::App> app_;
   std::vector<FlagProblem> problems_;  // filled by the Readers during parse()
 };
+
+// The one line that follows a command's errors: where its flags are listed ("see 'ratekeeper serve --help' for
+// the flags\n"). The errors are not buried above the whole help, which is --help's answer alone.
+std::string help_hint(std::string_view command);
 
 // "'v' is not what": the one wording of a bad value.
 std::string is_not(const std::string& value, std::string_view what);

@@ -28,7 +28,7 @@ int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostr
   for (const FlagProblem& p : parsed.problems) errors.push_back(p.to_string());
   if (!errors.empty() || !limit_from_flags(given, flags, errors)) {
     for (const auto& e : errors) err << "ratekeeper replay: " << e << "\n";
-    err << flag_set.help();
+    err << help_hint("ratekeeper replay");
     return 2;
   }
   Limiter limiter(flags.spec, flags.store);

@@ -94,9 +94,9 @@ bool write_events(const sim::Scenario& scenario, const LimitSpec& spec, std::ost
                        error);
 }
 
-int refuse(const std::vector<std::string>& errors, const FlagSet& flag_set, std::ostream& err) {
+int refuse(const std::vector<std::string>& errors, std::ostream& err) {
   for (const auto& e : errors) err << "ratekeeper simulate: " << e << "\n";
-  err << flag_set.help();
+  err << help_hint("ratekeeper simulate");
   return 2;
 }
 
@@ -118,7 +118,7 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   if (request.file.empty() && errors.empty())
     errors.push_back("which scenario? (a YAML file, see examples/scenarios/)");
-  if (!errors.empty()) return refuse(errors, flag_set, err);
+  if (!errors.empty()) return refuse(errors, err);
 
   std::vector<sim::ScenarioError> problems;
   std::optional<sim::Scenario> scenario = sim::load_scenario(request.file, problems);
@@ -133,7 +133,7 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
     }
   }
   LimitFlags flags;
-  if (!limit_over(request.given, scenario->spec, flags, errors)) return refuse(errors, flag_set, err);
+  if (!limit_over(request.given, scenario->spec, flags, errors)) return refuse(errors, err);
 
   std::string error;
   try {

@@ -1,5 +1,6 @@
 #include "core/state_codec.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -49,6 +50,13 @@ bool get_f64(std::string_view& in, double& v) {
 }
 
 }  // namespace
+
+std::size_t max_encoded_bytes(Algorithm algorithm, double limit) {
+  if (algorithm != Algorithm::kSlidingLog) return 16;
+  // Every entry costs at least 1, and a log's costs sum to at most its limit.
+  const double entries = std::min(std::ceil(std::max(limit, 0.0)), static_cast<double>(kMaxLogEntries));
+  return 4 + 16 * static_cast<std::size_t>(entries);
+}
 
 void encode(const EarrrlState& s, std::string& out) {
   put_f64(s.n, out);

@@ -16,16 +16,23 @@
 // nonsense; it never allocates more than the input's own length justifies.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "core/algorithms.h"
+#include "ratekeeper/params.h"
 
 namespace rk::core {
 
 // A log holds at most `limit` entries and validation caps the limit at kMaxSlidingLogLimit (1e6).
 inline constexpr std::uint32_t kMaxLogEntries = 1'000'000;
+
+// The most bytes encode() writes for one state of `algorithm` limiting to `limit` per window: a sliding log's count
+// and at most `limit` entries (kMaxLogEntries at most); every other state is 16 bytes or fewer. What a reader bounds
+// a file of states by before it reads one.
+std::size_t max_encoded_bytes(Algorithm algorithm, double limit);
 
 void encode(const EarrrlState& s, std::string& out);
 void encode(const GcraState& s, std::string& out);

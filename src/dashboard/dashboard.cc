@@ -27,12 +27,19 @@ std::int64_t unix_ms() {
 json rule_json(const rules::Rule& r) {
   json j = {{"domain", r.domain}, {"rule", r.path}, {"name", r.name}, {"shadow_mode", r.shadow_mode}};
   const rules::RateLimit& l = *r.limit;
-  j["algorithm"] = algorithm_name(l.spec.algorithm);
+  j["algorithm"] = rules::algorithm_shown(l);
   j["requests_per_unit"] = l.requests_per_unit;
   j["window_seconds"] = to_seconds(l.spec.window);
   if (l.spec.half_life) j["half_life_seconds"] = to_seconds(*l.spec.half_life);
   if (l.blocked) j["blocked"] = true;
   return j;
+}
+
+// An endpoint's query as parameters, or why it is none: too long, or badly percent-encoded.
+std::optional<WhatIfError> read_query(std::string_view query, std::vector<QueryParam>& params) {
+  if (query.size() > 4096) return WhatIfError{"", "the query is " + std::to_string(query.size()) + " bytes, over 4096"};
+  if (!decode_query(query, params)) return WhatIfError{"", "the query is not properly percent-encoded"};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -63,8 +70,7 @@ bool decode_query(std::string_view query, std::vector<QueryParam>& out) {
 std::variant<std::string, WhatIfError> hot_keys_json(service::Service& service, const Tracker& tracker,
                                                      std::string_view query) {
   std::vector<QueryParam> params;
-  if (query.size() > 4096) return WhatIfError{"", "the query is " + std::to_string(query.size()) + " bytes, over 4096"};
-  if (!decode_query(query, params)) return WhatIfError{"", "the query is not properly percent-encoded"};
+  if (auto e = read_query(query, params)) return *e;
   std::size_t n = 10;
   std::optional<std::string> domain, path;
   for (const QueryParam& p : params) {
@@ -106,9 +112,10 @@ std::variant<std::string, WhatIfError> hot_keys_json(service::Service& service, 
                   {"error", k.error},
                   {"last_refused", k.last_refused},
                   {"last_seen_seconds_ago", std::max(0.0, to_seconds(now - k.last_seen))}};
-        if (!r->limiter) {  // blocked: everything is refused
+        if (!r->limiter) {  // blocked: everything is refused, and no wait helps
           j["limited"] = true;
           j["remaining"] = 0;
+          j["retry_after_seconds"] = nullptr;
         } else if (const auto& d = states[i]) {
           j["limited"] = !d->allowed;
           j["remaining"] = d->remaining;
@@ -131,20 +138,42 @@ std::variant<std::string, WhatIfError> hot_keys_json(service::Service& service, 
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string rates_json(const service::Service& service, const Tracker& tracker) {
+std::variant<std::string, WhatIfError> rates_json(const service::Service& service, const Tracker& tracker,
+                                                  std::string_view query) {
+  std::vector<QueryParam> params;
+  if (auto e = read_query(query, params)) return *e;
+  bool history = false;
+  for (const QueryParam& p : params) {
+    if (p.name != "history") return WhatIfError{p.name.substr(0, 64), "unknown parameter (expected history)"};
+    if (p.value != "1" && p.value != "0") {
+      return WhatIfError{"history", "'" + p.value.substr(0, 64) + "' is not 1 or 0"};
+    }
+    history = p.value == "1";
+  }
   const auto set = service.rules();
+  const Nanos now = service.clock().now();
   json rules = json::array();
   if (set) {
-    for (const RuleRates& r : tracker.rates(*set)) {
+    for (const RuleRates& r : tracker.rates(*set, history)) {
       json j = rule_json(*r.rule);
       j["ok"] = r.ok;
       j["over_limit"] = r.over_limit;
       j["shadow_over_limit"] = r.shadow_over_limit;
+      if (history) {
+        json samples = json::array();
+        for (const RateSample& s : r.history) {
+          samples.push_back(
+              {{"seconds_ago", std::max(0.0, to_seconds(now - s.at))}, {"ok", s.ok}, {"refused", s.refused}});
+        }
+        j["history"] = std::move(samples);
+      }
       rules.push_back(std::move(j));
     }
   }
-  return json{{"now_unix_ms", unix_ms()}, {"rules", std::move(rules)}}.dump(-1, ' ', false,
-                                                                               json::error_handler_t::replace);
+  return json{{"now_unix_ms", unix_ms()},
+              {"history_seconds", to_seconds(kRateSampleInterval * kRateSamples)},
+              {"rules", std::move(rules)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace rk::dashboard

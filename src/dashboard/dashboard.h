@@ -1,9 +1,10 @@
 // dashboard/dashboard.h: the dashboard on the admin listener: its page (built into the binary from
-// src/dashboard/assets/ at build time, no CDN) and the JSON it polls. server/api/routes.cc maps the paths:
+// src/dashboard/assets/ at build time, no CDN) and the JSON it polls. server/api/admin_routes.cc maps the paths:
 //
 //   GET  /ui, /ui/app.js, /ui/app.css      the page (asset())
 //   GET  /v1/admin/hot-keys?n=10&domain=D&rule=PATH   per rule, the n hottest keys and their state (hot_keys_json)
-//   GET  /v1/admin/rates                   per rule, decisions by result since the start (rates_json)
+//   GET  /v1/admin/rates?history=1         per rule, decisions by result since the start, and with history=1 the
+//                                          counters of the last minutes, sampled every second (rates_json)
 //   POST /v1/admin/simulate                a what-if (what_if.h)
 //
 // The state of a hot key is read with peek (nothing is recorded, nothing charged); hotness comes from the Tracker's
@@ -39,8 +40,10 @@ inline constexpr std::string_view kContentSecurityPolicy =
 std::variant<std::string, WhatIfError> hot_keys_json(service::Service& service, const Tracker& tracker,
                                                      std::string_view query);
 
-// GET /v1/admin/rates: counters the page turns into rates by difference.
-std::string rates_json(const service::Service& service, const Tracker& tracker);
+// GET /v1/admin/rates: counters the page turns into rates by difference. The query: history=1 adds each rule's
+// samples (tracker.h), so that a page just opened draws the last minutes; anything else is an error naming it.
+std::variant<std::string, WhatIfError> rates_json(const service::Service& service, const Tracker& tracker,
+                                                  std::string_view query = "");
 
 // A query string's value for a name, percent-decoded; nullopt when absent or badly encoded (see decode_query).
 struct QueryParam {

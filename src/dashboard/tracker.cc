@@ -51,7 +51,20 @@ const Tracker::Entry* Tracker::find(const rules::Rule& rule) const {
   return it == by_name_.end() ? nullptr : it->second.get();
 }
 
-std::vector<RuleRates> Tracker::rates(const rules::RuleSet& set) const {
+void Tracker::sample(Nanos now) {
+  std::shared_lock lock(mu_);
+  std::lock_guard history(history_mu_);
+  for (const auto& [name, e] : by_name_) {
+    e->ring[e->next] = {.at = now,
+                        .ok = e->ok.load(std::memory_order_relaxed),
+                        .refused = e->over.load(std::memory_order_relaxed) +
+                                   e->shadow_over.load(std::memory_order_relaxed)};
+    e->next = (e->next + 1) % kRateSamples;
+    e->samples = std::min(e->samples + 1, kRateSamples);
+  }
+}
+
+std::vector<RuleRates> Tracker::rates(const rules::RuleSet& set, bool history) const {
   std::vector<RuleRates> out;
   std::shared_lock lock(mu_);
   for (const auto& r : set.rules()) {
@@ -61,8 +74,13 @@ std::vector<RuleRates> Tracker::rates(const rules::RuleSet& set) const {
       rr.ok = e->ok.load(std::memory_order_relaxed);
       rr.over_limit = e->over.load(std::memory_order_relaxed);
       rr.shadow_over_limit = e->shadow_over.load(std::memory_order_relaxed);
+      if (history) {
+        std::lock_guard samples(history_mu_);
+        const std::size_t oldest = (e->next + kRateSamples - e->samples) % kRateSamples;
+        for (std::size_t i = 0; i < e->samples; ++i) rr.history.push_back(e->ring[(oldest + i) % kRateSamples]);
+      }
     }
-    out.push_back(rr);
+    out.push_back(std::move(rr));
   }
   return out;
 }

@@ -67,7 +67,7 @@ WhatIfError split(const std::string& m) {
 }
 
 struct Stop {
-  std::string message;
+  WhatIfError error;
 };
 
 struct Series {
@@ -81,17 +81,21 @@ struct Series {
 json limiter_json(const LimitSpec& s) {
   json j = {{"algorithm", algorithm_name(s.algorithm)},
             {"limit", s.limit},
-            {"window_seconds", std::chrono::duration<double>(s.window).count()}};
-  if (s.half_life) j["half_life_seconds"] = std::chrono::duration<double>(*s.half_life).count();
+            {"window_seconds", to_seconds(s.window)}};
+  if (s.half_life) j["half_life_seconds"] = to_seconds(*s.half_life);
   if (s.burst) j["burst"] = *s.burst;
   if (s.capacity) j["capacity"] = *s.capacity;
   if (s.count_refused) j["count_refused"] = *s.count_refused;
   return j;
 }
 
-}  // namespace
-
-std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const WhatIfLimits& limits) {
+// The request as a scenario, every bound checked from its text and numbers before anything is made of it: the
+// body's size and nesting, then the scenario reader's own bounds, at the what-if's tightness.
+std::variant<sim::Scenario, WhatIfError> read_request(std::string_view body, const WhatIfLimits& limits) {
+  if (body.size() > limits.max_body_bytes) {
+    return WhatIfError{"", "the body is " + std::to_string(body.size()) + " bytes, over the limit of " +
+                               std::to_string(limits.max_body_bytes) + " for a what-if"};
+  }
   if (depth(body) > limits.max_depth) {
     return WhatIfError{"", "nested more than " + std::to_string(limits.max_depth) + " deep: a scenario is not"};
   }
@@ -102,56 +106,39 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
 
   // JSON is YAML; the scenario reader takes it as it takes a file, with the same checks and messages. Re-dumped
   // with indentation, so that YAML's rules about flow-style spacing never see compact JSON.
+  const sim::ScenarioLimits bounds{.max_duration = limits.max_duration,
+                                   .max_clients = limits.max_clients,
+                                   .max_name_bytes = limits.max_name_bytes,
+                                   .max_attempts = limits.max_attempts,
+                                   .max_sample_rows = limits.max_sample_rows};
   std::vector<sim::ScenarioError> errors;
-  auto scenario = sim::parse_scenario(request.dump(1), "request", errors);
+  auto scenario = sim::parse_scenario(request.dump(1), "request", errors, bounds);
   if (!scenario) return split(errors.empty() ? std::string("not a valid scenario") : errors.front().message);
-  sim::Scenario& s = *scenario;
+  return std::move(*scenario);
+}
 
-  if (s.clients.size() > limits.max_clients) {
-    return WhatIfError{"clients", "has " + std::to_string(s.clients.size()) +
-                                      " clients (after count), over the limit of " +
-                                      std::to_string(limits.max_clients) + " for a what-if"};
-  }
-  double expected = 0;
-  for (std::size_t i = 0; i < s.clients.size(); ++i) {
-    expected += sim::expected_attempts(s.clients[i].pattern);
-    if (expected > limits.max_attempts) {
-      return WhatIfError{"clients[" + std::to_string(i) + "]",
-                         "the what-if would make about " + num(std::round(expected)) + " attempts, over the limit of " +
-                             num(limits.max_attempts) + " (shorten it or lower the rates)"};
-    }
-  }
-  const std::size_t nb = std::max<std::size_t>(1, limits.buckets);
+// The scenario run into per-client series, stopped at its budget, when `stop` is asked, or when Poisson traffic
+// runs far past its expected count (which the bounds were checked against).
+std::optional<WhatIfError> run(const sim::Scenario& s, const WhatIfLimits& limits, std::stop_token stop,
+                               std::vector<Series>& series, std::vector<double>& sample_times) {
+  const std::size_t nb = series.front().allowed_per_bucket.size();
   const double duration_ns = static_cast<double>(s.duration.count());
-  if (!s.sample_every)
-    s.sample_every =
-        Nanos{std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(duration_ns / static_cast<double>(nb))))};
-  const double rows = (std::floor(duration_ns / static_cast<double>(s.sample_every->count())) + 1) *
-                      static_cast<double>(s.clients.size());
-  if (rows > limits.max_sample_rows) {
-    return WhatIfError{"sample_every", "would make " + num(rows) + " samples, over the limit of " +
-                                           num(limits.max_sample_rows) + " for a what-if (sample less often)"};
-  }
-
-  std::vector<Series> series(s.clients.size());
-  for (Series& c : series) {
-    c.allowed_per_bucket.assign(nb, 0);
-    c.refused_per_bucket.assign(nb, 0);
-  }
-  std::vector<double> sample_times;
   const auto deadline = std::chrono::steady_clock::now() + limits.max_time;
-  std::uint64_t events = 0, attempts = 0;
+  std::uint64_t attempts = 0;
   std::string error;
   bool ok = false;
   try {
     ok = sim::simulate(s, s.spec,
                        [&](const sim::SimEvent& e) {
-                         if ((++events & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
-                           throw Stop{"took longer than " + std::to_string(limits.max_time.count()) +
-                                      " ms; shorten it or lower the rates"};
+                         // Every step: one decision of a sliding log may walk its whole log.
+                         if (stop.stop_requested()) throw Stop{{"", "stopped: the admin listener is stopping", 503}};
+                         if (std::chrono::steady_clock::now() > deadline) {
+                           throw Stop{{"", "stopped at the what-if's budget of " +
+                                               std::to_string(limits.max_time.count()) +
+                                               " ms of running: shorten it or lower the rates"}};
                          }
                          Series& c = series[e.client];
-                         const double t = std::chrono::duration<double>(e.time).count();
+                         const double t = to_seconds(e.time);
                          if (!e.attempted) {
                            if (e.client == 0) sample_times.push_back(t);
                            c.remaining.push_back(e.decision.remaining);
@@ -159,8 +146,8 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
                            return;
                          }
                          if (++attempts > static_cast<std::uint64_t>(2 * limits.max_attempts)) {
-                           throw Stop{"made more than " + num(2 * limits.max_attempts) +
-                                      " attempts (Poisson traffic far above its mean)"};
+                           throw Stop{{"", "made more than " + num(2 * limits.max_attempts) +
+                                               " attempts (Poisson traffic far above its mean)"}};
                          }
                          const auto b = std::min<std::size_t>(
                              nb - 1, static_cast<std::size_t>(static_cast<double>(e.time.count()) / duration_ns *
@@ -175,12 +162,35 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
                          }
                        },
                        error);
-  } catch (const Stop& stop) {
-    return WhatIfError{"", stop.message};
+  } catch (const Stop& stopped) {
+    return stopped.error;
   } catch (const std::exception& e) {
     return WhatIfError{"limiter", e.what()};  // a limit the limiter refuses, or memory
   }
   if (!ok) return WhatIfError{"", error};
+  return std::nullopt;
+}
+
+}  // namespace
+
+WhatIfResult run_what_if(std::string_view body, const WhatIfLimits& limits, std::stop_token stop) {
+  auto read = read_request(body, limits);
+  if (auto* e = std::get_if<WhatIfError>(&read)) return std::move(*e);
+  sim::Scenario& s = std::get<sim::Scenario>(read);
+
+  // The default sampling: one a bucket, (buckets + 1) x clients rows, far within the bound on samples.
+  const std::size_t nb = std::max<std::size_t>(1, limits.buckets);
+  const double duration_ns = static_cast<double>(s.duration.count());
+  if (!s.sample_every)
+    s.sample_every =
+        Nanos{std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(duration_ns / static_cast<double>(nb))))};
+  std::vector<Series> series(s.clients.size());
+  for (Series& c : series) {
+    c.allowed_per_bucket.assign(nb, 0);
+    c.refused_per_bucket.assign(nb, 0);
+  }
+  std::vector<double> sample_times;
+  if (auto e = run(s, limits, stop, series, sample_times)) return std::move(*e);
 
   json clients = json::array();
   std::uint64_t total = 0, allowed = 0;
@@ -207,6 +217,49 @@ std::variant<std::string, WhatIfError> run_what_if(std::string_view body, const 
               {"allowed", allowed},
               {"clients", std::move(clients)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+WhatIfRunner::WhatIfRunner(WhatIfLimits limits)
+    : limits_(limits), worker_([this](std::stop_token stop) { work(std::move(stop)); }) {}
+
+WhatIfRunner::~WhatIfRunner() {
+  worker_.request_stop();
+  if (worker_.joinable()) worker_.join();
+  if (job_) job_->done(WhatIfError{"", "not run: the admin listener is stopping", 503});
+}
+
+bool WhatIfRunner::submit(std::string body, std::function<void(WhatIfResult)> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (running_ || job_) return false;
+    job_ = Job{std::move(body), std::move(done)};
+  }
+  wake_.notify_one();
+  return true;
+}
+
+std::chrono::seconds WhatIfRunner::retry_after() const {
+  return std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(limits_.max_time));
+}
+
+void WhatIfRunner::work(std::stop_token stop) {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      if (!wake_.wait(lock, stop, [&] { return job_.has_value(); })) return;
+      job = std::move(*job_);
+      job_.reset();
+      running_ = true;
+    }
+    WhatIfResult result = run_what_if(job.body, limits_, stop);
+    job.body = std::string();  // nothing of a what-if is kept past its answer
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+    }
+    job.done(std::move(result));
+  }
 }
 
 }  // namespace rk::dashboard

@@ -68,7 +68,7 @@ LimitState from_decision(std::string_view name, double quota, Nanos window, cons
           .window = window,
           .refused = !d.allowed,
           .remaining = d.remaining,
-          .reset = d.allowed || never ? d.reset_after : d.retry_after,
+          .reset = d.allowed ? d.reset_after : never ? kMaxWait : d.retry_after,
           .never = never};
 }
 
@@ -113,7 +113,9 @@ void format_to(std::span<const LimitState> limits, FieldSink& out) {
   }
   out.end_field();
   const LimitState& b = limits[binding(limits)];
-  const std::int64_t r = whole(b.remaining), t = header_seconds(b.reset);
+  // "Never" is one wait in every field: t, X-RateLimit-Reset and Retry-After (not t the window's end, which a client
+  // reading X-RateLimit-Reset would take for "retry then", and be refused again, for ever).
+  const std::int64_t r = whole(b.remaining), t = b.never ? kMaxSeconds : header_seconds(b.reset);
   v = &out.value_of(kRateLimit);
   append_sf_string(*v, b.name);
   *v += ";r=";
@@ -128,7 +130,7 @@ void format_to(std::span<const LimitState> limits, FieldSink& out) {
   append_int(out.value_of(kXRateLimitReset), t);
   out.end_field();
   if (b.refused) {
-    append_int(out.value_of(kRetryAfter), b.never ? kMaxSeconds : std::max<std::int64_t>(1, t));
+    append_int(out.value_of(kRetryAfter), std::max<std::int64_t>(1, t));
     out.end_field();
   }
 }

@@ -29,6 +29,8 @@ namespace rk::headers {
 // The largest number of seconds written (INT32_MAX, RFC 9111 §1.2.2's bound for delta-seconds): longer waits and
 // "never" are said as this, which no 32-bit client turns negative.
 inline constexpr std::int64_t kMaxSeconds = 2'147'483'647;
+// The same as a duration: what the service answers as gRPC's and the JSON API's duration_until_reset for "never".
+inline constexpr Nanos kMaxWait = std::chrono::seconds(kMaxSeconds);
 
 // The fields format() may write, each by name, and all in their order (static, NUL-terminated: the C API hands
 // these pointers out).
@@ -49,10 +51,10 @@ struct LimitState {
   bool refused = false;   // as applied: a dry run's or shadow rule's refusal is not one
   double remaining = 0;   // what the key may still spend; floored
   Nanos reset{0};         // RateLimit's t: refused, until an attempt may pass; else until the key is fresh again
-  bool never = false;     // refused, and no attempt of this cost can ever pass
+  bool never = false;     // refused, and no attempt of this cost can ever pass: every field says kMaxSeconds
 };
 
-// A Decision as a LimitState: t is the retry time when refused (reset_after when that is never), else reset_after.
+// A Decision as a LimitState: t is the retry time when refused (kMaxWait when that is never), else reset_after.
 LimitState from_decision(std::string_view name, double quota, Nanos window, const Decision& d);
 
 // The policy's q and w: whole numbers with q/w no more than quota/window (rounded down, so a client pacing itself

@@ -18,7 +18,7 @@ namespace {
 // Keys up to this length are stored as they are (no hashing on the hot path of addresses, ids and API keys);
 // longer ones as their 16-byte keyed digest, so an attacker's long keys cost the store no more than short ones.
 // A digest shares the space of 16-byte keys: a key equal to another's digest must guess a 128-bit PRF output.
-constexpr std::size_t kDigestAbove = 64;
+constexpr std::size_t kDigestAbove = library::kMaxStoredKeyBytes;
 
 // The key the store sees: `key` itself, or its digest written into `buf`.
 [[gnu::always_inline]] inline std::string_view stored_key(std::string_view key, char (&buf)[16]) {

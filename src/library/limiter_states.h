@@ -10,12 +10,17 @@
 // core/state_codec.h's encoding of the limiter's algorithm; they hold times of the limiter's clock.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string_view>
 
 #include "ratekeeper/limiter.h"
 
 namespace rk::library {
+
+// Keys up to this length are stored as they are; longer ones as their 16-byte digest. So no stored key, and no key
+// export_states gives or import_state takes, is longer.
+inline constexpr std::size_t kMaxStoredKeyBytes = 64;
 
 using StateVisitor = std::function<void(std::string_view key, std::string_view state)>;
 

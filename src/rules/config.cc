@@ -21,6 +21,10 @@ std::optional<Unit> parse_unit(std::string_view name) {
 
 Nanos unit_length(Unit u) { return std::chrono::seconds(kUnitSeconds[static_cast<int>(u)]); }
 
+std::string_view algorithm_shown(const RateLimit& limit) {
+  return limit.blocked ? "blocked" : algorithm_name(limit.spec.algorithm);
+}
+
 std::string_view failure_policy_name(FailurePolicy p) {
   switch (p) {
     case FailurePolicy::kFailOpen: return "fail_open";

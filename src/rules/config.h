@@ -41,6 +41,10 @@ struct RateLimit {
   SourcePos pos;
 };
 
+// What a limit runs, as every answer that names it says (/v1/check, /v1/rules, the dashboard): its algorithm's
+// name, or "blocked" for a blocked limit, which runs none. Not for unlimited ones, which decide nothing.
+std::string_view algorithm_shown(const RateLimit& limit);
+
 struct Descriptor {
   std::string key;
   std::optional<std::string> value;       // absent: matches any value of the key

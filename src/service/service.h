@@ -64,7 +64,9 @@ struct DescriptorStatus {
   Nanos window{0};
   Algorithm algorithm = Algorithm::kFixedWindow;
   std::uint32_t limit_remaining = 0;
-  Nanos duration_until_reset{0};            // over the limit: until an attempt may pass; else until back to fresh
+  // Over the limit: until an attempt may pass; else until back to fresh. At most headers::kMaxWait, which is also
+  // "never" (a blocked rule, hits above what the limit admits): the wait the header fields say.
+  Nanos duration_until_reset{0};
   Nanos retry_after{0};                     // 0 when OK; kNever when the hits can never pass
   std::optional<double> estimate;           // earrrl
   bool shadowed = false;                    // over the limit, let through by shadow mode

@@ -9,7 +9,6 @@
 
 #include "base/number_text.h"
 #include "core/registry.h"
-#include "ratekeeper/store.h"
 #include "yaml/params.h"
 #include "yaml/reader.h"
 
@@ -17,18 +16,24 @@ namespace rk::sim {
 
 namespace {
 
-constexpr std::size_t kMaxFileBytes = 1 << 20;
-
 std::string num(double v) { return base::digits_number(v, 10); }
 
 std::string secs(Nanos d) { return format_seconds(d) + "s"; }
 
 struct ClientFields;
 
+// What the entries read so far come to once expanded, weighed against ScenarioLimits before the next is expanded.
+struct Totals {
+  std::size_t clients = 0;
+  double name_bytes = 0;
+  double attempts = 0;
+};
+
 // Reads one scenario; every problem goes to the problem list with the node's position. Never throws for bad input.
 class ScenarioReader : public yaml::Reader {
  public:
-  using yaml::Reader::Reader;
+  ScenarioReader(const std::string& file, std::vector<ScenarioError>& errors, const ScenarioLimits& limits)
+      : yaml::Reader(file, errors), limits_(limits) {}
 
   void scenario(const YAML::Node& root, Scenario& out);
 
@@ -41,7 +46,7 @@ class ScenarioReader : public yaml::Reader {
   void compare(const YAML::Node& n, Scenario& out);
   void params(const YAML::Node& n, const std::string& where, LimitSpec& spec);
   void check_spec(const YAML::Node& n, const std::string& where, const LimitSpec& spec);
-  void client(const YAML::Node& n, const std::string& where, const Scenario& s, std::vector<ScenarioClient>& out);
+  std::optional<ClientFields> client(const YAML::Node& n, const std::string& where, const Scenario& s);
   bool pattern(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p);
   void burst(const YAML::Node& n, const std::string& where, ClientPattern& p);
   void on_off(const YAML::Node& n, const std::string& where, ClientPattern& p);
@@ -49,8 +54,11 @@ class ScenarioReader : public yaml::Reader {
   void name_and_key(const YAML::Node& n, const std::string& where, ClientFields& c);
   void amounts(const YAML::Node& n, const std::string& where, const Scenario& s, ClientFields& c);
   void check_times(const YAML::Node& n, const std::string& where, const Scenario& s, const ClientPattern& p);
+  bool weigh(const YAML::Node& n, const std::string& where, const ClientFields& c, Totals& totals);
   bool clients(const YAML::Node& list, Scenario& out);
   void check_sample_rows(const YAML::Node& sample_every, const Scenario& s);
+
+  const ScenarioLimits& limits_;
 };
 
 std::optional<double> ScenarioReader::period(const YAML::Node& n, const std::string& where, const char* rate_key,
@@ -206,7 +214,8 @@ void ScenarioReader::burst(const YAML::Node& n, const std::string& where, Client
   check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "size", "every", "spacing"});
   p.kind = Pattern::kBurst;
   if (!n["size"]) fail(n, where + ": needs size (requests in a burst)");
-  if (n["size"]) p.size = whole(n["size"], where + ".size", 1, static_cast<std::uint64_t>(kMaxAttempts)).value_or(1);
+  const auto max_size = static_cast<std::uint64_t>(limits_.max_attempts);
+  if (n["size"]) p.size = whole(n["size"], where + ".size", 1, std::max<std::uint64_t>(max_size, 1)).value_or(1);
   if (n["every"]) p.every = duration(n["every"], where + ".every").value_or(Nanos{0});
   if (n["spacing"]) p.spacing = duration(n["spacing"], where + ".spacing").value_or(Nanos{0});
   const double span = static_cast<double>(p.size - 1) * static_cast<double>(p.spacing.count());
@@ -246,7 +255,8 @@ void ScenarioReader::abuser(const YAML::Node& n, const std::string& where, const
   if (n["reform_at"]) p.reform_at = duration(n["reform_at"], where + ".reform_at").value_or(Nanos{0});
 }
 
-// The client's name and the limiter's key (the name unless given), each checked against the store's key size.
+// The client's name and the limiter's key (the name unless given), each checked against the bound on names (the
+// store's key size, for the command).
 void ScenarioReader::name_and_key(const YAML::Node& n, const std::string& where, ClientFields& c) {
   if (!n["name"]) {
     fail(n, where + ": needs a name (the limiter's key)");
@@ -259,18 +269,19 @@ void ScenarioReader::name_and_key(const YAML::Node& n, const std::string& where,
     if (c.key && c.key->empty()) fail(n["key"], where + ".key: must not be empty");
   }
   // The limiter refuses longer keys; say so here, with the place, rather than halfway through the output.
-  const std::string& limiter_key = c.key ? *c.key : c.name;
-  const YAML::Node& key_node = c.key ? n["key"] : n["name"];
-  if (limiter_key.size() + 7 > StoreOptions{}.max_key_bytes) {  // 7: room for "-99999" of `count`
-    fail(key_node, where + (c.key ? ".key" : ".name") + ": " + std::to_string(limiter_key.size()) +
-                       " bytes is too long for a key (at most " + std::to_string(StoreOptions{}.max_key_bytes - 7) +
-                       ")");
-  }
+  const auto check = [&](const std::string& value, const char* field, const char* what) {
+    if (value.size() <= limits_.max_name_bytes) return;
+    fail(n[field], where + "." + field + ": " + std::to_string(value.size()) + " bytes is too long for a " + what +
+                       " (at most " + std::to_string(limits_.max_name_bytes) + ")");
+  };
+  check(c.name, "name", c.key ? "name" : "key");
+  if (c.key) check(*c.key, "key", "key");
 }
 
 // count, cost, seed, and start and stop (the whole scenario unless given).
 void ScenarioReader::amounts(const YAML::Node& n, const std::string& where, const Scenario& s, ClientFields& c) {
-  if (n["count"]) c.count = whole(n["count"], where + ".count", 1, kMaxClients).value_or(1);
+  const std::uint64_t max_count = std::max<std::size_t>(limits_.max_clients, 1);
+  if (n["count"]) c.count = whole(n["count"], where + ".count", 1, max_count).value_or(1);
   if (n["cost"]) c.cost = whole(n["cost"], where + ".cost", 0, 1'000'000'000).value_or(1);
   ClientPattern& p = c.pattern;
   p.start = Nanos{0};
@@ -321,21 +332,21 @@ void expand(const ClientFields& c, const Scenario& s, std::vector<ScenarioClient
   }
 }
 
-void ScenarioReader::client(const YAML::Node& n, const std::string& where, const Scenario& s,
-                            std::vector<ScenarioClient>& out) {
+// One entry of the list, read and checked; nullopt when it has a problem.
+std::optional<ClientFields> ScenarioReader::client(const YAML::Node& n, const std::string& where, const Scenario& s) {
   if (!n.IsMap()) {
     fail(n, where + ": expected a map (name, pattern and its parameters)");
-    return;
+    return std::nullopt;
   }
   const std::size_t before = problem_count();
   ClientFields c;
-  if (!pattern(n, where, s, c.pattern)) return;
+  if (!pattern(n, where, s, c.pattern)) return std::nullopt;
   name_and_key(n, where, c);
   amounts(n, where, s, c);
-  if (problem_count() != before) return;
+  if (problem_count() != before) return std::nullopt;
   check_times(n, where, s, c.pattern);
-  if (problem_count() != before) return;
-  expand(c, s, out);
+  if (problem_count() != before) return std::nullopt;
+  return c;
 }
 
 void ScenarioReader::scenario(const YAML::Node& root, Scenario& out) {
@@ -349,8 +360,8 @@ void ScenarioReader::scenario(const YAML::Node& root, Scenario& out) {
   } else if (auto d = duration(root["duration"], "duration")) {
     if (d->count() == 0) {
       fail(root["duration"], "duration: must be longer than 0");
-    } else if (*d > kMaxDuration) {
-      fail(root["duration"], "duration: " + secs(*d) + " is absurd: at most 100 years");
+    } else if (*d > limits_.max_duration) {
+      fail(root["duration"], "duration: " + secs(*d) + " is over the limit of " + secs(limits_.max_duration));
     } else {
       out.duration = *d;
     }
@@ -387,42 +398,67 @@ void ScenarioReader::check_sample_rows(const YAML::Node& sample_every, const Sce
   const double rows =
       (std::floor(static_cast<double>(s.duration.count()) / static_cast<double>(s.sample_every->count())) + 1) *
       static_cast<double>(s.clients.size());
-  if (rows > kMaxSampleRows) {
+  if (rows > limits_.max_sample_rows) {
     fail(sample_every, "sample_every: " + secs(*s.sample_every) + " would make " + num(rows) +
-                           " sample rows, over the limit of " + num(kMaxSampleRows) + " (sample less often)");
+                           " sample rows, over the limit of " + num(limits_.max_sample_rows) + " (sample less often)");
   }
 }
 
-// Every client, expanded, with unique names, and within the bounds on clients and attempts. False when a bound is
-// passed (the scenario is not looked at further).
+// What an entry's `count` clients add to the totals, weighed from its fields before any of them is made: clients,
+// bytes of names and keys, expected attempts. False when a bound is passed (the scenario is not looked at further).
+bool ScenarioReader::weigh(const YAML::Node& n, const std::string& where, const ClientFields& c, Totals& totals) {
+  const YAML::Node at = n["count"] ? n["count"] : n;
+  const std::string field = where + (n["count"] ? ".count" : "");
+  totals.clients += c.count;
+  if (totals.clients > limits_.max_clients) {
+    const std::string more = c.count == 1 ? "one more client makes " : std::to_string(c.count) + " more clients make ";
+    fail(at, field + ": " + more + std::to_string(totals.clients) + " in all, over the limit of " +
+                 std::to_string(limits_.max_clients));
+    return false;
+  }
+  // Each expanded name is the entry's with "-i" appended (none for a single client); the key is the name unless
+  // given. Counted at the longest suffix.
+  const double suffix = c.count == 1 ? 0.0 : 1.0 + static_cast<double>(std::to_string(c.count - 1).size());
+  const double name = static_cast<double>(c.name.size()) + suffix;
+  const double key = c.key ? static_cast<double>(c.key->size()) : name;
+  totals.name_bytes += static_cast<double>(c.count) * (name + key);
+  if (totals.name_bytes > static_cast<double>(limits_.max_names_bytes)) {
+    fail(at, field + ": " + std::to_string(c.count) + (c.count == 1 ? " client" : " clients") +
+                 " named so would make " + num(totals.name_bytes) + " bytes of names and keys in all, over the limit " +
+                 "of " + std::to_string(limits_.max_names_bytes) + " (shorter names, or fewer clients)");
+    return false;
+  }
+  // `count` spreads deterministic clients over a cycle by starting them later, which never adds an attempt.
+  totals.attempts += static_cast<double>(c.count) * expected_attempts(c.pattern);
+  if (totals.attempts > limits_.max_attempts) {
+    fail(n, where + ": the scenario would make about " + num(totals.attempts) + " attempts by this client, over " +
+                "the limit of " + num(limits_.max_attempts) + " (shorten it or lower the rates)");
+    return false;
+  }
+  return true;
+}
+
+// Every client, weighed against the bounds and then expanded, with unique names. False when a bound is passed (the
+// scenario is not looked at further).
 bool ScenarioReader::clients(const YAML::Node& list, Scenario& out) {
   if (!list.IsSequence() || list.size() == 0) {
     fail(list, "clients: expected a non-empty list");
     return false;
   }
   std::set<std::string> names;
-  double attempts = 0;
+  Totals totals;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string where = "clients[" + std::to_string(i) + "]";
+    const std::optional<ClientFields> c = client(list[i], where, out);
+    if (!c) continue;
+    if (!weigh(list[i], where, *c, totals)) return false;
     const std::size_t first = out.clients.size();
-    const std::size_t before = problem_count();
-    client(list[i], where, out, out.clients);
-    if (problem_count() != before) continue;
-    for (std::size_t c = first; c < out.clients.size(); ++c) {
-      if (!names.insert(out.clients[c].name).second) {
-        fail(list[i]["name"], where + ".name: '" + out.clients[c].name + "' names another client too");
+    expand(*c, out, out.clients);
+    for (std::size_t k = first; k < out.clients.size(); ++k) {
+      if (!names.insert(out.clients[k].name).second) {
+        fail(list[i]["name"], where + ".name: '" + out.clients[k].name + "' names another client too");
         break;
       }
-      attempts += expected_attempts(out.clients[c].pattern);
-    }
-    if (out.clients.size() > kMaxClients) {
-      fail(list[i], where + ": over " + std::to_string(kMaxClients) + " clients in all");
-      return false;
-    }
-    if (attempts > kMaxAttempts) {
-      fail(list[i], where + ": the scenario would make about " + num(attempts) + " attempts by this client, over "
-                        "the limit of " + num(kMaxAttempts) + " (shorten it or lower the rates)");
-      return false;
     }
   }
   return true;
@@ -438,35 +474,36 @@ std::uint64_t client_seed(std::uint64_t scenario_seed, std::uint64_t index) {
 }
 
 std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string& file,
-                                       std::vector<ScenarioError>& errors) {
+                                       std::vector<ScenarioError>& errors, const ScenarioLimits& limits) {
   const std::size_t before = errors.size();
-  if (yaml.size() > kMaxFileBytes) {
-    errors.push_back(
-        {{file, 0, 0},
-         "the file is " + std::to_string(yaml.size()) + " bytes, over the limit of " + std::to_string(kMaxFileBytes)});
+  if (yaml.size() > limits.max_text_bytes) {
+    errors.push_back({{file, 0, 0},
+                      "the file is " + std::to_string(yaml.size()) + " bytes, over the limit of " +
+                          std::to_string(limits.max_text_bytes)});
     return std::nullopt;
   }
   Scenario out;
   yaml::read_document(yaml, file, errors,
-                      [&](const YAML::Node& root) { ScenarioReader(file, errors).scenario(root, out); });
+                      [&](const YAML::Node& root) { ScenarioReader(file, errors, limits).scenario(root, out); });
   if (errors.size() != before) return std::nullopt;
   return out;
 }
 
-std::optional<Scenario> load_scenario(const std::string& path, std::vector<ScenarioError>& errors) {
+std::optional<Scenario> load_scenario(const std::string& path, std::vector<ScenarioError>& errors,
+                                      const ScenarioLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     errors.push_back({{path, 0, 0}, "cannot open the file"});
     return std::nullopt;
   }
-  std::string text(kMaxFileBytes + 1, '\0');
+  std::string text(limits.max_text_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (in.bad()) {
     errors.push_back({{path, 0, 0}, "cannot read the file"});
     return std::nullopt;
   }
-  return parse_scenario(text, path, errors);
+  return parse_scenario(text, path, errors, limits);
 }
 
 }  // namespace rk::sim

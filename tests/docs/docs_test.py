@@ -9,7 +9,8 @@ What each block is and how it is run (README.md and docs/*.md; a block's languag
 
   sh, console      run with bash in a scratch directory that looks like the repository: copies of examples/ and
                    docs/, links to scripts/, tests/, bench/, build/dev/ratekeeper (the binary under test) and
-                   build/dev/tests; rules/ holds a copy of examples/rules.yaml, and `ratekeeper` is first on PATH.
+                   build/dev/tests (nothing a clone lacks: a path a doc names must exist in the repository), and
+                   `ratekeeper` is first on PATH.
                    A block that needs what only some builds have (NEEDS below) is not run where it is missing.
                    Lines starting `$ ` are a transcript: each command (with its `\\` continuation lines) runs, must
                    exit 0, and what it prints must match the lines shown after it, where a line `...` stands for
@@ -53,7 +54,7 @@ there, with /var/lib/NAME made for its StateDirectory=NAME as systemd makes it (
 it, where installed); every other example must be named by a test under tests/ (examples/embed by
 tests/package/install_test.sh, the proxies' configs by tests/integration/proxies_test.py).
 CHANGELOG.md's newest version section must name the version CMakeLists.txt's project() sets.
-A whole run takes about 10 s (and 5 s more for the dashboard's picture, where chromium and playwright-core are).
+A whole run takes about 15 s (10 s of it the dashboard's picture, where chromium and playwright-core are).
 """
 
 import argparse
@@ -264,8 +265,6 @@ class Env:
         (self.cwd / "build" / "dev").mkdir(parents=True)
         (self.cwd / "build" / "dev" / "ratekeeper").symlink_to(self.binary)
         (self.cwd / "build" / "dev" / "tests").symlink_to(self.build / "tests")
-        (self.cwd / "rules").mkdir()
-        shutil.copy(self.src / "examples" / "rules.yaml", self.cwd / "rules" / "rules.yaml")
         bindir = self.tmp / "bin"
         bindir.mkdir()
         (bindir / "ratekeeper").symlink_to(self.binary)
@@ -607,7 +606,9 @@ def run_nginx(env, block):
     if not env.nginx_module:
         return "not run: the nginx module was not built"
     d = Path(tempfile.mkdtemp(dir=env.tmp, prefix="nginx-"))
-    text = block.text.replace("modules/ngx_http_ratekeeper_module.so", str(env.nginx_module))
+    # The module as built, wherever the block says it is installed (modules/, /usr/lib/nginx/modules/, ...).
+    text = re.sub(r"(load_module\s+)\S*ngx_http_ratekeeper_module\.so;", lambda m: f"{m.group(1)}{env.nginx_module};",
+                  block.text)
     head = f"pid {d}/nginx.pid;\nerror_log {d}/error.log;\n"
     if not re.search(r"^\s*events\b", text, re.M):
         head += "events {}\n"

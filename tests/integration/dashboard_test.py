@@ -6,6 +6,8 @@ servers the way serve_test.py does (free ports, a temporary directory).
 import json
 import os
 import sys
+import threading
+import time
 import unittest
 
 import serve_test
@@ -74,7 +76,7 @@ class DashboardTest(unittest.TestCase):
              "limiter.algorithm"),
             ("POST", "/v1/admin/simulate", json.dumps({"duration": "100000h", "limiter": {"algorithm": "gcra", "limit": 1},
                                                        "clients": [{"name": "a", "pattern": "periodic", "rate": 1}]}),
-             "clients[0]"),
+             "duration"),
         ]
         for method, path, body, field in cases:
             status, _, data = self.admin(method, path, body)
@@ -90,6 +92,48 @@ class DashboardTest(unittest.TestCase):
         self.assertLessEqual(peek_after["estimate"], peek_before["estimate"])
         _, _, metrics = self.admin("GET", "/metrics")
         self.assertIn('ratekeeper_bad_requests_total{protocol="admin",reason="invalid_request"} 6', metrics.decode())
+
+    def memory(self, field):
+        """The server's VmRSS or VmHWM (its peak), in bytes."""
+        with open("/proc/%d/status" % self.server.proc.pid) as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+    def test_a_what_if_is_weighed_before_it_is_made_and_runs_off_the_listener(self):
+        # The attack of "hostile round two": 100,000 clients of a 4,089-byte name held the admin listener for
+        # seconds and left the process at 1.6 GB. Refused at once now, from the numbers, with nothing made.
+        before = self.memory("VmRSS")
+        start = time.monotonic()
+        status, _, data = self.admin("POST", "/v1/admin/simulate", json.dumps(
+            {"duration": "60s", "limiter": {"algorithm": "gcra", "limit": 5},
+             "clients": [{"name": "n" * 4089, "pattern": "periodic", "rate": 1, "count": 100000}]}))
+        self.assertLess(time.monotonic() - start, 0.5)  # a quarter of the what-if's budget of 2 s
+        self.assertEqual(status, 400, data)
+        self.assertEqual(json.loads(data)["error"]["field"], "clients[0].name", data)
+        self.assertLess(self.memory("VmHWM") - before, 32 << 20)
+        # A what-if that runs to its budget (each decision of a sliding log walks the log) does not hold the
+        # listener: /healthz and /metrics answer meanwhile, and a second what-if is told when to come back.
+        long_one = json.dumps({"duration": "100s",
+                               "limiter": {"algorithm": "sliding_log", "limit": 100000, "window": "1000s"},
+                               "clients": [{"name": "filler", "key": "k", "pattern": "periodic", "rate": 1000},
+                                           {"name": "whale", "key": "k", "pattern": "periodic", "rate": 1000,
+                                            "cost": 100000}]})
+        answers = []
+        runner = threading.Thread(target=lambda: answers.append(self.admin("POST", "/v1/admin/simulate", long_one)))
+        runner.start()
+        try:
+            time.sleep(0.2)  # lets the listener take the what-if up
+            self.assertEqual(self.admin("GET", "/healthz")[0], 200)
+            self.assertEqual(self.admin("GET", "/metrics")[0], 200)
+            status, headers, data = self.admin("POST", "/v1/admin/simulate", long_one)
+            self.assertEqual(status, 503, data)
+            self.assertEqual(headers["Retry-After"], "2")
+            self.assertEqual(answers, [], "the what-if ended before the probes were answered: not a test of them")
+        finally:
+            runner.join()
+        status, _, data = answers[0]
+        self.assertEqual(status, 400, data)
+        self.assertIn("the what-if's budget of 2000 ms", json.loads(data)["error"]["message"])
+        self.assertLess(self.memory("VmRSS") - before, 32 << 20)
 
 
 if __name__ == "__main__":

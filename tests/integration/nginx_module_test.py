@@ -5,6 +5,7 @@ clients. Run by ctest: nginx_module_test.py path/to/ngx_http_ratekeeper_module.s
 Each test writes an nginx.conf in a temporary directory, starts nginx on a free port, and stops it at the end.
 """
 import http.client
+import http.server
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ import time
 import unittest
 
 from harness import free_port, wait_until  # this directory's shared helpers
-from serve_test import NGINX
+from serve_test import NGINX, Upstream
 
 MODULE = None
 
@@ -278,6 +279,87 @@ class ModuleTest(unittest.TestCase):
                    "the master to replace the killed worker", 15)
         self.assertEqual([self.nginx.get("/a/")[0] for _ in range(10)], [429] * 10)
         self.assertNotIn("[emerg]", self.nginx.log("error.log"))
+
+
+class DocExampleTest(unittest.TestCase):
+    """docs/nginx.md's example as a user runs it: its nginx.conf, started by its command (daemonized, in a directory
+    of its own) and stopped by the same command with -s quit. What a test must change, and only that: the module's
+    path (the doc's is the .deb's, here the one built, as the doc says a source build names it), the application's
+    and nginx's ports (free ones), and the directory (a temporary one)."""
+
+    def blocks(self):
+        doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "nginx.md")
+        with open(doc) as f:
+            parts = f.read().split("<!-- docs-test: by tests/integration/nginx_module_test.py -->\n```")[1:]
+        found = {}
+        for part in parts:
+            lang, _, rest = part.partition("\n")
+            found[lang] = rest.split("```", 1)[0]
+        return found["sh"].strip(), found["nginx"]
+
+    def test_the_example_runs_as_written(self):
+        command, conf = self.blocks()
+        self.assertIn("load_module /usr/lib/nginx/modules/ngx_http_ratekeeper_module.so;", conf)  # the .deb's
+        upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+        threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        self.addCleanup(upstream.server_close)
+        self.addCleanup(upstream.shutdown)
+        cwd = tempfile.mkdtemp(prefix="rk-ngx-doc-")
+        self.addCleanup(shutil.rmtree, cwd, True)
+        prefix = os.path.join(cwd, "rk-nginx")
+        port = free_port()
+        with open(os.path.join(cwd, "nginx.conf"), "w") as f:
+            f.write(conf.replace("/usr/lib/nginx/modules/ngx_http_ratekeeper_module.so", os.path.abspath(MODULE))
+                    .replace("127.0.0.1:8000", "127.0.0.1:%d" % upstream.server_address[1])
+                    .replace("127.0.0.1:8888", "127.0.0.1:%d" % port))
+        command = command.replace("/tmp/rk-nginx", prefix)
+        pid_file = os.path.join(prefix, "nginx.pid")
+
+        def quit_nginx():  # as the doc says; by its pid if that failed
+            subprocess.run(["bash", "-c", command + " -s quit"], cwd=cwd, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
+            try:
+                wait_until(lambda: not os.path.exists(pid_file), "nginx to quit", 15)
+            except AssertionError:
+                with open(pid_file) as f:
+                    os.kill(int(f.read()), signal.SIGKILL)
+                raise
+        self.addCleanup(quit_nginx)
+        # The daemon keeps the stderr it was given (error_log stderr): a file, not a pipe that would never end.
+        with open(os.path.join(cwd, "stderr"), "w+") as err:
+            r = subprocess.run(["bash", "-c", command], cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, timeout=60)
+            err.seek(0)
+            self.assertEqual(r.returncode, 0, err.read())
+
+        def get(path):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                resp.read()
+                return resp.status, dict(resp.getheaders())
+            finally:
+                conn.close()
+        wait_until(lambda: get("/search/ready")[0] == 200, "the example's nginx to answer", 15)
+        before = Upstream.hits
+        # EARRRL at 10 a second with a half-life of 10 s lets a burst of about 10 / (ln 2 / 10) = 144 through.
+        answers = [get("/api/x") for _ in range(200)]
+        codes = [c for c, _ in answers]
+        self.assertEqual(codes[0], 200)
+        self.assertIn(429, codes)
+        refused = answers[codes.index(429)][1]
+        self.assertTrue(refused["RateLimit"].startswith('"per_ip";r=0;t='), refused)
+        self.assertGreaterEqual(int(refused["Retry-After"]), 1)
+        self.assertEqual([get("/search/x")[0] for _ in range(5)], [200] * 5)  # a dry run refuses nothing
+        def log():
+            with open(os.path.join(prefix, "ratekeeper.log")) as f:
+                return f.read()
+        wait_until(lambda: "dry_run" in log(), "the dry run's decisions in ratekeeper.log", 15)
+        log = log()
+        self.assertIn('"GET /api/x HTTP/1.1" 200 allowed', log)
+        self.assertIn('"GET /api/x HTTP/1.1" 429 refused', log)
+        self.assertIn('"GET /search/x HTTP/1.1" 200 dry_run', log)
+        self.assertEqual(Upstream.hits - before, codes.count(200) + 5)  # the refused never reached the application
 
 
 class BrokenConfigTest(unittest.TestCase):

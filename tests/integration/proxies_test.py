@@ -5,9 +5,9 @@ examples/rules.yaml, a small upstream, and Debian's real nginx (examples/nginx/n
 edits are the ones a user makes: the ports (free loopback ports here) and the nginx -p directory; the fail-closed
 tests make the edit the example's header describes. docs/proxies.md's blocks marked
 `<!-- docs-test: by tests/integration/proxies_test.py -->` are read from the Markdown itself: the config fragments
-must be the example files' own lines, and docs/nginx.md's marked nginx configs must pass `nginx -t` with the module.
+must be the example files' own lines (docs/nginx.md's example is run by tests/integration/nginx_module_test.py).
 
-Run by ctest: proxies_test.py BINARY [NGINX_MODULE]. Every process started here is stopped by its pid.
+Run by ctest: proxies_test.py BINARY. Every process started here is stopped by its pid.
 """
 import http.client
 import http.server
@@ -29,7 +29,6 @@ from harness import free_port, stop, wait_until  # noqa: E402  (this directory's
 import yaml
 
 BINARY = None
-MODULE = None
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -345,7 +344,7 @@ class CaddyTest(ProxyCase, unittest.TestCase):
 
 class DocsTest(unittest.TestCase):
     """docs/proxies.md's config fragments are the example files' lines, so what the doc shows is what the tests
-    above run; docs/nginx.md's configs pass nginx -t with the module."""
+    above run."""
 
     def assert_fragment_of(self, fragment, example):
         lines = [l.strip() for l in fragment.strip("\n").split("\n")]
@@ -379,27 +378,7 @@ class DocsTest(unittest.TestCase):
                          for i in range(len(read(*f).split("\n")))) for f in candidates)
             self.assertTrue(ok, "docs/proxies.md block not in %s:\n%s" % (candidates, text))
 
-    @unittest.skipUnless(os.geteuid() == 0 or os.access("/var/lib/nginx", os.W_OK),
-                         "nginx -t as this user cannot create Debian's temporary directories")
-    def test_module_doc_configs_pass_nginx_t(self):
-        if not MODULE:
-            self.skipTest("the nginx module is not built (nginx-dev missing)")
-        blocks = marked("docs/nginx.md", "nginx")
-        self.assertTrue(blocks)
-        for text in blocks:
-            with tempfile.TemporaryDirectory(prefix="rk-nginx-t-") as d:
-                os.mkdir(os.path.join(d, "modules"))
-                os.symlink(MODULE, os.path.join(d, "modules", os.path.basename(MODULE)))
-                conf = os.path.join(d, "nginx.conf")
-                with open(conf, "w") as f:
-                    f.write(text)
-                r = subprocess.run([NGINX, "-t", "-p", d, "-e", "stderr", "-c", conf], capture_output=True, text=True,
-                                   timeout=30)
-                self.assertEqual(r.returncode, 0, r.stderr + text)
-
 
 if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv.pop(1))
-    if len(sys.argv) > 1 and sys.argv[1].endswith(".so"):
-        MODULE = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)

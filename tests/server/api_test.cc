@@ -82,8 +82,8 @@ TEST(CheckJson, ResponseShape) {
             R"({"code":"OK","limit_remaining":0}]})");
 }
 
-// What the answers and /v1/rules say of a rule never contradicts itself (issue 21): a blocked rule runs no
-// algorithm and never admits; a `window:` rule has no unit; every parameter a rule runs with is shown, defaults
+// What the answers and /v1/rules say of a rule never contradicts itself: a blocked rule runs no algorithm (its
+// "algorithm" says "blocked", the same in every answer, so that no reader shows a missing one) and never admits; a `window:` rule has no unit; every parameter a rule runs with is shown, defaults
 // and a calendar month included.
 std::shared_ptr<const rules::RuleSet> rule_set(const std::string& text) {
   rules::DomainConfig d;
@@ -119,7 +119,9 @@ TEST(RulesJson, EveryParameterARuleRunsWithAndNothingItDoesNot) {
   const auto j = nlohmann::json::parse(rules_json(set.get()));
   const auto blocked = rule_named(j, "blocked");
   EXPECT_EQ(blocked["blocked"], true);
-  EXPECT_FALSE(blocked.contains("algorithm")) << blocked.dump();
+  EXPECT_EQ(blocked["algorithm"], "blocked") << blocked.dump();
+  EXPECT_EQ(blocked["window_seconds"], 1.0) << blocked.dump();
+  EXPECT_FALSE(blocked.contains("count_refused")) << blocked.dump();
   const auto windowed = rule_named(j, "windowed");
   EXPECT_FALSE(windowed.contains("unit")) << windowed.dump();
   EXPECT_EQ(windowed["window_seconds"], 10.0);
@@ -153,7 +155,7 @@ TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
   };
   const auto blocked = status_of("blocked");
   EXPECT_EQ(blocked["blocked"], true);
-  EXPECT_FALSE(blocked.contains("algorithm")) << blocked.dump();
+  EXPECT_EQ(blocked["algorithm"], "blocked") << blocked.dump();
   EXPECT_EQ(blocked["retry_after_seconds"], -1.0);
   const auto windowed = status_of("windowed");
   EXPECT_FALSE(windowed["current_limit"].contains("unit")) << windowed.dump();

@@ -41,9 +41,9 @@ TEST(SaturatedReset, RoundsUpToWholeSecondsWithoutOverflow) {
   EXPECT_EQ(header(auth_answer(r, 429), "Retry-After"), "1");
 }
 
-// A blocked rule (requests_per_unit 0) never passes: t is its window's end, as Envoy reports it, and Retry-After
-// says never (docs/service.md, "Rate-limit header fields").
-TEST(SaturatedReset, BlockedRuleSaysNeverInRetryAfter) {
+// A blocked rule (requests_per_unit 0) never passes: every field says never, whatever reset the status carries (a
+// client reading t or X-RateLimit-Reset as the window's end would retry then, and be refused again, for ever).
+TEST(SaturatedReset, BlockedRuleSaysNeverInEveryField) {
   service::CheckResponse r;
   r.overall = service::Code::kOverLimit;
   service::DescriptorStatus st;
@@ -56,7 +56,8 @@ TEST(SaturatedReset, BlockedRuleSaysNeverInRetryAfter) {
   r.statuses.push_back(st);
   const AuthAnswer a = auth_answer(r, 429);
   EXPECT_EQ(header(a, "RateLimit-Policy"), "\"blocked\";q=0;w=60");
-  EXPECT_EQ(header(a, "RateLimit"), "\"blocked\";r=0;t=40");
+  EXPECT_EQ(header(a, "RateLimit"), "\"blocked\";r=0;t=2147483647");
+  EXPECT_EQ(header(a, "X-RateLimit-Reset"), "2147483647");
   EXPECT_EQ(header(a, "Retry-After"), "2147483647");
   EXPECT_NE(a.body.find("no wait lets this request through"), std::string::npos) << a.body;
 }

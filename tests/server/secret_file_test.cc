@@ -12,6 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rk::base {
 namespace {
@@ -107,6 +108,44 @@ TEST_F(SecretFileTest, ErrorsNameTheFlagAndTheFileNeverTheContent) {
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "--flag: '" + dir_.string() + "' is a directory, not a file holding the secret");
   }
+}
+
+TEST_F(SecretFileTest, AShortSecretIsRefusedAtStartAndARotationToOneKeepsTheOldAndSaysWhy) {
+  rewrite("123456789\n");
+  try {
+    SecretFile f("--flag", path_, SecretFile::kAnyBytes, 10);
+    ADD_FAILURE() << "no error for a 9-byte secret";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--flag: '" + path_ + "' is 9 bytes long; it must be at least 10 bytes");
+  }
+  replace("0123456789");
+  std::vector<std::string> heard;
+  SecretFile f("--flag", path_, SecretFile::kAnyBytes, 10, [&heard](const std::string& m) { heard.push_back(m); });
+  replace("x\n");
+  EXPECT_EQ(*f.current(), "0123456789");
+  EXPECT_EQ(*f.current(), "0123456789");  // the broken version is reported once, not at every look
+  EXPECT_EQ(f.reread_failures(), 1u);
+  EXPECT_EQ(heard, std::vector<std::string>{"--flag: '" + path_ + "' is 1 byte long; it must be at least 10 bytes"});
+  replace("abcdefghij");
+  EXPECT_EQ(*f.current(), "abcdefghij");
+  EXPECT_EQ(heard.size(), 1u);
+}
+
+// A key (--state-file-key-file) has a least length: a shorter one is refused at start, and a shorter rewrite later
+// keeps the last good key.
+TEST_F(SecretFileTest, AKeyShorterThanItsLeastLengthIsRefused) {
+  rewrite("0123456789abcdef\n");
+  try {
+    SecretFile f("--flag", path_, SecretFile::kAnyBytes, 32);
+    ADD_FAILURE() << "no error for a 16-byte key";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--flag: '" + path_ + "' is 16 bytes long; it must be at least 32 bytes");
+  }
+  replace(std::string(32, 'k'));
+  SecretFile f("--flag", path_, SecretFile::kAnyBytes, 32);
+  replace("short");
+  EXPECT_EQ(*f.current(), std::string(32, 'k'));
+  EXPECT_EQ(f.reread_failures(), 1u);
 }
 
 }  // namespace

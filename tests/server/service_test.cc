@@ -1,5 +1,7 @@
 #include "service/service.h"
 
+#include "headers/rate_limit_headers.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -98,7 +100,8 @@ TEST_F(ServiceTest, BlockedUnlimitedUnknownAndUnmatched) {
   Service& s = service();
   CheckResponse r = ok(s.check(req({{{"remote_address", "50.0.0.5"}}})));
   EXPECT_EQ(r.overall, Code::kOverLimit);
-  EXPECT_EQ(r.statuses[0].duration_until_reset, Nanos{1s});
+  // Never, as the header fields say it (not the second's end, after which it refuses again).
+  EXPECT_EQ(r.statuses[0].duration_until_reset, headers::kMaxWait);
   r = ok(s.check(req({{{"user", "bob"}}})));
   EXPECT_EQ(r.overall, Code::kOk);
   EXPECT_TRUE(r.statuses[0].unlimited);
@@ -334,8 +337,10 @@ TEST_F(ServiceTest, OverrideLooksAndHitsAddendJudgeAgainstTheRequestsLimit) {
   const CheckResponse look = ok(s.check(r));
   EXPECT_EQ(look.overall, Code::kOk);
   EXPECT_EQ(look.statuses[0].limit_remaining, 0u);
-  r.descriptors[0].hits_addend = 11;  // more than the limit: never
-  EXPECT_EQ(ok(s.check(r)).statuses[0].retry_after, kNever);
+  r.descriptors[0].hits_addend = 11;  // more than the limit: never, and so says duration_until_reset
+  const CheckResponse never = ok(s.check(r));
+  EXPECT_EQ(never.statuses[0].retry_after, kNever);
+  EXPECT_EQ(never.statuses[0].duration_until_reset, headers::kMaxWait);
   const CheckResponse dry = ok(s.dry_run(override_req("edge", "fresh", 10, rules::Unit::kMinute)));
   EXPECT_EQ(dry.statuses[0].limit_remaining, 9u);
   EXPECT_EQ(ok(s.check(override_req("edge", "fresh", 10, rules::Unit::kMinute))).statuses[0].limit_remaining, 9u);

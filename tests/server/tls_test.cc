@@ -13,8 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "server/http/server.h"
+#include "tls/certs.h"
 
 namespace rk::http {
 namespace {
@@ -31,25 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A temporary directory of certificates (tests/tls/make_certs.sh), removed at the end.
-class Certs {
- public:
-  Certs() {
-    char tmpl[] = "/tmp/rk-tls-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    run("");
-  }
-  ~Certs() { std::filesystem::remove_all(dir_); }
-  std::string operator()(const std::string& name) const { return dir_ + "/" + name; }
-  void rotate_server(int serial) const { run(" server " + std::to_string(serial)); }
-
- private:
-  void run(const std::string& args) const {
-    const std::string command = std::string("sh ") + RK_MAKE_CERTS + " " + dir_ + args;
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  }
-  std::string dir_;
-};
+using rk::tests::Certs;
 
 int connect_to(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -297,6 +281,43 @@ TEST(HttpsFiles, EachBadFileIsNamedWithWhatIsWrong) {
   EXPECT_EQ(which, TlsFileError::Which::kClientCa);
   EXPECT_TRUE(what.starts_with(key + ": ")) << what;
   EXPECT_EQ(problem({.cert = crt, .key = key, .client_ca = certs("ca.crt")}).second, "accepted");
+}
+
+// The one read every listener takes (server/tls/tls_files.h): the bytes of the files, checked as a pair. A rotation
+// caught half done, the key written before its certificate or a certificate cut short, is refused naming the files.
+TEST(HttpsFiles, OneReadOfAPairCaughtHalfRotatedIsRefused) {
+  Certs certs;
+  const TlsFiles files{.cert = certs("server.crt"), .key = certs("server.key"), .client_ca = certs("ca.crt")};
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto pem = tls::read_tls_files(files);
+  EXPECT_EQ(pem->cert, read(files.cert));
+  EXPECT_EQ(pem->key, read(files.key));
+  EXPECT_EQ(pem->client_ca, read(files.client_ca));
+
+  const std::string old_cert = read(files.cert);
+  certs.rotate_server(2);
+  std::ofstream(files.cert, std::ios::binary | std::ios::trunc) << old_cert;  // the new key, the old certificate
+  try {
+    tls::read_tls_files(files);
+    ADD_FAILURE() << "a key and another certificate were taken";
+  } catch (const TlsFileError& e) {
+    EXPECT_EQ(std::string(e.what()), files.key + ": does not match the certificate in " + files.cert);
+  }
+  std::ofstream(files.cert, std::ios::binary | std::ios::trunc) << old_cert.substr(0, old_cert.size() / 2);
+  try {
+    tls::read_tls_files(files);
+    ADD_FAILURE() << "half a certificate was taken";
+  } catch (const TlsFileError& e) {
+    EXPECT_EQ(e.which, TlsFileError::Which::kCert);
+    EXPECT_TRUE(std::string(e.what()).starts_with(files.cert + ": not a PEM certificate chain")) << e.what();
+  }
+  // A chain whose second certificate is cut short: the whole chain is refused, not its first half taken.
+  std::ofstream(files.cert, std::ios::binary | std::ios::trunc)
+      << old_cert << read(certs("ca.crt")).substr(0, read(certs("ca.crt")).size() / 2);
+  EXPECT_THROW(tls::read_tls_files(files), TlsFileError);
 }
 
 // The attack: connections that open and never finish their handshake (nothing sent, or half a ClientHello). They

@@ -1,13 +1,17 @@
 // The dashboard's pieces in-process: the hot-key sketch, the tracker fed by a real Service on a manual clock, and
 // the JSON endpoints through the admin routes, every kind of bad input included.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "server/api/routes.h"
 #include "dashboard/dashboard.h"
@@ -15,12 +19,15 @@
 #include "dashboard/redact.h"
 #include "dashboard/tracker.h"
 #include "dashboard/what_if.h"
+#include "server/http/server.h"
+#include "../unit/test_util.h"
 
 namespace rk::dashboard {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
 // ---- HotKeys ----
 
@@ -132,6 +139,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: free
     rate_limit: {unlimited: true}
+  - key: banned
+    rate_limit: {unit: second, requests_per_unit: 0}
 )";
 
 class DashboardTest : public ::testing::Test {
@@ -210,13 +219,79 @@ TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
   const auto res = call("GET", "/v1/admin/rates");
   ASSERT_EQ(res.status, 200) << res.body;
   const json doc = json::parse(res.body);
-  ASSERT_EQ(doc["rules"].size(), 3u) << doc.dump();  // the unlimited rule decides nothing
+  ASSERT_EQ(doc["rules"].size(), 4u) << doc.dump();  // the unlimited rule decides nothing
   EXPECT_EQ(rule(doc, "user")["ok"], 2);
   EXPECT_EQ(rule(doc, "user")["over_limit"], 3);
   EXPECT_EQ(rule(doc, "shadowed")["ok"], 1);
   EXPECT_EQ(rule(doc, "shadowed")["shadow_over_limit"], 2);
   EXPECT_EQ(rule(doc, "client")["ok"], 0);
   EXPECT_EQ(rule(doc, "client")["algorithm"], "earrrl");
+}
+
+// The server keeps the last minutes of every rule's counters, sampled on the clock it is given, so that a page
+// opened after the traffic draws it at once: oldest first, each sample's age from the service's clock, and no more
+// than kRateSamples of them (the oldest go).
+TEST_F(DashboardTest, RatesKeepTheLastMinutesOfSamplesForAPageOpenedLater) {
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i <= s; ++i) check("user", "ann");  // 1, 2, 3 of 2 a minute
+    check("shadowed", "x");
+    tracker_->sample(clock_->now());
+    clock_->advance(1s);
+  }
+  const auto res = call("GET", "/v1/admin/rates", "history=1");
+  ASSERT_EQ(res.status, 200) << res.body;
+  const json doc = json::parse(res.body);
+  EXPECT_EQ(doc["history_seconds"], 120.0);
+  const json& user = rule(doc, "user")["history"];
+  ASSERT_EQ(user.size(), 3u) << doc.dump();
+  EXPECT_EQ(user[0], (json{{"seconds_ago", 3.0}, {"ok", 1}, {"refused", 0}}));
+  EXPECT_EQ(user[1], (json{{"seconds_ago", 2.0}, {"ok", 2}, {"refused", 1}}));   // 2 a minute: the third refused
+  EXPECT_EQ(user[2], (json{{"seconds_ago", 1.0}, {"ok", 2}, {"refused", 4}}));
+  const json& shadowed = rule(doc, "shadowed")["history"];
+  EXPECT_EQ(shadowed[2]["refused"], 2);  // shadow-mode refusals are drawn as refused
+  EXPECT_EQ(rule(doc, "client")["history"][2], (json{{"seconds_ago", 1.0}, {"ok", 0}, {"refused", 0}}));  // idle
+  // Without history=1 (every poll but the page's first): the counters alone.
+  EXPECT_FALSE(rule(json::parse(call("GET", "/v1/admin/rates").body), "user").contains("history"));
+
+  // Bounded: after many more samples, the last kRateSamples, the newest last.
+  for (std::size_t i = 0; i < kRateSamples + 30; ++i) {
+    check("user", "late");
+    tracker_->sample(clock_->now());
+    clock_->advance(1s);
+  }
+  const json late = rule(json::parse(call("GET", "/v1/admin/rates", "history=1").body), "user");
+  const json& samples = late["history"];
+  ASSERT_EQ(samples.size(), kRateSamples);
+  EXPECT_EQ(samples.back()["seconds_ago"], 1.0);
+  EXPECT_EQ(samples.front()["seconds_ago"], static_cast<double>(kRateSamples));
+  EXPECT_EQ(samples.back()["ok"].get<int>() + samples.back()["refused"].get<int>(),
+            late["ok"].get<int>() + late["over_limit"].get<int>());
+}
+
+TEST_F(DashboardTest, BadRatesQueriesNameTheParameter) {
+  expect_bad(call("GET", "/v1/admin/rates", "history=yes"), "history", "is not 1 or 0");
+  expect_bad(call("GET", "/v1/admin/rates", "since=5"), "since", "unknown parameter");
+  expect_bad(call("GET", "/v1/admin/rates", "history=%zz"), "", "percent-encoded");
+  EXPECT_EQ(bad_requests_, 3);
+}
+
+// A blocked rule names no algorithm of its own; every answer says "blocked" where others name theirs, so that the
+// page shows what the server says (never "undefined").
+TEST_F(DashboardTest, ABlockedRuleSaysBlockedAsItsAlgorithmEverywhere) {
+  check("banned", "x");
+  EXPECT_EQ(rule(json::parse(call("GET", "/v1/admin/rates").body), "banned")["algorithm"], "blocked");
+  const json hot_banned = rule(hot("rule=banned"), "banned");
+  EXPECT_EQ(hot_banned["algorithm"], "blocked");
+  EXPECT_EQ(hot_banned["keys"][0]["limited"], true);
+  EXPECT_TRUE(hot_banned["keys"][0]["retry_after_seconds"].is_null());  // never, as its Retry-After says
+  const json rules = json::parse(call("GET", "/v1/rules").body);
+  bool seen = false;
+  for (const json& r : rules["domains"][0]["rules"]) {
+    if (r["path"] != "banned") continue;
+    seen = true;
+    EXPECT_EQ(r["algorithm"], "blocked") << r.dump();
+  }
+  EXPECT_TRUE(seen) << rules.dump();
 }
 
 TEST_F(DashboardTest, DryRunsAreNotCounted) {
@@ -384,8 +459,25 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
       {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic"}])"), "clients[0].rate", "needs rate"},
       {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 30000}])"), "clients[0]",
        "over the limit of 200000"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 21}])"), "clients",
-       "over the limit of 20"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 21}])"),
+       "clients[0].count", "'21' is not a whole number from 1 to 20"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "count": 15},
+                                     {"name": "b", "pattern": "periodic", "rate": 1, "count": 15}])"),
+       "clients[1].count", "15 more clients make 30 in all, over the limit of 20"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1100, "count": 20}])"), "clients[0]",
+       "about 220000 attempts by this client, over the limit of 200000"},
+      {body(dur, lim, R"("clients": [{"name": ")" + std::string(257, 'n') + R"(", "pattern": "periodic", "rate": 1}])"),
+       "clients[0].name", "257 bytes is too long for a key (at most 256)"},
+      {body(dur, lim, R"("clients": [{"name": "a", "key": ")" + std::string(300, 'k') + R"(", "pattern": "periodic",
+                                      "rate": 1}])"),
+       "clients[0].key", "300 bytes is too long for a key (at most 256)"},
+      {body(dur, lim, R"("clients": [{"name": ")" + std::string(300, 'n') + R"(", "key": "k", "pattern": "periodic",
+                                      "rate": 1}])"),
+       "clients[0].name", "300 bytes is too long for a name (at most 256)"},
+      {body(R"("duration": "8d")", lim, one), "duration", "691200s is over the limit of 604800s"},
+      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "filler": ")" +
+                          std::string(17000, 'x') + "\"}]"),
+       "", "the body is 17"},
       {body(R"("duration": "10s", "sample_every": "100us")", lim, one), "sample_every", "over the limit of 20000"},
       {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "cost": -1}])"), "clients[0].cost",
        "not a whole number"},
@@ -497,13 +589,159 @@ forward_auth:
   EXPECT_EQ(rules[0]["keys"][0]["remaining"], 3);
 }
 
-TEST(WhatIf, StopsAtItsTimeBound) {
-  const auto r = run_what_if(R"({"duration": "1000s", "limiter": {"algorithm": "gcra", "limit": 5},
-                                 "clients": [{"name": "a", "pattern": "periodic", "rate": 100}]})",
-                             WhatIfLimits{.max_time = std::chrono::milliseconds(0)});
-  ASSERT_TRUE(std::holds_alternative<WhatIfError>(r));
-  EXPECT_NE(std::get<WhatIfError>(r).message.find("took longer than 0 ms"), std::string::npos);
+// ---- What-if under attack: every size bounded before anything is made, the run off the admin listener's thread ----
+
+// The attack of "hostile round two": `count: 100000` of a 4,089-byte name expanded 100,000 clients before their
+// number was checked: 400 after 7.5 s, the process at 1.6 GB and holding it. Now the bounds are arithmetic on the
+// request, before anything is expanded or run.
+TEST_F(DashboardTest, AHundredThousandLongNamesAreRefusedBeforeAnyIsMade) {
+  const std::string body = R"({"duration": "60s", "limiter": {"algorithm": "gcra", "limit": 5},
+    "clients": [{"name": ")" + std::string(4089, 'n') + R"(", "pattern": "periodic", "rate": 1, "count": 100000}]})";
+  const WhatIfLimits limits;  // the admin listener's
+  test::reset_peak_rss();
+  const std::int64_t before = test::rss_bytes();
+  const auto start = Clock::now();
+  const auto res = call("POST", "/v1/admin/simulate", "", body);
+  EXPECT_LT(Clock::now() - start, limits.max_time / 4);  // answered from arithmetic, not by running into a budget
+  EXPECT_LT(test::peak_rss_bytes() - before, 32 << 20);
+  EXPECT_LT(test::rss_bytes() - before, 8 << 20);  // and nothing held afterwards
+  expect_bad(res, "clients[0].name", "4089 bytes is too long for a key (at most 256)");
+  expect_bad(call("POST", "/v1/admin/simulate", "", R"({"duration": "60s", "limiter": {"algorithm": "gcra", "limit": 5},
+               "clients": [{"name": "n", "pattern": "periodic", "rate": 1, "count": 100000}]})"),
+             "clients[0].count", "not a whole number from 1 to 20");
 }
+
+// A what-if that runs long within every bound: one client fills a sliding log of 100,000 entries, and another on
+// the same key asks for the whole limit each time, so that each refusal walks the log to say when it would fit:
+// about 5e9 steps, far past any budget.
+const std::string kLongWhatIf = R"({"duration": "100s",
+  "limiter": {"algorithm": "sliding_log", "limit": 100000, "window": "1000s"},
+  "clients": [{"name": "filler", "key": "k", "pattern": "periodic", "rate": 1000},
+              {"name": "whale", "key": "k", "pattern": "periodic", "rate": 1000, "cost": 100000}]})";
+
+// HTTP/1.1 over loopback, one request a connection, as a prober or a browser would send it.
+class Conn {
+ public:
+  explicit Conn(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    timeval tv{60, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  }
+  ~Conn() { ::close(fd_); }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  void send(std::string_view method, std::string_view path, std::string_view body = "") {
+    std::string req = std::string(method) + " " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                      "Connection: close\r\nContent-Type: application/json\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
+    EXPECT_EQ(::send(fd_, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  }
+  bool answered() {  // something to read already
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  }
+  std::string read() {  // the whole answer: the server closes after it
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd_, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+int status_of(const std::string& answer) { return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : -1; }
+std::string body_of(const std::string& answer) { return answer.substr(answer.find("\r\n\r\n") + 4); }
+
+// The admin listener has one thread (server/serve/listeners.cc). A what-if ran on it, so that while one ran the
+// listener answered nothing else: not /healthz, not /metrics.
+TEST_F(DashboardTest, AdminListenerAnswersProbesWhileAWhatIfRuns) {
+  hooks_.metrics = [] { return std::string("ratekeeper_up 1\n"); };
+  http::Server server({.threads = 1}, api::admin_routes(*service_, hooks_));
+  server.start();
+  const WhatIfLimits limits;
+  Conn what_if(server.port());
+  const auto start = Clock::now();
+  what_if.send("POST", "/v1/admin/simulate", kLongWhatIf);
+  std::this_thread::sleep_for(50ms);  // lets the listener take the what-if up before the probes come
+  for (const char* path : {"/healthz", "/metrics"}) {
+    Conn probe(server.port());
+    probe.send("GET", path);
+    EXPECT_EQ(status_of(probe.read()), 200) << path;
+  }
+  // A second what-if meanwhile is told to come back, rather than queued behind the first without end.
+  Conn second(server.port());
+  second.send("POST", "/v1/admin/simulate", kLongWhatIf);
+  const std::string busy = second.read();
+  EXPECT_EQ(status_of(busy), 503) << busy;
+  EXPECT_NE(busy.find("\r\nRetry-After: 2\r\n"), std::string::npos) << busy;
+  EXPECT_FALSE(what_if.answered()) << "the what-if ended before the probes were answered: not a test of them";
+  // The first is stopped at its budget, and says so.
+  const std::string answer = what_if.read();
+  EXPECT_EQ(status_of(answer), 400) << answer;
+  EXPECT_NE(body_of(answer).find("the what-if's budget of 2000 ms"), std::string::npos) << answer;
+  EXPECT_GE(Clock::now() - start, limits.max_time);
+}
+
+// The budget is the listener's to set; a run past it is stopped within a step, and the answer names it.
+TEST_F(DashboardTest, AWhatIfPastItsBudgetIsStoppedAndSaysSo) {
+  const WhatIfLimits limits{.max_time = 250ms};
+  http::Server server({.threads = 1}, api::admin_routes(*service_, hooks_, {.what_if = limits}));
+  server.start();
+  Conn what_if(server.port());
+  const auto start = Clock::now();
+  what_if.send("POST", "/v1/admin/simulate", kLongWhatIf);
+  const std::string answer = what_if.read();
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, limits.max_time);
+  EXPECT_LT(took, 4 * limits.max_time);
+  EXPECT_EQ(status_of(answer), 400) << answer;
+  const json error = json::parse(body_of(answer))["error"];
+  EXPECT_EQ(error["message"], "stopped at the what-if's budget of 250 ms of running: shorten it or lower the rates");
+  // The worker is free again: the next what-if runs.
+  Conn next(server.port());
+  next.send("POST", "/v1/admin/simulate", kWhatIf);
+  EXPECT_EQ(status_of(next.read()), 200);
+}
+
+// Stopped within a step of its budget (one decision of a sliding log may walk its whole log), saying so.
+TEST(WhatIf, APastItsBudgetIsStoppedWithinAStepOfIt) {
+  const WhatIfLimits limits{.max_time = 250ms};
+  const auto start = Clock::now();
+  const auto r = run_what_if(kLongWhatIf, limits);
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, limits.max_time);
+  EXPECT_LT(took, 4 * limits.max_time);
+  ASSERT_TRUE(std::holds_alternative<WhatIfError>(r));
+  EXPECT_EQ(std::get<WhatIfError>(r).message,
+            "stopped at the what-if's budget of 250 ms of running: shorten it or lower the rates");
+  EXPECT_EQ(std::get<WhatIfError>(r).status, 400);
+}
+
+// A runner going away (the server stopping) stops its run at the next step rather than waiting out the budget, and
+// answers it: no reply is left unsent.
+TEST(WhatIf, ARunnerGoingAwayStopsItsRunAndAnswersIt) {
+  const WhatIfLimits limits{.max_time = 60s};
+  std::optional<WhatIfResult> answer;
+  const auto start = Clock::now();
+  {
+    WhatIfRunner runner(limits);
+    ASSERT_TRUE(runner.submit(kLongWhatIf, [&](WhatIfResult r) { answer = std::move(r); }));
+    EXPECT_FALSE(runner.submit(kWhatIf, [](WhatIfResult) { ADD_FAILURE() << "a second what-if ran"; }));
+    EXPECT_EQ(runner.retry_after(), 60s);
+  }
+  EXPECT_LT(Clock::now() - start, limits.max_time / 4);
+  ASSERT_TRUE(answer && std::holds_alternative<WhatIfError>(*answer));
+  EXPECT_EQ(std::get<WhatIfError>(*answer).status, 503);
+  EXPECT_NE(std::get<WhatIfError>(*answer).message.find("the admin listener is stopping"), std::string::npos);
+}
+
 
 }  // namespace
 }  // namespace rk::dashboard

@@ -47,13 +47,31 @@ TEST(RateLimitHeaders, RefusedFixedWindowSaysRetryAfterNoEarlierThanT) {
                                                              {"Retry-After", "45"}}));
 }
 
-// A cost above what the limit can ever admit: Retry-After says "never" as the largest 32-bit count of seconds, not
-// 9223372037 (Nanos::max() rounded up, which a client parsing into 32 bits turns negative: retry at once).
-TEST(RateLimitHeaders, NeverIsTheLargest32BitSeconds) {
+// A cost above what the limit can ever admit: "never", said as the largest 32-bit count of seconds (not
+// 9223372037, Nanos::max() rounded up, which a client parsing into 32 bits turns negative: retry at once), and said
+// by every field alike: t and X-RateLimit-Reset are not the window's end (0 here, nothing having been spent),
+// which a client reading them would take for "retry now", and be refused again, for ever.
+TEST(RateLimitHeaders, NeverIsTheLargest32BitSecondsInEveryField) {
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 60s};
-  const Fields f = after(spec, 1, Nanos{15'500'000'000}, 11);
-  EXPECT_EQ(f.back(), (std::pair<std::string, std::string>{"Retry-After", "2147483647"}));
-  EXPECT_EQ(f[1].second, R"("api";r=10;t=0)");  // nothing was spent: the quota is whole now
+  EXPECT_EQ(after(spec, 1, Nanos{15'500'000'000}, 11), (Fields{{"RateLimit-Policy", R"("api";q=10;w=60)"},
+                                                                {"RateLimit", R"("api";r=10;t=2147483647)"},
+                                                                {"X-RateLimit-Limit", "10"},
+                                                                {"X-RateLimit-Remaining", "10"},
+                                                                {"X-RateLimit-Reset", "2147483647"},
+                                                                {"Retry-After", "2147483647"}}));
+}
+
+// A blocked limit (q=0) as the service hands it over, whatever reset it carries: never, in every field.
+TEST(RateLimitHeaders, ABlockedLimitSaysNeverInEveryField) {
+  for (const Nanos reset : {Nanos{0}, Nanos{1}, Nanos{40'000'000'000}}) {
+    const LimitState s{.name = "blocked", .quota = 0, .window = 1s, .refused = true, .reset = reset, .never = true};
+    EXPECT_EQ(format(std::span(&s, 1)), (Fields{{"RateLimit-Policy", R"("blocked";q=0;w=1)"},
+                                                {"RateLimit", R"("blocked";r=0;t=2147483647)"},
+                                                {"X-RateLimit-Limit", "0"},
+                                                {"X-RateLimit-Remaining", "0"},
+                                                {"X-RateLimit-Reset", "2147483647"},
+                                                {"Retry-After", "2147483647"}}));
+  }
 }
 
 // gcra's q is its rate (5 a minute), not what it admits at once (burst + 1 = 10): r may exceed q.

@@ -13,6 +13,7 @@
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 #include "sim/traffic.h"
+#include "test_util.h"
 
 namespace rk::sim {
 namespace {
@@ -372,6 +373,31 @@ TEST(SimulateBadScenario, AbsurdSizesAreRefusedBeforeAnythingRuns) {
             "bad.yaml:1:11: duration: '200y' is not a duration (like 10s, 250ms, 1.5m, 2h, 1d; never negative)");
   EXPECT_EQ(parse_error("duration: 150w\nlimiter: {algorithm: gcra, limit: 1}\nclients: []\n"),
             "bad.yaml:3:10: clients: expected a non-empty list");
+}
+
+// The attack of "hostile round two": `count: 100000` of a 4,089-byte name made 100,000 clients, each with two copies
+// of the name (about 1 GB), before any bound was looked at. The bound on names is arithmetic, before expanding.
+TEST(SimulateBadScenario, AHundredThousandLongNamesAreRefusedBeforeAnyIsMade) {
+  const std::string yaml = std::string(kHead) + "  - {name: " + std::string(4089, 'n') +
+                           ", pattern: periodic, rate: 0.01, count: 100000}\n";
+  test::reset_peak_rss();
+  const std::int64_t before = test::rss_bytes();
+  EXPECT_EQ(parse_error(yaml),
+            "bad.yaml:4:4141: clients[0].count: 100000 clients named so would make 819000000 bytes of names and "
+            "keys in all, over the limit of 16777216 (shorter names, or fewer clients)");
+  EXPECT_LT(test::peak_rss_bytes() - before, 32 << 20);
+  // Within the bound, the same long name is fine, and so are many clients of short names.
+  EXPECT_EQ(parse_ok(std::string(kHead) + "  - {name: " + std::string(4089, 'n') +
+                     ", pattern: periodic, rate: 0.01, count: 2000}\n")
+                .clients.size(),
+            2000u);
+  EXPECT_EQ(parse_ok(std::string(kHead) + "  - {name: n, pattern: periodic, rate: 0.01, count: 100000}\n")
+                .clients.size(),
+            100000u);
+  // The clients of several entries count together, against the bound on clients as against the one on names.
+  EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 0.01, count: 60000}\n" +
+                        "  - {name: b, pattern: periodic, rate: 0.01, count: 60000}\n"),
+            "bad.yaml:5:53: clients[1].count: 60000 more clients make 120000 in all, over the limit of 100000");
 }
 
 TEST(SimulateBadScenario, BadLimiter) {

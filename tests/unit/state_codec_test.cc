@@ -79,6 +79,9 @@ void random_runs(Algorithm a) {
           now += static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(sec(0.2)));
           A::decide(p, s, now, rng() % 4);
           round_trip<A>(s);
+          std::string bytes;
+          encode_state<A>(s, bytes);
+          ASSERT_LE(bytes.size(), max_encoded_bytes(a, spec.limit));
         }
       } else {
         ADD_FAILURE() << "the spec did not pick the algorithm";

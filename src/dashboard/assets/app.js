@@ -5,7 +5,6 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const POLL_MS = 1000;
-const HISTORY = 90; // rate samples kept per rule
 
 const $ = (id) => document.getElementById(id);
 
@@ -102,7 +101,6 @@ async function refreshRules() {
       if (r.burst !== undefined) params.push("burst " + r.burst);
       if (r.capacity !== undefined) params.push("capacity " + r.capacity);
       if (r.shadow_mode) params.push("shadow");
-      if (r.blocked) params.push("blocked");
       rows.push(el("tr", {}, el("td", {}, d.domain), el("td", { class: "key" }, r.path), el("td", {}, r.name),
         el("td", {}, r.unlimited ? "unlimited" : r.algorithm), el("td", { class: "num" }, r.unlimited ? "–" : r.requests_per_unit),
         el("td", {}, r.unlimited ? "" : r.unit || fmt(r.window_seconds) + "s"), el("td", {}, params.join(", ")),
@@ -137,21 +135,28 @@ async function refreshHotKeys() {
 
 // ---- rates ----
 
-const history = new Map(); // rule id -> {name, samples: [{t, ok, refused}]}
+// rule id -> {name, samples: [{t, ok, refused}]}: the server's samples of the last minutes (history=1, asked for
+// when the page opens and after it lost the server), then one of the page's own at each poll.
+const history = new Map();
+let span = 120; // seconds drawn: what the server keeps (history_seconds)
+let haveHistory = false;
 
 async function refreshRates() {
-  const doc = await getJSON("/v1/admin/rates");
+  const doc = await getJSON("/v1/admin/rates" + (haveHistory ? "" : "?history=1"));
   const t = doc.now_unix_ms / 1000;
+  span = doc.history_seconds || span;
   const seen = new Set();
   for (const r of doc.rules) {
     const id = r.domain + "\n" + r.rule;
     seen.add(id);
     if (!history.has(id)) history.set(id, { name: r.domain + " / " + r.name, samples: [] });
     const h = history.get(id);
+    if (r.history) h.samples = r.history.map((s) => ({ t: t - s.seconds_ago, ok: s.ok, refused: s.refused }));
     h.samples.push({ t, ok: r.ok, refused: r.over_limit + r.shadow_over_limit });
-    if (h.samples.length > HISTORY) h.samples.shift();
+    while (h.samples.length > 2 && h.samples[0].t < t - span) h.samples.shift();
   }
   for (const id of [...history.keys()]) if (!seen.has(id)) history.delete(id);
+  haveHistory = true;
   drawRates(t);
 }
 
@@ -173,8 +178,12 @@ function drawRates(now) {
   }
   let top = 0;
   for (const s of series) for (const p of s.ok.concat(s.refused)) top = Math.max(top, p[1]);
+  // The span the server keeps, or less while it has not seen that much (in steps of 30 s): recent traffic drawn wide.
+  let oldest = now;
+  for (const h of history.values()) if (h.samples.length) oldest = Math.min(oldest, h.samples[0].t);
+  const shown = Math.min(span, Math.max(30, Math.ceil((now - oldest) / 30) * 30));
   const box = { x: 48, y: 22, w: 650, h: 160 };
-  const { sx, sy } = axes(chart, box, -HISTORY, 0, niceMax(top), "seconds ago", "decisions / s");
+  const { sx, sy } = axes(chart, box, -shown, 0, niceMax(top), "seconds ago", "decisions / s");
   const items = [];
   series.forEach((s, i) => {
     const c = "c" + (i % 8);
@@ -182,7 +191,7 @@ function drawRates(now) {
     chart.append(polyline(s.refused.map((p) => [sx(p[0]), sy(p[1])]), c + " dashed"));
     items.push([c, s.name + " allowed (solid) / refused (dashed)"]);
   });
-  if (!series.length) chart.append(svg("text", { x: box.x + box.w / 2, y: box.y + box.h / 2, "text-anchor": "middle" }, "no decisions in the last " + HISTORY + " s"));
+  if (!series.length) chart.append(svg("text", { x: box.x + box.w / 2, y: box.y + box.h / 2, "text-anchor": "middle" }, "no decisions in the last " + shown + " s"));
   legend($("rates-legend"), items);
 }
 
@@ -275,6 +284,7 @@ async function tick() {
     $("status").textContent = "live";
     $("status").className = "status live";
   } catch (e) {
+    haveHistory = false; // the server may have restarted, or the page slept: ask for its samples again
     $("status").textContent = "disconnected";
     $("status").className = "status down";
   }

@@ -1,9 +1,13 @@
-// server/api/admin_auth.cc: the admin token checked in a header or a cookie, the 401, and the dashboard's login.
+// server/api/admin_auth.cc: the admin token checked in a header or a session cookie, the 401 and 429, and the
+// dashboard's sign-in.
 #include "server/api/admin_auth.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "base/percent.h"
+#include "headers/rate_limit_headers.h"
 #include "server/http/ascii.h"
 #include "server/http/response_writer.h"
 
@@ -30,30 +34,34 @@ constexpr std::string_view kLoginPage = R"(<!doctype html>
 </html>
 )";
 
-// `Authorization: Bearer <token>` (RFC 6750 2.1; the scheme is case-insensitive).
-bool bearer_matches(const http::Request& req, std::string_view token) {
+// The credentials a request carries: the first `Authorization: Bearer` value (RFC 6750 2.1; the scheme is
+// case-insensitive) and the first kAdminCookie of its Cookie headers (RFC 6265 5.4: pairs joined by "; ").
+struct Credentials {
+  std::optional<std::string_view> bearer, session;
+  bool any = false;  // an Authorization header of any scheme, or the cookie: a try at the token
+};
+
+Credentials credentials(const http::Request& req) {
+  Credentials c;
   for (std::string_view value : req.headers("authorization")) {
+    c.any = true;
     value = http::detail::trim_ows(value);
     const auto space = value.find(' ');
     if (space == std::string_view::npos || !http::detail::iequals(value.substr(0, space), "bearer")) continue;
-    if (same_secret(http::detail::trim_ows(value.substr(space + 1)), token)) return true;
+    c.bearer = http::detail::trim_ows(value.substr(space + 1));
+    break;
   }
-  return false;
-}
-
-// Every `name=value` pair of every Cookie header (RFC 6265 5.4: pairs joined by "; ").
-bool cookie_matches(const http::Request& req, std::string_view token) {
   for (std::string_view header : req.headers("cookie")) {
-    while (!header.empty()) {
+    while (!header.empty() && !c.session) {
       const auto semi = header.find(';');
       const std::string_view pair = http::detail::trim_ows(header.substr(0, semi));
       header = semi == std::string_view::npos ? std::string_view{} : header.substr(semi + 1);
       const auto eq = pair.find('=');
-      if (eq == std::string_view::npos || pair.substr(0, eq) != kAdminCookie) continue;
-      if (same_secret(pair.substr(eq + 1), token)) return true;
+      if (eq != std::string_view::npos && pair.substr(0, eq) == kAdminCookie) c.session = pair.substr(eq + 1);
     }
   }
-  return false;
+  c.any = c.any || c.session.has_value();
+  return c;
 }
 
 // A field of an application/x-www-form-urlencoded body, decoded ('+' is a space, %XX a byte); "" if absent.
@@ -81,6 +89,31 @@ void login_page(http::Response& res, int status, std::string_view message) {
   res.headers.emplace_back("Cache-Control", "no-store");
 }
 
+constexpr std::string_view kAsk = "This admin listener needs its token (--admin-token-file).";
+
+void unauthorized(http::Response& res, bool dashboard_page) {
+  res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="ratekeeper admin")");
+  if (dashboard_page) return login_page(res, 401, kAsk);
+  res.status = 401;
+  res.content_type = "application/json";
+  res.body = http::error_json(401, "unauthorized", "this admin listener needs 'Authorization: Bearer <token>' "
+                                                   "(the token of --admin-token-file)", "Authorization");
+}
+
+void throttled(http::Response& res, bool page, Nanos wait) {
+  const std::string seconds = std::to_string(headers::header_seconds(wait));
+  if (page) {
+    login_page(res, 429, "Too many wrong tokens from this address: try again in " + seconds + " s.");
+  } else {
+    res.status = 429;
+    res.content_type = "application/json";
+    res.body = http::error_json(
+        429, "throttled", "too many wrong admin tokens from this address; try again in " + seconds + " s",
+        "Authorization");
+  }
+  res.headers.emplace_back(headers::kRetryAfter, seconds);
+}
+
 }  // namespace
 
 bool same_secret(std::string_view given, std::string_view secret) {
@@ -92,36 +125,57 @@ bool same_secret(std::string_view given, std::string_view secret) {
   return diff == 0;
 }
 
-bool admin_authorized(const http::Request& req, std::string_view token) {
-  return bearer_matches(req, token) || cookie_matches(req, token);
+AdminAuth::AdminAuth(std::shared_ptr<base::SecretFile> token, AdminAuthOptions options)
+    : token_(std::move(token)),
+      options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
+      sessions_(options_.session_lifetime),
+      throttle_(options_.throttle) {}
+
+AdminAuth::Verdict AdminAuth::check(const http::Request& req, http::Response& res, bool dashboard_page) {
+  const bool page = dashboard_page && (req.method == "GET" || req.method == "HEAD");
+  const bool login = req.path == kLoginPath;
+  if (login && req.method != "POST") {
+    login_page(res, 200, kAsk);
+    return kAnswered;
+  }
+  const Credentials given = credentials(req);
+  const Nanos now = clock_->now();
+  if (login || given.any) {  // a try at the token: not even looked at from an address out of tries
+    if (const Nanos wait = throttle_.wait(req.remote_ip, now); wait > Nanos{0}) {
+      throttled(res, page || login, wait);
+      return kThrottled;
+    }
+  }
+  const std::shared_ptr<const std::string> token = token_->current();
+  if (login) return sign_in(req, res, *token, now);
+  // Both looked at whichever matches, so that the time taken does not tell which one did.
+  const bool bearer = given.bearer && same_secret(*given.bearer, *token);
+  const bool session = given.session && sessions_.valid(*given.session, *token, now);
+  if (bearer || session) return kAdmitted;
+  if (given.any) throttle_.failed(req.remote_ip, now);
+  unauthorized(res, page);
+  return kUnauthorized;
 }
 
-void admin_unauthorized(const http::Request& req, http::Response& res, bool dashboard) {
-  res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="ratekeeper admin")");
-  if (dashboard && (req.method == "GET" || req.method == "HEAD")) {
-    return login_page(res, 401, "This admin listener needs its token (--admin-token-file).");
-  }
-  res.status = 401;
-  res.content_type = "application/json";
-  res.body = http::error_json(401, "unauthorized", "this admin listener needs 'Authorization: Bearer <token>' "
-                                                   "(the token of --admin-token-file)", "Authorization");
-}
-
-void admin_login(const http::Request& req, http::Response& res, std::string_view token, bool secure) {
-  if (req.method != "POST") {
-    return login_page(res, 200, "This admin listener needs its token (--admin-token-file).");
-  }
+AdminAuth::Verdict AdminAuth::sign_in(const http::Request& req, http::Response& res, std::string_view token,
+                                      Nanos now) {
   if (!same_secret(form_field(req.body, "token"), token)) {
+    throttle_.failed(req.remote_ip, now);
     res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="ratekeeper admin")");
-    return login_page(res, 401, "That is not the token.");
+    login_page(res, 401, "That is not the token.");
+    return kUnauthorized;
   }
   res.status = 303;
   res.content_type.clear();
   res.headers.emplace_back("Location", "/ui");
-  std::string cookie = std::string(kAdminCookie) + "=" + std::string(token) + "; Path=/; HttpOnly; SameSite=Strict";
-  if (secure) cookie += "; Secure";
+  std::string cookie = std::string(kAdminCookie) + "=" + sessions_.issue(token, now) +
+                       "; Path=/; Max-Age=" + std::to_string(sessions_.lifetime().count()) +
+                       "; HttpOnly; SameSite=Strict";
+  if (options_.secure_cookie) cookie += "; Secure";
   res.headers.emplace_back("Set-Cookie", std::move(cookie));
   res.headers.emplace_back("Cache-Control", "no-store");
+  return kAnswered;
 }
 
 }  // namespace rk::api

@@ -157,18 +157,15 @@ std::string check_response_json(const service::CheckResponse& r) {
     json s = {{"code", service::code_name(st.code)}, {"limit_remaining", st.limit_remaining}};
     if (st.has_limit) {
       // A rule given by `window:` has no unit: it says its window alone (gRPC, whose enum has no "none", says
-      // UNKNOWN). A blocked rule (requests_per_unit 0) runs no algorithm and never admits: retry -1, "never".
+      // UNKNOWN). A blocked rule (requests_per_unit 0) runs no algorithm ("blocked") and never admits: retry -1.
       json limit = {{"requests_per_unit", st.requests_per_unit}};
       if (st.unit) limit["unit"] = proto_unit_name(*st.unit);
       if (!st.name.empty()) limit["name"] = st.name;
       s["current_limit"] = std::move(limit);
       s["duration_until_reset"] = proto_duration(st.duration_until_reset);
       const bool blocked = st.rule && st.rule->limit && st.rule->limit->blocked;
-      if (blocked) {
-        s["blocked"] = true;
-      } else {
-        s["algorithm"] = algorithm_name(st.algorithm);
-      }
+      if (blocked) s["blocked"] = true;
+      s["algorithm"] = blocked ? rules::algorithm_shown(*st.rule->limit) : algorithm_name(st.algorithm);
       s["window_seconds"] = to_seconds(st.window);
       s["retry_after_seconds"] = st.retry_after == kNever ? -1.0 : to_seconds(st.retry_after);
     }

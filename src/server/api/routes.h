@@ -1,4 +1,6 @@
-// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server.
+// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server (public_routes.cc,
+// admin_routes.cc, rules_json.cc; what every route answers with: respond.h; the admin listener's own-page checks:
+// own_page.h).
 //
 // Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
 //                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz; envoyproxy/ratelimit's
@@ -9,7 +11,7 @@
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 //
 // With a token (--admin-token-file), the admin listener answers only requests that carry it, /healthz and /readyz
-// aside (server/api/admin_auth.h: a header, or the cookie of the dashboard's login form at /ui/login).
+// aside (server/api/admin_auth.h: a header, or the session cookie of the dashboard's login form at /ui/login).
 // The admin listener answers browsers' requests only when they are its own (docs/security.md): a Host that is an IP
 // literal, a localhost name or a configured name (else 403: DNS rebinding), an Origin that is the Host itself or a
 // configured name (else 403: cross-site requests), and POST bodies only as application/json (else 415: a form or
@@ -22,11 +24,12 @@
 #include <string_view>
 #include <vector>
 
-#include "base/secret_file.h"
+#include "server/api/admin_auth.h"
 #include "server/api/forward_auth.h"
 #include "service/service.h"
 #include "server/http/server.h"
 #include "dashboard/tracker.h"
+#include "dashboard/what_if.h"
 
 namespace rk::api {
 
@@ -48,10 +51,12 @@ struct AdminOptions {
   // Host names, besides IP literals and localhost names, that the admin listener is reached by (--admin-hosts):
   // the name a reverse proxy or a scraper uses. Compared without port, case-insensitively.
   std::vector<std::string> hosts;
-  // Not null: every request but /healthz and /readyz needs the file's token as of that request
-  // (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the cookies of the old token).
-  std::shared_ptr<base::SecretFile> token;
-  bool secure_cookie = false;  // the listener speaks TLS: the login cookie is marked Secure
+  // Not null: every request but /healthz and /readyz needs the token as of that request, or a session it signed
+  // in (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the old token's sessions).
+  std::shared_ptr<AdminAuth> auth;
+  // POST /v1/admin/simulate's bounds and time budget. With a tracker, the handler runs what-ifs on a thread of its
+  // own (dashboard::WhatIfRunner), one at a time, never on the listener's.
+  dashboard::WhatIfLimits what_if;
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});

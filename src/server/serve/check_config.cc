@@ -53,7 +53,7 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
   if (errors.empty() && flags.config.empty()) errors.push_back("which rules? (PATH, or a settings file's config)");
   for (const std::string& e : errors) std::cerr << "ratekeeper check-config: " << e << "\n";
   if (errors.empty()) return -1;
-  std::cerr << command_line.help();
+  std::cerr << cli::help_hint("ratekeeper check-config");
   return 2;
 }
 

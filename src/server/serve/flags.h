@@ -30,6 +30,9 @@ struct ServeFlags {
   bool grpc_headers = false;
   int threads = 2;
   std::size_t max_connections = 10000;
+  bool max_connections_given = false;  // by a flag or a setting: past the descriptors there are, an error
+  std::size_t grpc_max_connections = 10000;
+  bool grpc_max_connections_given = false;
   std::size_t max_connections_per_ip = 256;
   std::vector<std::string> per_ip_exempt = {"127.0.0.0/8", "::1"};
   Nanos busy_idle_timeout = std::chrono::seconds(5);
@@ -44,6 +47,7 @@ struct ServeFlags {
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
   std::string state_file;  // empty: the in-process store starts fresh at every start
+  std::string state_key_file;  // the state file's HMAC-SHA256 key; empty: the file carries a CRC alone
   Nanos state_interval = std::chrono::seconds(30);
   Nanos header_timeout = std::chrono::seconds(10);
   std::string redis;  // empty: every domain in memory
@@ -65,6 +69,7 @@ struct ServeFlags {
   std::string tls_key;
   std::string tls_client_ca;     // and asks for client certificates issued by these CAs
   std::string admin_token_file;  // the admin listener's bearer token
+  bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
 };
 

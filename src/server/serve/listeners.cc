@@ -12,6 +12,7 @@
 
 #include "base/secret_file.h"
 #include "logging/log.h"
+#include "server/tls/tls_files.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
 #endif
@@ -78,18 +79,31 @@ bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std:
 }
 
 // The token of --admin-token-file (base/secret_file.h: read again when the file is rotated). Without one, the admin
-// listener must be loopback: its API resets limits and shows the rules and who is being limited.
-bool admin_token(const ServeFlags& flags, const std::string& admin_address,
-                 std::shared_ptr<base::SecretFile>& token, std::string& error) {
+// listener must be loopback: its API resets limits and shows the rules and who is being limited. With one, off
+// loopback, it must speak TLS unless told otherwise: every request carries the token.
+bool admin_token(const ServeFlags& flags, const ListenerOptions& options, std::shared_ptr<base::SecretFile>& token,
+                 std::string& error) {
   const std::string& file = flags.admin_token_file;
+  const bool local = loopback(options.admin_http.address);
   if (file.empty()) {
-    if (loopback(admin_address)) return true;
+    if (local) return true;
     error = "--admin " + flags.admin + ": not a loopback address, and the admin API resets limits: give " +
             "--admin-token-file FILE too (docs/service.md)";
     return false;
   }
+  if (!local && !options.admin_http.tls && !flags.admin_allow_plaintext_token) {
+    error = "--admin " + flags.admin + ": not a loopback address, and without --tls-cert the admin token would " +
+            "cross the network in clear text: give --tls-cert and --tls-key, or --admin-allow-plaintext-token " +
+            "when something in between encrypts it (docs/service.md)";
+    return false;
+  }
   try {
-    token = std::make_shared<base::SecretFile>("--admin-token-file", file, base::SecretFile::kVisibleAscii);
+    token = std::make_shared<base::SecretFile>(
+        "--admin-token-file", file, base::SecretFile::kVisibleAscii, api::kMinAdminTokenBytes,
+        [](const std::string& message) {
+          logging::log(logging::Level::kError, "admin token file not reloaded; keeping the token in use",
+                       {{"error", message}});
+        });
   } catch (const std::invalid_argument& e) {
     error = e.what();
     return false;
@@ -99,6 +113,12 @@ bool admin_token(const ServeFlags& flags, const std::string& admin_address,
 
 std::string stamps(const http::TlsFiles& files) {
   return base::file_stamp(files.cert) + "|" + base::file_stamp(files.key) + "|" + base::file_stamp(files.client_ca);
+}
+
+std::shared_ptr<api::AdminAuth> admin_auth(const ListenerOptions& options) {
+  if (!options.admin_token) return nullptr;
+  return std::make_shared<api::AdminAuth>(options.admin_token,
+                                          api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
 }
 
 http::ServerEvents http_events(ServeMetrics& metrics) {
@@ -131,9 +151,16 @@ struct Listeners::Grpc {
 
 namespace {
 
-std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service::Service& service,
-                                                ServeMetrics& metrics) {
+int milliseconds(Nanos d) {
+  return static_cast<int>(std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(),
+                                                 std::numeric_limits<int>::max()));
+}
+
+std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
+                                                service::Service& service, ServeMetrics& metrics) {
   grpcapi::GrpcHooks hooks;
+  hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
+  hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
   hooks.decided = [&metrics](std::string_view domain, const service::CheckResponse& r, Nanos took) {
     metrics.decided("grpc", domain, r, took);
   };
@@ -149,9 +176,12 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
                            .tls_key = flags.tls_key,
                            .tls_client_ca = flags.tls_client_ca,
                            .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
-                           .handshake_timeout_ms = static_cast<int>(std::min<std::int64_t>(
-                               std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout).count(),
-                               std::numeric_limits<int>::max()))},
+                           .handshake_timeout_ms = milliseconds(flags.header_timeout),
+                           .max_connections = budget.grpc_max,
+                           .max_connections_per_ip = flags.max_connections_per_ip,
+                           .per_ip_exempt = flags.per_ip_exempt,
+                           .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
+                           .fd_ceiling = budget.fd_ceiling},
       hooks);
   server->start();
   logging::log(logging::Level::kInfo, "serving gRPC",
@@ -164,7 +194,8 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
 struct Listeners::Grpc {};
 #endif
 
-bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error) {
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
+                      std::string& error) {
   http::ServerOptions& public_options = options.public_http;
   http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
@@ -178,8 +209,19 @@ bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::st
     return false;
   }
 #endif
+  options.budget = plan_fd_budget({.open_files = open_files,
+                                   .threads = flags.threads,
+                                   .http = {flags.max_connections, flags.max_connections_given},
+                                   .grpc = !flags.grpc.empty(),
+                                   .grpc_max = {flags.grpc_max_connections, flags.grpc_max_connections_given}});
+  if (!options.budget.error.empty()) {
+    error = options.budget.error;
+    return false;
+  }
   public_options.threads = flags.threads;
-  public_options.max_connections = flags.max_connections;
+  public_options.max_connections = options.budget.http_max;
+  public_options.fd_ceiling = options.budget.fd_ceiling;
+  admin_options.max_connections = options.budget.admin_max;  // the admin listener may use descriptors past it
   public_options.max_connections_per_ip = flags.max_connections_per_ip;
   public_options.per_ip_exempt = flags.per_ip_exempt;
   public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
@@ -189,7 +231,7 @@ bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::st
   // network in the clear either.
   if (!tls_files(flags, public_options.tls, error)) return false;
   admin_options.tls = public_options.tls;
-  return admin_token(flags, admin_options.address, options.admin_token, error);
+  return admin_token(flags, options, options.admin_token, error);
 }
 
 Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service,
@@ -205,13 +247,12 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   admin_server_ = std::make_unique<http::Server>(admin_options,
                                                  api::admin_routes(service, hooks,
                                                                    {.hosts = flags.admin_hosts,
-                                                                    .token = options.admin_token,
-                                                                    .secure_cookie = admin_options.tls.has_value()}),
+                                                                    .auth = admin_auth(options)}),
                                                  admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();
 #ifdef RK_HAVE_GRPC
-  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, service, metrics);
+  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options.budget, service, metrics);
 #endif
   if (public_options.tls) {
     tls_watch_.start(kTlsRefresh,
@@ -224,15 +265,20 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                 {"config", flags.config}});
 }
 
-// Both HTTP listeners take the rotated files (gRPC watches them itself), read once for both: the admin listener has
-// the public one's files, so they never serve different certificates. A read that fails (a key rewritten before its
-// certificate, say) keeps the files in use on both and is tried again when a file changes next.
+// Every listener takes the rotated files from one read, checked once (server/tls/tls_files.h): the admin and gRPC
+// listeners have the public one's files, so they never serve different certificates. A read that fails (a key
+// rewritten before its certificate, say) keeps the pair in use on all of them and is tried again when a file changes
+// next; gRPC's copy of a pair that could not be written, at the next look.
 void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
   std::string now = stamps(files);
   if (now == tls_seen_) return;
   tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
   try {
-    auto fresh = public_server_->prepare_tls();
+    auto pem = tls::read_tls_files(files);
+    auto fresh = public_server_->prepare_tls(pem);
+#ifdef RK_HAVE_GRPC
+    if (grpc_->server) grpc_->server->install_tls(pem);  // first: the one that can fail for want of a disk
+#endif
     public_server_->install_tls(fresh);
     admin_server_->install_tls(std::move(fresh));
     metrics.tls_reloaded(true);
@@ -240,7 +286,14 @@ void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics&
   } catch (const http::TlsFileError& e) {
     metrics.tls_reloaded(false);
     logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
-                 {{"error", std::string(flag_of(e.which)) + " " + e.what()}});
+                 {{"error", std::string(flag_of(e.which)) + " " + e.what()},
+                  {"tls_cert", files.cert},
+                  {"tls_key", files.key}});
+  } catch (const std::exception& e) {
+    tls_seen_.clear();
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
+                 {{"error", e.what()}, {"tls_cert", files.cert}, {"tls_key", files.key}});
   }
 }
 

@@ -9,9 +9,11 @@
 #include <iostream>
 #include <memory>
 
+#include "base/periodic.h"
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
+#include "server/serve/fd_budget.h"
 #include "server/serve/flags.h"
 #include "server/serve/listeners.h"
 #include "server/serve/serve_metrics.h"
@@ -39,7 +41,7 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
     return -1;
   }
   for (const std::string& e : errors) std::cerr << "ratekeeper serve: " << e << "\n";
-  std::cerr << serve_help();
+  std::cerr << cli::help_hint("ratekeeper serve");
   return 2;
 }
 
@@ -134,12 +136,41 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
   }
 }
 
+// --state-file-key-file's key (null without it); false with `error` for a file it refuses, or given without
+// --state-file.
+bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& key, std::string& error) {
+  if (flags.state_key_file.empty()) return true;
+  if (flags.state_file.empty()) {
+    error = "--state-file-key-file: '" + flags.state_key_file + "' given without --state-file";
+    return false;
+  }
+  try {
+    key = read_state_key(flags.state_key_file);
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+    return false;
+  }
+  return true;
+}
+
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
 std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
   return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
                                             service::BatcherOptions{.interval = flags.redis_batch_interval,
                                                                     .max_keys = flags.max_keys,
                                                                     .max_memory_bytes = memory_shares(flags).batcher});
+}
+
+// The open files limit (RLIMIT_NOFILE), and each default cap lowered to fit it.
+void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
+  logging::log(logging::Level::kInfo, "file descriptors",
+               {{"open_files", std::to_string(files.soft)}, {"raised_from", std::to_string(files.was)},
+                {"max_connections", std::to_string(budget.http_max)},
+                {"grpc_max_connections", std::to_string(budget.grpc_max)},
+                {"admin_max_connections", std::to_string(budget.admin_max)}});
+  for (const std::string& w : budget.warnings) {
+    logging::log(logging::Level::kInfo, "connection cap lowered to fit the open files limit", {{"warning", w}});
+  }
 }
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
@@ -155,6 +186,7 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
   reloader.stop();
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
+  logging::report_held_lines();
   logging::log(logging::Level::kInfo, "stopped");
 }
 
@@ -163,12 +195,20 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
 int run_serve(const std::vector<std::string>& args) {
   ServeFlags flags;
   if (const int code = read_flags(args, flags); code >= 0) return code;
+  // Every connection takes a file descriptor: the listeners' caps are planned against what the process may open.
+  const OpenFiles files = raise_open_files_limit();
   ListenerOptions listener;
   std::string error;
-  if (!listener_options(flags, listener, error)) {
+  if (!listener_options(flags, files.soft, listener, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
+  std::shared_ptr<base::SecretFile> state_key;
+  if (!state_key_file(flags, state_key, error)) {
+    std::cerr << "ratekeeper serve: " << error << "\n";
+    return 2;
+  }
+  log_fd_budget(files, listener.budget);
   const sigset_t signals = block_stop_signals();
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
@@ -189,6 +229,9 @@ int run_serve(const std::vector<std::string>& args) {
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's
   // per-descriptor counters.
   auto tracker = std::make_shared<dashboard::Tracker>();
+  // Its rates of the last minutes, sampled whether a page is open or not: a page opened later draws them at once.
+  base::Periodic rate_sampler;
+  rate_sampler.start(dashboard::kRateSampleInterval, [&] { tracker->sample(clock->now()); });
   service::Service service(
       *reloader, clock,
       {.shadow_mode = flags.shadow_mode,
@@ -209,7 +252,7 @@ int run_serve(const std::vector<std::string>& args) {
         [&service](const rules::RuleSet& set, const rules::Rule& rule) {
           return !service.uses_remote(set.domain(rule.domain));
         },
-        clock, flags.state_interval);
+        clock, flags.state_interval, state_key);
   }
   std::atomic<bool> draining{false};
   api::Hooks hooks = metrics.hooks();

@@ -35,6 +35,7 @@ ServeMetrics::ServeMetrics(bool with_grpc)
       reload_failed_(registry_.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "failure"}})),
       reload_time_(registry_.gauge(n::kConfigLastReloadSuccess.name, n::kConfigLastReloadSuccess.help)),
       connections_(registry_.gauge(n::kHttpConnections.name, n::kHttpConnections.help)),
+      grpc_connections_(with_grpc ? &registry_.gauge(n::kGrpcConnections.name, n::kGrpcConnections.help) : nullptr),
       http_latency_(latency_for(registry_, "http")),
       auth_latency_(latency_for(registry_, "auth")),
       grpc_latency_(with_grpc ? latency_for(registry_, "grpc") : nullptr) {

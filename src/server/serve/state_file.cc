@@ -5,9 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,6 +22,7 @@
 #include "core/state_codec.h"
 #include "library/limiter_states.h"
 #include "logging/log.h"
+#include "store/file/trust.h"
 
 namespace rk::serve {
 
@@ -24,14 +31,40 @@ namespace {
 constexpr std::string_view kMagic{"rkstate\0", 8};
 // 2: a sliding window's state in 16 bytes (core/windows.h). A version-1 file is read with its sliding_window rules
 // skipped (their 24-byte states have no meaning now); every other rule's states come back.
-constexpr std::uint32_t kVersion = 2;
+// 3: the header's MAC kind, and the MAC after the CRC when there is one.
+constexpr std::uint32_t kVersion = 3;
 constexpr std::uint32_t kOldestVersion = 1;
+constexpr std::uint32_t kNoMac = 0, kHmacSha256 = 1;
+constexpr std::size_t kTagBytes = 32;
+// Bytes of the header (magic, version, MAC kind, time, rule count) and of the CRC.
+constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4, kCrcBytes = 4;
+// What a rule of the file takes besides its keys: its identity's length and key count, and its identity, which may
+// be a rule whose identity changed since (its keys are skipped), so not the length of any rule's here.
+constexpr std::uint64_t kRuleAllowance = 4 + 8 + 64 * 1024;
+
+// The file's permission bits beyond the owner's that are believed: reading (it was written 0600; someone chose to
+// let others read it). Writing is not: whoever may write it decides every limit in it.
+constexpr unsigned kAllowedMode = 0644;
+
+// HMAC-SHA256 of `data` under `key`; "" if OpenSSL could not compute it.
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char tag[kTagBytes];
+  std::size_t n = 0;
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(),
+                reinterpret_cast<const unsigned char*>(data.data()), data.size(), tag, sizeof tag, &n) == nullptr ||
+      n != kTagBytes) {
+    return "";
+  }
+  return {reinterpret_cast<const char*>(tag), kTagBytes};
+}
 
 void put_bytes(std::string_view s, std::string& out) {
   core::put_u32(static_cast<std::uint32_t>(s.size()), out);
   out += s;
 }
 
+// A length is believed only up to the bytes left: nothing is ever allocated, or looped over, by a count of the
+// file's alone (a rule's key count ends with the bytes too).
 bool get_bytes(std::string_view& in, std::string_view& s) {
   std::uint32_t n;
   if (!core::get_u32(in, n) || n > in.size()) return false;
@@ -82,7 +115,8 @@ std::string walk(std::string_view body, std::uint32_t version, std::uint32_t rul
 
 }  // namespace
 
-std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, Nanos saved_at, StateCounts& counts) {
+std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, Nanos saved_at, StateCounts& counts,
+                              std::string_view mac_key) {
   counts = StateCounts{.saved_at_ns = saved_at.count()};
   // The states are appended under their keys' locks: into chunks of bounded size, so that no append ever copies
   // the whole file so far (a growing string's reallocation) while a key and its shard wait.
@@ -94,6 +128,7 @@ std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, N
   };
   chunks.back() = kMagic;
   core::put_u32(kVersion, chunks.back());
+  core::put_u32(mac_key.empty() ? kNoMac : kHmacSha256, chunks.back());
   core::put_u64(static_cast<std::uint64_t>(saved_at.count()), chunks.back());
   core::put_u32(0, chunks.back());  // the rule count, written below
   std::vector<std::pair<std::size_t, std::size_t>> key_counts;  // (chunk, offset) of each rule's key count
@@ -118,8 +153,8 @@ std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, N
   }
   std::string rule_count;
   core::put_u32(static_cast<std::uint32_t>(counts.rules), rule_count);
-  chunks[0].replace(kMagic.size() + 4 + 8, rule_count.size(), rule_count);
-  std::size_t total = 4;
+  chunks[0].replace(kHeaderBytes - 4, rule_count.size(), rule_count);
+  std::size_t total = kCrcBytes + (mac_key.empty() ? 0 : kTagBytes);
   for (const std::string& c : chunks) total += c.size();
   std::string out;
   out.reserve(total);
@@ -128,24 +163,47 @@ std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, N
     std::string().swap(c);
   }
   core::put_u32(base::crc32c(out), out);
+  if (!mac_key.empty()) {
+    const std::string tag = hmac_sha256(mac_key, out);
+    if (tag.empty()) throw std::runtime_error("OpenSSL could not compute the state file's HMAC-SHA256");
+    out += tag;
+  }
   return out;
 }
 
 std::variant<StateCounts, std::string> restore_state_file(std::string_view bytes, const rules::RuleSet& set,
-                                                          const KeepRule& keep) {
+                                                          const KeepRule& keep, std::string_view mac_key) {
   if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic) return "not a ratekeeper state file";
   std::string_view in = bytes.substr(kMagic.size());
-  std::uint32_t version;
+  std::uint32_t version, mac = kNoMac;
   if (!core::get_u32(in, version)) return "cut short in its header";
   if (version < kOldestVersion || version > kVersion) {
     return "version " + std::to_string(version) + ", this ratekeeper reads versions " + std::to_string(kOldestVersion) +
            " to " + std::to_string(kVersion);
   }
-  std::string_view tail = bytes.substr(bytes.size() - std::min<std::size_t>(bytes.size(), 4));
+  if (version >= 3 && !core::get_u32(in, mac)) return "cut short in its header";
+  if (mac != kNoMac && mac != kHmacSha256) return "of MAC kind " + std::to_string(mac) + ", which is none known";
+  if (mac == kNoMac && !mac_key.empty()) {
+    return "without a MAC, and --state-file-key-file is set: anyone who could write the file could have made it";
+  }
+  if (mac == kHmacSha256 && mac_key.empty()) return "with a MAC, and no --state-file-key-file is set to check it";
+  const std::size_t tag_bytes = mac == kHmacSha256 ? kTagBytes : 0;
+  if (in.size() < 8 + 4 + kCrcBytes + tag_bytes) return "cut short in its header";
+  // The MAC first: until it matches, nothing of the file is believed, its CRC included.
+  const std::string_view checked = bytes.substr(0, bytes.size() - tag_bytes);
+  if (tag_bytes != 0) {
+    const std::string tag = hmac_sha256(mac_key, checked);
+    if (tag.size() != kTagBytes || CRYPTO_memcmp(tag.data(), bytes.data() + checked.size(), kTagBytes) != 0) {
+      return "its MAC is not the one --state-file-key-file's key gives (written under another key, or forged)";
+    }
+  }
+  std::string_view tail = checked.substr(checked.size() - kCrcBytes);
   std::uint32_t sum;
-  if (in.size() < 4 + 8 + 4 || !core::get_u32(tail, sum)) return "cut short in its header";
-  if (base::crc32c(bytes.substr(0, bytes.size() - 4)) != sum) return "damaged or cut short (checksum mismatch)";
-  in.remove_suffix(4);
+  core::get_u32(tail, sum);
+  if (base::crc32c(checked.substr(0, checked.size() - kCrcBytes)) != sum) {
+    return "damaged or cut short (checksum mismatch)";
+  }
+  in.remove_suffix(kCrcBytes + tag_bytes);
   StateCounts counts;
   std::uint64_t saved_at;
   std::uint32_t rule_count;
@@ -176,7 +234,14 @@ std::string write_file_atomically(const std::string& path, std::string_view byte
   if (error.empty() && ::fsync(fd) != 0) error = std::string("cannot fsync ") + tmp + ": " + std::strerror(errno);
   if (::close(fd) != 0 && error.empty()) error = std::string("cannot close ") + tmp + ": " + std::strerror(errno);
   if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    const int err = errno;
+    error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(err);
+    struct stat st;
+    if ((err == EPERM || err == EACCES) && ::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+      error += " (" + path + " belongs to uid " + std::to_string(st.st_uid) + ", and in a directory with the " +
+               "sticky bit, such as /tmp, only its owner may replace it: remove it, or keep the state file in a " +
+               "directory only this user can write)";
+    }
   }
   if (!error.empty()) {
     ::unlink(tmp.c_str());
@@ -189,23 +254,56 @@ std::string write_file_atomically(const std::string& path, std::string_view byte
   return error;
 }
 
-std::string read_state_file(const std::string& path, std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? "missing" : "cannot open " + path + ": " + std::strerror(errno);
-  struct stat st;
-  std::string error;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) error = path + " is not a regular file";
-  bytes.clear();
-  if (error.empty()) bytes.resize(static_cast<std::size_t>(st.st_size));
-  for (std::size_t done = 0; error.empty() && done < bytes.size();) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) error = "cannot read " + path + ": " + std::strerror(errno);
-    else if (n == 0) bytes.resize(done);  // it shrank meanwhile: what there is (the checksum will tell)
-    else done += static_cast<std::size_t>(n);
+std::uint64_t max_state_file_bytes(const rules::RuleSet& set, const KeepRule& keep) {
+  // Saturating: a bound past what any file system holds is no bound, not a wrapped small one.
+  const auto add = [](std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  std::uint64_t bytes = kHeaderBytes + kCrcBytes + kTagBytes;
+  for (const auto& r : set.rules()) {
+    if (!r->limiter || !keep(set, *r)) continue;
+    const LimitSpec& spec = r->limiter->spec();
+    const std::uint64_t per_key =
+        4 + library::kMaxStoredKeyBytes + 4 + core::max_encoded_bytes(spec.algorithm, spec.limit);
+    const std::uint64_t keys = r->limiter->stats().max_keys;
+    bytes = add(bytes, add(kRuleAllowance, keys > UINT64_MAX / per_key ? UINT64_MAX : keys * per_key));
   }
-  ::close(fd);
+  return bytes;
+}
+
+std::string read_state_file(const std::string& path, std::uint64_t max_bytes, std::string& bytes) {
+  bytes.clear();
+  const store::TrustedFile f = store::open_trusted(path, O_RDONLY, kAllowedMode, "a state file may have");
+  if (!f.refused.empty()) return f.refused;
+  if (f.fd < 0) return f.error == ENOENT ? "missing" : "cannot open " + path + ": " + std::strerror(f.error);
+  const auto too_large = [&](std::uint64_t size) {
+    return path + " is " + std::to_string(size) + " bytes or more, and the configured stores (--max-keys, " +
+           "--max-memory) write at most " + std::to_string(max_bytes) + "; refused unread";
+  };
+  std::string error;
+  const auto size = static_cast<std::uint64_t>(f.st.st_size);
+  if (size > max_bytes) error = too_large(size);
+  // Read in pieces up to what was checked: the file may have grown since fstat, and no more than max_bytes is read.
+  try {
+    std::string piece(std::min<std::uint64_t>(max_bytes, 1 << 20) + 1, '\0');
+    if (error.empty()) bytes.reserve(static_cast<std::size_t>(size));
+    while (error.empty()) {
+      const ssize_t n = ::read(f.fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) error = "cannot read " + path + ": " + std::strerror(errno);
+      else if (n == 0) break;
+      else if (bytes.size() + static_cast<std::size_t>(n) > max_bytes) error = too_large(bytes.size() + n);
+      else bytes.append(piece.data(), static_cast<std::size_t>(n));
+    }
+  } catch (const std::bad_alloc&) {
+    error = "cannot hold " + path + " (" + std::to_string(size) + " bytes) in memory";
+  }
+  ::close(f.fd);
+  if (!error.empty()) std::string().swap(bytes);
   return error;
+}
+
+std::shared_ptr<base::SecretFile> read_state_key(const std::string& key_file) {
+  return std::make_shared<base::SecretFile>("--state-file-key-file", key_file, base::SecretFile::kAnyBytes,
+                                            kMinStateKeyBytes);
 }
 
 std::string check_state_path(const std::string& path) {
@@ -224,33 +322,40 @@ std::string check_state_path(const std::string& path) {
 }
 
 StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRule keep,
-                       std::shared_ptr<const Clock> clock, Nanos interval)
-    : path_(std::move(path)), reloader_(reloader), keep_(std::move(keep)), clock_(std::move(clock)) {
-  const auto set = reloader_.current();
-  std::string bytes;
+                       std::shared_ptr<const Clock> clock, Nanos interval, std::shared_ptr<base::SecretFile> key)
+    : path_(std::move(path)), reloader_(reloader), keep_(std::move(keep)), clock_(std::move(clock)),
+      key_(std::move(key)) {
+  if (const auto set = reloader_.current()) restore(*set);
+  periodic_.start(interval, [this] { save_now(); });
+}
+
+void StateSaver::restore(const rules::RuleSet& set) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string read_error = set ? read_state_file(path_, bytes) : "";
-  if (set && !read_error.empty() && read_error != "missing") {
-    logging::log(logging::Level::kError, "state file ignored, starting fresh",
-                 {{"file", path_}, {"error", read_error}});
-  } else if (set && read_error.empty()) {
-    const auto result = restore_state_file(bytes, *set, keep_);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    if (const auto* e = std::get_if<std::string>(&result)) {
-      logging::log(logging::Level::kError, "state file ignored, starting fresh", {{"file", path_}, {"error", *e}});
+  std::string bytes;
+  std::string error = read_state_file(path_, max_state_file_bytes(set, keep_), bytes);
+  if (error == "missing") {
+    logging::log(logging::Level::kInfo, "no state file yet, starting fresh", {{"file", path_}});
+    return;
+  }
+  if (error.empty()) {
+    const auto key = key_ ? key_->current() : nullptr;
+    auto result = restore_state_file(bytes, set, keep_, key ? std::string_view(*key) : std::string_view());
+    if (auto* e = std::get_if<std::string>(&result)) {
+      error = std::move(*e);
     } else {
       const auto& c = std::get<StateCounts>(result);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       const double age_s = to_seconds(clock_->now() - Nanos{c.saved_at_ns});
       logging::log(logging::Level::kInfo, "state restored",
                    {{"file", path_}, {"rules", std::to_string(c.rules)}, {"keys", std::to_string(c.keys)},
                     {"rules_changed", std::to_string(c.skipped_rules)}, {"age_s", std::to_string(age_s)},
                     {"ms", std::to_string(ms)}});
+      return;
     }
-  } else if (set) {
-    logging::log(logging::Level::kInfo, "no state file yet, starting fresh", {{"file", path_}});
   }
-  std::string().swap(bytes);
-  periodic_.start(interval, [this] { save_now(); });
+  // Nothing of it restored; the first save replaces it with a file of this uid, mode 0600 (write_file_atomically).
+  logging::log(logging::Level::kError, "state file ignored, starting fresh",
+               {{"file", path_}, {"error", error}, {"then", "the next save replaces it"}});
 }
 
 StateSaver::~StateSaver() { stop(); }
@@ -267,9 +372,16 @@ bool StateSaver::save_now(bool loud) {
   if (!set) return false;
   const auto started = std::chrono::steady_clock::now();
   StateCounts counts;
-  const std::string bytes = encode_state_file(*set, keep_, clock_->now(), counts);
-  if (std::string e = write_file_atomically(path_, bytes); !e.empty()) {
-    logging::log(logging::Level::kError, "state not saved", {{"file", path_}, {"error", e}});
+  std::string bytes, error;
+  try {
+    const auto key = key_ ? key_->current() : nullptr;
+    bytes = encode_state_file(*set, keep_, clock_->now(), counts, key ? std::string_view(*key) : std::string_view());
+    error = write_file_atomically(path_, bytes);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    logging::log(logging::Level::kError, "state not saved", {{"file", path_}, {"error", error}});
     return false;
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();

@@ -9,12 +9,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <system_error>
 
 #include "ratekeeper/params.h"
+#include "store/file/trust.h"
 #include "store/shm/testing.h"
 
 namespace rk {
@@ -29,12 +29,6 @@ namespace shm {
 namespace {
 
 std::system_error os_error(const std::string& what) { return {errno, std::generic_category(), what}; }
-
-std::string octal(unsigned mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%04o", mode);
-  return buf;
-}
 
 class Fd {
  public:
@@ -73,28 +67,8 @@ class Mapping {
   std::size_t bytes_;
 };
 
-// Whoever owns the file, or may write it, decides every limit kept in it, and whoever may read it sees every key:
-// only this user, and group or others within what the caller allowed.
-void check_trusted(const struct stat& st, const std::string& path, unsigned mode) {
-  if (!S_ISREG(st.st_mode)) throw InvalidArgument(path + " is not a regular file; refused");
-  if (st.st_uid != ::geteuid()) {
-    throw InvalidArgument(path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this process's uid " +
-                          std::to_string(::geteuid()) + "; refused: its owner could change the limits in it");
-  }
-  const unsigned extra = static_cast<unsigned>(st.st_mode) & 077 & ~mode;
-  if (extra != 0) {
-    const bool writable = (extra & 022) != 0;
-    throw InvalidArgument(path + " has mode " + octal(st.st_mode & 07777) + ", which gives group or others " +
-                          octal(extra) + " beyond the " + octal(mode) + " asked for (SharedOptions::mode); refused: " +
-                          (writable ? "whoever can write it can change the limits"
-                                    : "whoever can read it sees every key (client addresses, API keys)"));
-  }
-}
-
-MappedFile attach(int fd, const std::string& path, unsigned mode) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw os_error("fstat " + path);
-  check_trusted(st, path, mode);
+// A file store/file/trust.h believed, `st` its fstat.
+MappedFile attach(int fd, const struct stat& st, const std::string& path) {
   if (st.st_size <= 0) throw InvalidArgument(path + " is 0 bytes: not a ratekeeper shared store");
   Mapping m(fd, static_cast<std::size_t>(st.st_size), path);
   return m.release(false);
@@ -134,7 +108,7 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
       if (!name.empty()) ::unlink(name.c_str());
     }
   } unlink_temp{temp};
-  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + octal(mode) + " of the new " + path);
+  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + store::octal(mode) + " of the new " + path);
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) throw os_error("sizing " + path);
   Mapping m(fd.get(), bytes, path);
   format(m.base());
@@ -155,23 +129,19 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
 MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned mode,
                            const std::function<void(unsigned char*)>& format) {
   if ((mode & ~0777u) != 0 || (mode & 0600u) != 0600u) {
-    throw InvalidArgument("mode " + octal(mode) + " is not a permission mode that lets the owner read and write " +
+    throw InvalidArgument("mode " + store::octal(mode) + " is not a permission mode that lets the owner read and write " +
                           "(SharedOptions::mode: 0600 to 0777)");
   }
   // A few rounds: between a failed open and a failed link, another process may have removed the file.
   for (int round = 0; round < 8; ++round) {
-    const int raw = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    if (raw >= 0) {
-      const Fd fd(raw);
-      return attach(fd.get(), path, mode);
+    const store::TrustedFile f = store::open_trusted(path, O_RDWR, mode, "asked for (SharedOptions::mode)");
+    if (!f.refused.empty()) throw InvalidArgument(f.refused);
+    if (f.fd >= 0) {
+      const Fd fd(f.fd);
+      return attach(fd.get(), f.st, path);
     }
-    const int err = errno;
-    struct stat st {};
-    if (err == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-      throw InvalidArgument(path + " is a symbolic link; refused: a link could point the store at any file");
-    }
-    if (err != ENOENT) {
-      errno = err;
+    if (f.error != ENOENT) {
+      errno = f.error;
       throw os_error("opening the shared store " + path);
     }
     if (auto made = create(path, bytes, mode, format)) return *made;

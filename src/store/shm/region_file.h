@@ -4,8 +4,8 @@
 // Creating: the region is made in an unnamed file (O_TMPFILE; a random name where the file system lacks it),
 // given exactly `mode`, sized, formatted, then linked under `path` only if nothing is there yet. So no one ever
 // sees a half-formatted region, nothing is locked after the call, and a creator that dies leaves nothing behind.
-// Attaching: the path itself must not be a symbolic link (O_NOFOLLOW), and the file must be a regular file owned
-// by this process's effective uid whose group and other permission bits are within `mode`.
+// Attaching: the file must pass store/file/trust.h's check: not a symbolic link, a regular file owned by this
+// process's effective uid, whose group and other permission bits are within `mode`.
 #pragma once
 
 #include <cstddef>
