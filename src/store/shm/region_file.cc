@@ -129,8 +129,9 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
 MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned mode,
                            const std::function<void(unsigned char*)>& format) {
   if ((mode & ~0777u) != 0 || (mode & 0600u) != 0600u) {
-    throw InvalidArgument("mode " + store::octal(mode) + " is not a permission mode that lets the owner read and write " +
-                          "(SharedOptions::mode: 0600 to 0777)");
+    throw InvalidArgument("mode " + store::octal(mode) +
+                          " is not a permission mode that lets the owner read and write (SharedOptions::mode: 0600 to "
+                          "0777)");
   }
   // A few rounds: between a failed open and a failed link, another process may have removed the file.
   for (int round = 0; round < 8; ++round) {
