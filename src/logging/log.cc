@@ -10,34 +10,16 @@
 
 #include "logging/repeat_limiter.h"
 
+#include "base/json_string.h"
+
 namespace rk::logging {
 
 namespace {
 
+using base::append_json_string;
+
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::mutex g_write;
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
 
 }  // namespace
 

@@ -15,12 +15,10 @@ std::vector<ConfigError> parse_domain(const std::string& file, const std::string
     errors.push_back({{file, 1, 1}, over_the_limit(text.size())});
     return errors;
   }
-  std::vector<yaml::Problem> problems;
-  yaml::read_document(text, problems, [&](const YAML::Node& root) {
-    RulesReader r(file, problems);
+  yaml::read_document(text, file, errors, [&](const YAML::Node& root) {
+    RulesReader r(file, errors);
     read_domain(r, root, out);
   });
-  for (yaml::Problem& p : problems) errors.push_back({{file, p.at.line, p.at.column}, std::move(p.message)});
   return errors;
 }
 

@@ -1,6 +1,6 @@
 #include "rules/reloader.h"
 
-#include "store/memory/key_digest.h"
+#include "base/content_hash.h"
 
 #include <sys/stat.h>
 
@@ -51,7 +51,7 @@ std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
   std::string text;
   for (const RulesFile& f : files) text += f.name + "\n" + f.text + "\n";
   const auto previous = current();
-  auto next = RuleSet::build(std::move(domains), previous.get(), options_, store::content_hash(text));
+  auto next = RuleSet::build(std::move(domains), previous.get(), options_, base::content_hash(text));
   current_.store(next, std::memory_order_release);
   if (events_.on_success) events_.on_success(*next);
   return errors;

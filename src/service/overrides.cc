@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "base/content_hash.h"
 #include "service/service.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::service {
 
@@ -28,7 +28,7 @@ std::string_view override_prefix(rules::Unit unit) {
   static const auto prefixes = [] {
     std::array<std::string, static_cast<std::size_t>(rules::Unit::kYear) + 1> p;
     for (std::size_t u = 0; u < p.size(); ++u) {
-      p[u] = "rk:override:" + store::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
+      p[u] = "rk:override:" + base::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
     }
     return p;
   }();

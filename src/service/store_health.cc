@@ -23,7 +23,7 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
                    {{"error", unavailable->error}});
     }
   } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
-             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
+             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= kNanosPerSecond &&
              !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
     logging::log(logging::Level::kInfo, "the shared store answers again", {});
   }

@@ -5,13 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/content_hash.h"
 #include "rules/parse.h"
 #include "rules/ruleset.h"
 #include "server/api/check_json.h"
 #include "server/api/forward_auth.h"
 #include "server/api/routes.h"
 #include "server/http/response_writer.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::api {
 namespace {
@@ -91,7 +91,7 @@ std::shared_ptr<const rules::RuleSet> rule_set(const std::string& text) {
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
   std::vector<rules::DomainConfig> domains;
   domains.push_back(std::move(d));
-  return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{}, store::content_hash(text));
+  return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{}, base::content_hash(text));
 }
 
 constexpr const char* kSelfConsistentRules = R"(domain: edge

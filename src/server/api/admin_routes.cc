@@ -9,7 +9,9 @@
 #include <utility>
 #include <variant>
 
+#include "base/ascii.h"
 #include "dashboard/dashboard.h"
+#include "headers/rate_limit_headers.h"
 #include "server/api/admin_auth.h"
 #include "server/api/check_json.h"
 #include "server/api/own_page.h"
@@ -45,7 +47,7 @@ void what_if(dashboard::WhatIfRunner& runner, const Hooks& hooks, const http::Re
   };
   const auto busy = [&](http::Response& out) {
     answer(dashboard::WhatIfError{"", "another what-if is running: try again shortly", 503}, out);
-    out.headers.emplace_back("Retry-After", std::to_string(runner.retry_after().count()));
+    out.headers.emplace_back(headers::kRetryAfter, std::to_string(runner.retry_after().count()));
   };
   http::Reply reply = req.defer();
   if (!reply) {
@@ -104,7 +106,7 @@ bool dashboard(service::Service& service, const Hooks& hooks, dashboard::WhatIfR
 }  // namespace
 
 http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
-  for (std::string& h : admin.hosts) h = lower(h);
+  for (std::string& h : admin.hosts) h = base::ascii_lower(h);
   // Shared by the handler's copies; the last to go stops a what-if in progress and joins its thread.
   std::shared_ptr<dashboard::WhatIfRunner> what_ifs;
   if (hooks.tracker) what_ifs = std::make_shared<dashboard::WhatIfRunner>(admin.what_if);

@@ -2,7 +2,10 @@
 #include "server/api/own_page.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
+#include "base/ascii.h"
 #include "server/api/admin_auth.h"
 #include "server/api/client_address.h"
 #include "server/api/respond.h"
@@ -19,7 +22,7 @@ std::string host_name(std::string_view authority) {
     authority = authority.substr(0, authority.rfind(':') == authority.find(':') ? authority.find(':') : authority.npos);
   }
   if (authority.ends_with('.')) authority.remove_suffix(1);
-  return lower(authority);
+  return base::ascii_lower(authority);
 }
 
 bool configured(std::string_view name, const AdminOptions& admin) {
@@ -34,12 +37,6 @@ bool own_host(std::string_view name, const AdminOptions& admin) {
 
 }  // namespace
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
-
 // Refuses what a browser sends on behalf of another site's page: a foreign Host (DNS rebinding reads hot keys and
 // rules), a foreign Origin (a cross-site POST resets limits), and a POST body a form or a "simple" fetch can send
 // without a CORS preflight (only application/json needs one).
@@ -53,7 +50,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
   if (const std::string_view origin = req.header("origin"); !origin.empty()) {
     const auto scheme = origin.find("://");
     const std::string_view authority = scheme == std::string_view::npos ? "" : origin.substr(scheme + 3);
-    const bool own = !authority.empty() && (lower(authority) == lower(host) || configured(host_name(authority), admin));
+    const bool own = !authority.empty() && (base::iequals(authority, host) || configured(host_name(authority), admin));
     if (!own) {
       error(res, hooks, "admin", 403, "foreign_origin", "Origin",
             "'" + std::string(origin.substr(0, 256)) + "' is not this admin listener's own page");
@@ -64,7 +61,7 @@ bool from_own_page(const http::Request& req, http::Response& res, const Hooks& h
     const std::string_view type = req.header("content-type");
     std::string_view media = type.substr(0, type.find(';'));
     while (media.ends_with(' ') || media.ends_with('\t')) media.remove_suffix(1);
-    if (lower(media) != "application/json") {
+    if (base::ascii_lower(media) != "application/json") {
       error(res, hooks, "admin", 415, "content_type", "Content-Type",
             "'" + std::string(type.substr(0, 128)) + "' is not application/json");
       return false;

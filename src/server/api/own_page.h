@@ -4,20 +4,14 @@
 // cross-site request), and a POST body application/json (else 415: a form or text/plain POST needs no CORS
 // preflight).
 //
-//   for (std::string& h : admin.hosts) h = lower(h);         // once: names are compared lower-case
-//   if (!from_own_page(req, res, hooks, admin)) return;      // refused, and answered
+//   for (std::string& h : admin.hosts) h = base::ascii_lower(h);  // once: names are compared lower-case
+//   if (!from_own_page(req, res, hooks, admin)) return;           // refused, and answered
 #pragma once
-
-#include <string>
-#include <string_view>
 
 #include "server/api/routes.h"
 #include "server/http/server.h"
 
 namespace rk::api {
-
-// `s` with A-Z made a-z.
-std::string lower(std::string_view s);
 
 // Refuses what a browser sends on behalf of another site's page: a foreign Host (DNS rebinding reads hot keys and
 // rules), a foreign Origin (a cross-site POST resets limits), and a POST body a form or a "simple" fetch can send

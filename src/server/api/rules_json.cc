@@ -27,9 +27,9 @@ static void limit_json(const rules::RateLimit& l, nlohmann::json& rule) {
     const auto days = std::chrono::duration_cast<std::chrono::hours>(spec.window).count() / 24;
     rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (params.h)
   } else {
-    rule["window_seconds"] = static_cast<double>(spec.window.count()) / 1e9;
+    rule["window_seconds"] = to_seconds(spec.window);
   }
-  if (spec.half_life) rule["half_life_seconds"] = static_cast<double>(spec.half_life->count()) / 1e9;
+  if (spec.half_life) rule["half_life_seconds"] = to_seconds(*spec.half_life);
   if (spec.burst) rule["burst"] = *spec.burst;
   if (spec.capacity) rule["capacity"] = *spec.capacity;
   if (core::takes(spec.algorithm, core::Param::kCountRefused)) rule["count_refused"] = core::counts_refused(spec);
@@ -52,7 +52,7 @@ std::string rules_json(const rules::RuleSet* set) {
         if (l.blocked) {
           rule["blocked"] = true;  // refuses everything; no algorithm runs
           rule["algorithm"] = rules::algorithm_shown(l);
-          rule["window_seconds"] = static_cast<double>(l.spec.window.count()) / 1e9;
+          rule["window_seconds"] = to_seconds(l.spec.window);
         } else {
           limit_json(l, rule);
         }

@@ -91,8 +91,9 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
       // request's own limit (DescriptorStatus::name, a label for our logs and metrics, falls back to the path).
       if (st.rule) limit->set_name(st.rule->limit->name);
       auto* d = s->mutable_duration_until_reset();
-      d->set_seconds(st.duration_until_reset.count() / 1'000'000'000);
-      d->set_nanos(static_cast<std::int32_t>(st.duration_until_reset.count() % 1'000'000'000));
+      const auto whole = std::chrono::duration_cast<std::chrono::seconds>(st.duration_until_reset);
+      d->set_seconds(whole.count());
+      d->set_nanos(static_cast<std::int32_t>((st.duration_until_reset - whole).count()));
     }
   }
   if (headers) {

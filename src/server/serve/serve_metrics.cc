@@ -91,7 +91,7 @@ void ServeMetrics::watch_remote(const service::Service& service) {
     registry_.counter_fn(n::kBatches.name, n::kBatches.help, {}, [&bs] { return bs.batches.load(); });
     registry_.counter_fn(n::kBatchKeys.name, n::kBatchKeys.help, {}, [&bs] { return bs.keys_sent.load(); });
     registry_.counter_fn(n::kBatchFailedKeys.name, n::kBatchFailedKeys.help, {}, [&bs] { return bs.failed.load(); });
-    registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return static_cast<double>(bs.lag_ns.load()) / 1e9; });
+    registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return to_seconds(Nanos{bs.lag_ns.load()}); });
     registry_.gauge_fn(n::kBatchedKeys.name, n::kBatchedKeys.help, {},
                        [&bs] { return static_cast<double>(bs.keys.load()); });
     registry_.gauge_fn(n::kBatchedBytes.name, n::kBatchedBytes.help, {},

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "base/hex.h"
 #include "core/numeric.h"
 #include "core/registry.h"
 #include "store/memory/hash.h"
@@ -194,7 +195,6 @@ class RedisRemote final : public store::RemoteStore {
 
 std::string tagged_key(std::string_view store_key, std::string_view lead, std::string_view suffix) {
   constexpr std::string_view kPrefix = "rk:";
-  constexpr std::string_view kHex = "0123456789abcdef";
   // 32 bits: the CRC-16 of 8 hex digits gives every slot within 0.2% of an even share (of 4 digits, only 80% of the
   // slots at all). After "rk:", so that "rk:*", a SCAN's or an ACL's pattern, still covers every key.
   const auto digest = static_cast<std::uint32_t>(store::hash_key(store_key, kTagSeed));
@@ -205,7 +205,7 @@ std::string tagged_key(std::string_view store_key, std::string_view lead, std::s
   if (ours) out += kPrefix;
   out += '{';
   out += lead;
-  for (int shift = static_cast<int>(4 * kTagDigits) - 4; shift >= 0; shift -= 4) out += kHex[(digest >> shift) & 0xf];
+  out.append(base::hex16(digest), 16 - kTagDigits, kTagDigits);
   out += '}';
   out += store_key;
   out += suffix;

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/hex.h"
 #include "store/redis/client.h"
 #include "store/redis/script.h"
 #include "store/redis/shared_counters_lua.h"
@@ -17,10 +18,7 @@ namespace {
 std::string random_id() {
   std::random_device rd;
   const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 0; i < 16; ++i) out[i] = kHex[(v >> (60 - 4 * i)) & 15];
-  return out;
+  return base::hex16(v);
 }
 
 // A whole count as Redis keeps it (a signed 64-bit integer in decimal); nullopt for anything else.

@@ -5,12 +5,12 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "base/number_text.h"
 #include "core/algorithms.h"
 #include "core/registry.h"
 
@@ -35,11 +35,7 @@ StoredSpec stored_spec(const LimitSpec& s) {
   return o;
 }
 
-std::string number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
+std::string number(double v) { return base::shortest_number(v); }
 
 std::string algorithm_text(std::uint8_t a) {
   for (Algorithm known : kAllAlgorithms) {
