@@ -1,8 +1,8 @@
-// bench/batcher_decide.cc: the decision path of a `sharing: batched` domain (service/batcher.h, try_decide) against
-// the embedded store's (Limiter::check_at), with nothing around them: --threads threads deciding one hot key, then
-// --keys keys, for --seconds each way, in one run; decisions/s and the ratio to the embedded store. The batcher's
-// store is a Redis port nothing listens on: once its first fetch fails, keys decide locally through the same
-// try_decide as a synced key (only the freshness test differs), and nothing is sent (no batch thread).
+// bench/batcher_decide.cc: the decision path of a `sharing: batched` domain (store/batched/batcher.h, try_decide)
+// against the embedded store's (Limiter::check_at), with nothing around them: --threads threads deciding one hot key,
+// then --keys keys, for --seconds each way, in one run; decisions/s and the ratio to the embedded store. The
+// batcher's store is a Redis port nothing listens on: once its first fetch fails, keys decide locally through the
+// same try_decide as a synced key (only the freshness test differs), and nothing is sent (no batch thread).
 //
 //   rk_batcher_decide [--seconds 1] [--threads 2] [--keys 10000]
 #include <atomic>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ratekeeper/limiter.h"
-#include "service/batcher.h"
+#include "store/batched/batcher.h"
 #include "store/redis/shared_counters.h"
 
 namespace {
@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
   const rk::Nanos t0{1'000'000'000'000'000'000};
 
   rk::Limiter limiter(spec);
-  rk::service::Batcher batcher(rk::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}),
-                               std::make_shared<rk::SystemClock>(),
-                               rk::service::BatcherOptions{.max_keys = 2 * keys, .start_thread = false});
+  rk::store::batched::Batcher batcher(
+      rk::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}), std::make_shared<rk::SystemClock>(),
+      rk::store::batched::BatcherOptions{.max_keys = 2 * keys, .start_thread = false});
   for (const std::string& k : names) {  // every key held; the first fetch fails, and the store is away
     std::promise<void> p;
     batcher.decide(spec, k, 1, false, t0, [&p](rk::Decision) { p.set_value(); });

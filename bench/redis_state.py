@@ -157,10 +157,10 @@ def main():
             args = subprocess.run([a.load, "--print-args", alg, "--window-s", "3600", "--limit", "100"], check=True,
                                   capture_output=True, text=True).stdout.split("\n")[:-1]
             sides = {
-                # Keys as both sides name the store key "rk:pop:<i>" (the baseline has issue 17's names).
-                "before": (before_script(a.before, alg), lambda i: "rk:{}pop:%d" % i),
+                # Both sides name the store key "rk:pop:<i>" alike: a tag as wide as the real one (docs/redis.md).
+                "before": (before_script(a.before, alg), lambda i: "rk:{00000000}pop:%d" % i),
                 "after": (subprocess.run([a.load, "--print-library", alg], check=True, capture_output=True,
-                                         text=True).stdout, lambda i: "rk:{}pop:%d" % i),
+                                         text=True).stdout, lambda i: "rk:{00000000}pop:%d" % i),
             }
             got = {side: [] for side in sides}
             for k in range(a.passes):

@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/content_hash.h"
 #include "rules/parse.h"
 #include "rules/ruleset.h"
 #include "server/serve/state_file.h"
-#include "store/memory/key_digest.h"
 
 namespace {
 
@@ -56,7 +56,7 @@ std::shared_ptr<const rk::rules::RuleSet> build(const std::string& algorithm, st
   rk::rules::BuildOptions options;
   options.store.max_keys = max_keys;
   options.clock = std::make_shared<rk::SystemClock>();
-  return rk::rules::RuleSet::build(std::move(domains), nullptr, options, rk::store::content_hash(text));
+  return rk::rules::RuleSet::build(std::move(domains), nullptr, options, rk::base::content_hash(text));
 }
 
 std::string key(std::size_t i) {

@@ -92,7 +92,7 @@ class RK_EXPORT SharedLimiter {
   SharedStats stats() const;
   const LimitSpec& spec() const;
 
-  struct Impl;  // in src/store/shm/shared_limiter.cc
+  struct Impl;  // in src/store/shm/shm_store.h
 
  private:
   explicit SharedLimiter(std::unique_ptr<Impl> impl);

@@ -19,6 +19,9 @@ namespace rk {
 
 using Nanos = std::chrono::nanoseconds;
 
+// Nanoseconds in a second: where a count of nanoseconds meets one of seconds.
+inline constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+
 // "Never": a retry_after that no amount of waiting satisfies (a cost above what the limit can ever admit).
 inline constexpr Nanos kNever = Nanos::max();
 

@@ -209,7 +209,7 @@ void rk_spec_init(rk_spec* spec) {
   *spec = rk_spec{};
   spec->algorithm = "earrrl";
   spec->limit = 0;
-  spec->window_ns = 1'000'000'000;
+  spec->window_ns = rk::kNanosPerSecond;
   spec->half_life_ns = -1;
   spec->burst = NAN;
   spec->capacity = NAN;

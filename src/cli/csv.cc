@@ -1,15 +1,13 @@
 #include "cli/csv.h"
 
-#include <charconv>
+#include "base/number_text.h"
 
 namespace rk::cli {
 
 std::string csv_number(double v) {
   if (v == 0) return "0";  // and never "-0"
-  char buf[32];
   // Shortest text that reads back as exactly v, so the output can be checked against the maths.
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
+  return base::shortest_number(v);
 }
 
 std::string csv_field(std::string_view s) {

@@ -123,7 +123,7 @@ int run_simulate(const std::vector<std::string>& args, std::ostream& out, std::o
   std::vector<sim::ScenarioError> problems;
   std::optional<sim::Scenario> scenario = sim::load_scenario(request.file, problems);
   if (!scenario) {
-    for (const auto& p : problems) err << "ratekeeper simulate: " << p.where() << ": " << p.message << "\n";
+    for (const auto& p : problems) err << "ratekeeper simulate: " << p.to_string() << "\n";
     return 2;
   }
   if (request.seed) {

@@ -4,15 +4,12 @@
 
 #include <algorithm>
 
+#include "base/ascii.h"
+#include "base/hex.h"
+
 namespace rk::dashboard {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
 
 // The keys from the root to the descriptor holding `limit`, into `path`; false when it is not under `list`.
 bool path_to(const std::vector<rules::Descriptor>& list, const rules::RateLimit* limit,
@@ -28,7 +25,7 @@ bool path_to(const std::vector<rules::Descriptor>& list, const rules::RateLimit*
 }  // namespace
 
 bool secret_name(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = base::ascii_lower(name);
   if (n == "generic_key") return false;
   static constexpr std::string_view kWords[] = {"auth", "token", "secret", "passw", "cookie", "session",
                                                 "credential", "key", "jwt", "bearer", "signature"};
@@ -39,12 +36,8 @@ std::string fingerprint(std::string_view secret) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (EVP_Digest(secret.data(), secret.size(), md, &size, EVP_sha256(), nullptr) != 1) return "sha256:?";
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "sha256:";
-  for (unsigned int i = 0; i < 6 && i < size; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
+  for (unsigned int i = 0; i < 6 && i < size; ++i) base::append_hex(out, md[i]);
   return out;
 }
 

@@ -6,26 +6,19 @@
 #include <charconv>
 #include <mutex>
 
+#include "base/same_owner.h"
+
 namespace rk::dashboard {
-
-namespace {
-
-bool same_owner(const std::weak_ptr<const rules::RuleSet>& a, const std::shared_ptr<const rules::RuleSet>& b) {
-  // By control block, not address: a set freed and another allocated at its address are still told apart.
-  return !a.owner_before(b) && !b.owner_before(a);
-}
-
-}  // namespace
 
 void Tracker::observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
                       const service::DescriptorStatus& status, Nanos now) {
   if (!set) return;
   std::shared_lock lock(mu_);
-  if (!same_owner(bound_, set)) {
+  if (!base::same_owner(bound_, set)) {
     lock.unlock();
     {
       std::unique_lock write(mu_);
-      if (!same_owner(bound_, set)) {
+      if (!base::same_owner(bound_, set)) {
         // A new rule set: index its rules, keeping the entries of rules it still has (by name).
         std::unordered_map<std::string, std::shared_ptr<Entry>> names;
         by_rule_.clear();

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <vector>
 
+#include "base/number_text.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 
@@ -18,11 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
+std::string num(double v) { return base::digits_number(v, 10); }
 
 // The deepest nesting of arrays and objects in a JSON text (strings skipped), without recursion: the YAML reader
 // the scenario goes through recurses, so depth is bounded before it sees anything.
@@ -85,8 +81,8 @@ struct Series {
 json limiter_json(const LimitSpec& s) {
   json j = {{"algorithm", algorithm_name(s.algorithm)},
             {"limit", s.limit},
-            {"window_seconds", std::chrono::duration<double>(s.window).count()}};
-  if (s.half_life) j["half_life_seconds"] = std::chrono::duration<double>(*s.half_life).count();
+            {"window_seconds", to_seconds(s.window)}};
+  if (s.half_life) j["half_life_seconds"] = to_seconds(*s.half_life);
   if (s.burst) j["burst"] = *s.burst;
   if (s.capacity) j["capacity"] = *s.capacity;
   if (s.count_refused) j["count_refused"] = *s.count_refused;
@@ -142,7 +138,7 @@ std::optional<WhatIfError> run(const sim::Scenario& s, const WhatIfLimits& limit
                                                " ms of running: shorten it or lower the rates"}};
                          }
                          Series& c = series[e.client];
-                         const double t = std::chrono::duration<double>(e.time).count();
+                         const double t = to_seconds(e.time);
                          if (!e.attempted) {
                            if (e.client == 0) sample_times.push_back(t);
                            c.remaining.push_back(e.decision.remaining);
@@ -214,8 +210,8 @@ WhatIfResult run_what_if(std::string_view body, const WhatIfLimits& limits, std:
     clients.push_back(std::move(j));
   }
   return json{{"limiter", limiter_json(s.spec)},
-              {"duration_seconds", duration_ns / 1e9},
-              {"bucket_seconds", duration_ns / 1e9 / static_cast<double>(nb)},
+              {"duration_seconds", to_seconds(s.duration)},
+              {"bucket_seconds", to_seconds(s.duration) / static_cast<double>(nb)},
               {"sample_times", std::move(sample_times)},
               {"attempts", total},
               {"allowed", allowed},

@@ -12,10 +12,11 @@ namespace {
 // Structured Fields integers have at most 15 digits (RFC 9651 §3.3.1).
 constexpr double kSfMax = 999'999'999'999'999.0;
 
-// Rounded up without overflow: not (ns + 999'999'999) / 1e9, which overflows for a saturated Nanos::max().
+// Rounded up without overflow (chrono::ceil adds a whole second after dividing, where (ns + 999'999'999) / 1e9
+// would overflow for a saturated Nanos::max()).
 std::int64_t ceil_seconds(Nanos d) {
   if (d <= Nanos{0}) return 0;
-  return d.count() / 1'000'000'000 + (d.count() % 1'000'000'000 != 0 ? 1 : 0);
+  return std::chrono::ceil<std::chrono::seconds>(d).count();
 }
 
 // A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
@@ -74,7 +75,7 @@ LimitState from_decision(std::string_view name, double quota, Nanos window, cons
 Policy policy(double quota, Nanos window) {
   Policy p{.q = 0, .w = std::max<std::int64_t>(1, ceil_seconds(window))};
   if (!(quota > 0) || window <= Nanos{0}) return p;  // blocked: nothing in any window
-  const double window_s = static_cast<double>(window.count()) / 1e9;
+  const double window_s = to_seconds(window);
   // The relative nudge keeps 10 per 60 s from becoming 9.999... and then 9.
   const double q = quota * static_cast<double>(p.w) / window_s * (1 + 1e-12);
   if (q < 1) return {.q = 1, .w = std::max<std::int64_t>(1, whole(std::ceil(window_s / quota * (1 - 1e-12))))};
@@ -99,7 +100,7 @@ std::size_t binding(std::span<const LimitState> limits) {
 
 void format_to(std::span<const LimitState> limits, FieldSink& out) {
   if (limits.empty()) return;
-  std::string* v = &out.value_of(kFieldNames[0]);
+  std::string* v = &out.value_of(kRateLimitPolicy);
   const std::size_t start = v->size();
   for (const LimitState& l : limits) {
     const Policy p = policy(l.quota, l.window);
@@ -115,21 +116,21 @@ void format_to(std::span<const LimitState> limits, FieldSink& out) {
   // "Never" is one wait in every field: t, X-RateLimit-Reset and Retry-After (not t the window's end, which a client
   // reading X-RateLimit-Reset would take for "retry then", and be refused again, for ever).
   const std::int64_t r = whole(b.remaining), t = b.never ? kMaxSeconds : header_seconds(b.reset);
-  v = &out.value_of(kFieldNames[1]);
+  v = &out.value_of(kRateLimit);
   append_sf_string(*v, b.name);
   *v += ";r=";
   append_int(*v, r);
   *v += ";t=";
   append_int(*v, t);
   out.end_field();
-  append_int(out.value_of(kFieldNames[2]), policy(b.quota, b.window).q);
+  append_int(out.value_of(kXRateLimitLimit), policy(b.quota, b.window).q);
   out.end_field();
-  append_int(out.value_of(kFieldNames[3]), r);
+  append_int(out.value_of(kXRateLimitRemaining), r);
   out.end_field();
-  append_int(out.value_of(kFieldNames[4]), t);
+  append_int(out.value_of(kXRateLimitReset), t);
   out.end_field();
   if (b.refused) {
-    append_int(out.value_of(kFieldNames[5]), std::max<std::int64_t>(1, t));
+    append_int(out.value_of(kRetryAfter), std::max<std::int64_t>(1, t));
     out.end_field();
   }
 }

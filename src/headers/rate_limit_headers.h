@@ -32,9 +32,16 @@ inline constexpr std::int64_t kMaxSeconds = 2'147'483'647;
 // The same as a duration: what the service answers as gRPC's and the JSON API's duration_until_reset for "never".
 inline constexpr Nanos kMaxWait = std::chrono::seconds(kMaxSeconds);
 
-// Every field format() may write, in its order (static, NUL-terminated: the C API hands these pointers out).
-inline constexpr const char* kFieldNames[] = {"RateLimit-Policy",      "RateLimit",          "X-RateLimit-Limit",
-                                              "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"};
+// The fields format() may write, each by name, and all in their order (static, NUL-terminated: the C API hands
+// these pointers out).
+inline constexpr const char* kRateLimitPolicy = "RateLimit-Policy";
+inline constexpr const char* kRateLimit = "RateLimit";
+inline constexpr const char* kXRateLimitLimit = "X-RateLimit-Limit";
+inline constexpr const char* kXRateLimitRemaining = "X-RateLimit-Remaining";
+inline constexpr const char* kXRateLimitReset = "X-RateLimit-Reset";
+inline constexpr const char* kRetryAfter = "Retry-After";
+inline constexpr const char* kFieldNames[] = {kRateLimitPolicy,     kRateLimit,       kXRateLimitLimit,
+                                              kXRateLimitRemaining, kXRateLimitReset, kRetryAfter};
 
 // One limit's part in the answer.
 struct LimitState {

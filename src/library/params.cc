@@ -1,9 +1,9 @@
 #include "ratekeeper/params.h"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "base/number_text.h"
 #include "core/numeric.h"
 #include "core/registry.h"
 #include "core/windows.h"
@@ -12,11 +12,8 @@ namespace rk {
 
 namespace {
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+// Every digit a double has, whole numbers written out: "limit 10000000000000 is absurd".
+std::string num(double v) { return base::digits_number(v, 17); }
 
 using core::Param;
 

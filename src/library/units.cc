@@ -57,7 +57,7 @@ std::optional<Nanos> parse_duration(std::string_view text) {
   static constexpr Unit kUnits[] = {{"ns", 1},
                                     {"us", 1'000},
                                     {"ms", 1'000'000},
-                                    {"s", 1'000'000'000},
+                                    {"s", kNanosPerSecond},
                                     {"m", 60'000'000'000},
                                     {"h", 3'600'000'000'000},
                                     {"d", 86'400'000'000'000},
@@ -70,12 +70,12 @@ std::optional<Nanos> parse_duration(std::string_view text) {
       return std::nullopt;
     }
   }
-  if (auto v = parse_decimal(text, 1'000'000'000, false)) return Nanos{*v};
+  if (auto v = parse_decimal(text, kNanosPerSecond, false)) return Nanos{*v};
   return std::nullopt;
 }
 
 std::optional<Nanos> parse_seconds(std::string_view text) {
-  if (auto v = parse_decimal(text, 1'000'000'000, true)) return Nanos{*v};
+  if (auto v = parse_decimal(text, kNanosPerSecond, true)) return Nanos{*v};
   return std::nullopt;
 }
 
@@ -83,8 +83,8 @@ std::string format_seconds(Nanos d) {
   const std::int64_t ns = d.count();
   const bool negative = ns < 0;
   const core::u128 mag = negative ? static_cast<core::u128>(-(ns + 1)) + 1 : static_cast<core::u128>(ns);
-  const auto whole = static_cast<unsigned long long>(mag / 1'000'000'000);
-  const auto frac = static_cast<unsigned long long>(mag % 1'000'000'000);
+  const auto whole = static_cast<unsigned long long>(mag / kNanosPerSecond);
+  const auto frac = static_cast<unsigned long long>(mag % kNanosPerSecond);
   char buf[48];
   int n = std::snprintf(buf, sizeof buf, "%s%llu", negative ? "-" : "", whole);
   if (frac != 0) {
@@ -94,11 +94,11 @@ std::string format_seconds(Nanos d) {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-double to_seconds(Nanos d) { return static_cast<double>(d.count()) / 1e9; }
+double to_seconds(Nanos d) { return static_cast<double>(d.count()) / kNanosPerSecond; }
 
 Nanos nanos_from_seconds_ceil(double seconds) {
   if (std::isnan(seconds)) return Nanos{0};
-  const double ns = std::ceil(seconds * 1e9);
+  const double ns = std::ceil(seconds * kNanosPerSecond);
   if (ns >= 9.2e18) return Nanos::max();
   if (ns <= -9.2e18) return Nanos::min();
   return Nanos{static_cast<std::int64_t>(ns)};

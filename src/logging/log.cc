@@ -5,35 +5,21 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <string>
+#include <vector>
+
+#include "logging/repeat_limiter.h"
+
+#include "base/json_string.h"
 
 namespace rk::logging {
 
 namespace {
 
+using base::append_json_string;
+
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::mutex g_write;
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
 
 }  // namespace
 
@@ -48,9 +34,11 @@ bool parse_log_level(std::string_view name, Level& out) {
   return true;
 }
 
-void log(Level level, std::string_view message,
-         std::initializer_list<std::pair<std::string_view, std::string>> fields) {
-  if (!log_enabled(level)) return;
+namespace {
+
+using Fields = std::initializer_list<std::pair<std::string_view, std::string>>;
+
+void write_line(Level level, std::string_view message, Fields fields) {
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
@@ -77,5 +65,41 @@ void log(Level level, std::string_view message,
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }
+
+RepeatLimiter& limiter() {
+  // Never destroyed: other libraries' threads (gRPC's) may log while the process exits.
+  static RepeatLimiter* const one = new RepeatLimiter({.lines = kRepeatLines, .interval = kRepeatInterval});
+  return *one;
+}
+
+void report(const std::vector<RepeatLimiter::Held>& held) {
+  for (const RepeatLimiter::Held& h : held) {
+    write_line(h.level, "log lines suppressed",
+               {{"event", h.event},
+                {"suppressed", std::to_string(h.count)},
+                {"interval", std::to_string(kRepeatInterval.count()) + "s"}});
+  }
+}
+
+void limited(Level level, std::string_view event, std::string_view message, Fields fields) {
+  std::vector<RepeatLimiter::Held> ended;
+  const bool write = limiter().admit(event, level, ended);
+  report(ended);
+  if (write) write_line(level, message, fields);
+}
+
+}  // namespace
+
+void log(Level level, std::string_view message, Fields fields) {
+  if (!log_enabled(level)) return;
+  if (level == Level::kDebug) return write_line(level, message, fields);
+  limited(level, message, message, fields);
+}
+
+void log_event(Level level, std::string_view event, std::string_view message, Fields fields) {
+  if (log_enabled(level)) limited(level, event, message, fields);
+}
+
+void report_held_lines() { report(limiter().drain()); }
 
 }  // namespace rk::logging

@@ -52,6 +52,8 @@ inline constexpr Name kBadRequests{"ratekeeper_bad_requests_total",
                                    "Requests refused as malformed, by protocol and reason."};
 // gauge, no labels.
 inline constexpr Name kHttpConnections{"ratekeeper_http_connections", "Open HTTP connections on the public listener."};
+// gauge, no labels; with --grpc only.
+inline constexpr Name kGrpcConnections{"ratekeeper_grpc_connections", "Open connections on the gRPC listener."};
 // counter {method, code}.
 inline constexpr Name kGrpcRequests{"ratekeeper_grpc_requests_total", "gRPC requests, by method and status code."};
 // counter, no labels: batches of decisions sent to the remote store (Redis).
@@ -112,7 +114,8 @@ inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
-                                    kHttpConnections, kGrpcRequests,    kRemoteCalls,     kRemoteFailures,
+                                    kHttpConnections, kGrpcConnections, kGrpcRequests,    kRemoteCalls,
+                                    kRemoteFailures,
                                     kRemoteTlsFailures, kRemoteSpins, kRemoteFallbacks, kBreakerState, kBreakerOpened,
                                     kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,

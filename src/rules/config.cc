@@ -1,7 +1,6 @@
 #include "rules/config.h"
 
-#include <algorithm>
-#include <cctype>
+#include "base/ascii.h"
 
 namespace rk::rules {
 
@@ -13,8 +12,7 @@ constexpr std::int64_t kUnitSeconds[] = {1, 60, 3600, 86400, 604800, 2592000, 31
 std::string_view unit_name(Unit u) { return kUnitNames[static_cast<int>(u)]; }
 
 std::optional<Unit> parse_unit(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string lower = base::ascii_lower(name);
   for (int i = 0; i < 7; ++i) {
     if (kUnitNames[i] == lower) return static_cast<Unit>(i);
   }
@@ -25,12 +23,6 @@ Nanos unit_length(Unit u) { return std::chrono::seconds(kUnitSeconds[static_cast
 
 std::string_view algorithm_shown(const RateLimit& limit) {
   return limit.blocked ? "blocked" : algorithm_name(limit.spec.algorithm);
-}
-
-std::string ConfigError::to_string() const {
-  std::string s = pos.file;
-  if (pos.line > 0) s += ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
-  return s + ": " + message;
 }
 
 std::string_view failure_policy_name(FailurePolicy p) {

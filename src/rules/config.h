@@ -12,15 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "base/source_position.h"
 #include "ratekeeper/params.h"
 
 namespace rk::rules {
 
-struct SourcePos {
-  std::string file;
-  int line = 0;    // 1-based
-  int column = 0;  // 1-based
-};
+// A place in a rules file, and a problem there (base/source_position.h: one type for every file ratekeeper reads).
+using SourcePos = base::SourcePos;
+using ConfigError = base::SourceError;  // to_string(): "file:line:column: message"
 
 enum class Unit : std::uint8_t { kSecond, kMinute, kHour, kDay, kWeek, kMonth, kYear };
 
@@ -103,12 +102,6 @@ struct DomainConfig {
   SourcePos sharing_pos;  // where `sharing:` was given, for the error when serve has no Redis
   ForwardAuth forward_auth;
   std::string file;
-};
-
-struct ConfigError {
-  SourcePos pos;
-  std::string message;
-  std::string to_string() const;  // "file:line:column: message"
 };
 
 }  // namespace rk::rules

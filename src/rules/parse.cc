@@ -1,15 +1,9 @@
 // rules/parse.cc: rules files to DomainConfig (rules/parse.h): one file's text through the reader (read_domain.cc
-// and its parts), or a directory's files, one domain each or merged by domain (envoyproxy/ratelimit's
-// MERGE_DOMAIN_CONFIG).
+// and its parts), or a directory's files (as rules/files.h reads them), one domain each or merged by domain
+// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG).
 #include "rules/parse.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "rules/reader.h"
 
@@ -18,16 +12,13 @@ namespace rk::rules {
 std::vector<ConfigError> parse_domain(const std::string& file, const std::string& text, DomainConfig& out) {
   std::vector<ConfigError> errors;
   if (text.size() > kMaxRulesFileBytes) {
-    errors.push_back({{file, 1, 1}, "the file is " + std::to_string(text.size()) + " bytes, over the limit of " +
-                                        std::to_string(kMaxRulesFileBytes)});
+    errors.push_back({{file, 1, 1}, over_the_limit(text.size())});
     return errors;
   }
-  std::vector<yaml::Problem> problems;
-  yaml::read_document(text, problems, [&](const YAML::Node& root) {
-    RulesReader r(file, problems);
+  yaml::read_document(text, file, errors, [&](const YAML::Node& root) {
+    RulesReader r(file, errors);
     read_domain(r, root, out);
   });
-  for (yaml::Problem& p : problems) errors.push_back({{file, p.at.line, p.at.column}, std::move(p.message)});
   return errors;
 }
 
@@ -82,34 +73,14 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
 }  // namespace
 
 std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
-                                    const LoadOptions& options) {
-  namespace fs = std::filesystem;
-  std::vector<ConfigError> errors;
-  std::vector<std::string> files;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string ext = entry.path().extension().string();
-      if ((ext == ".yaml" || ext == ".yml") && entry.is_regular_file(ec)) files.push_back(entry.path().string());
-    }
-    std::sort(files.begin(), files.end());
-    if (ec) errors.push_back({{path, 0, 0}, "cannot read the directory: " + ec.message()});
-  } else if (fs::exists(path, ec)) {
-    files.push_back(path);
-  } else {
-    errors.push_back({{path, 0, 0}, "no such file or directory"});
-  }
+                                    const LoadOptions& options, std::vector<RulesFile>* read) {
+  std::vector<RulesFile> files;
+  std::vector<ConfigError> errors = read_rules_files(path, files);
   std::map<std::string, std::size_t> domains;  // domain -> its index in out
-  for (const std::string& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) {
-      errors.push_back({{f, 0, 0}, std::string("cannot open: ") + std::strerror(errno)});
-      continue;
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
+  for (const RulesFile& file : files) {
+    const std::string& f = file.name;
     DomainConfig d;
-    auto e = parse_domain(f, text.str(), d);
+    auto e = parse_domain(f, file.text, d);
     if (e.empty() && !d.domain.empty()) {
       const auto [it, fresh] = domains.emplace(d.domain, out.size());
       if (!fresh && options.merge_domains) {
@@ -131,6 +102,7 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
                                            "' has none to share through"});
     }
   }
+  if (read) *read = std::move(files);
   return errors;
 }
 

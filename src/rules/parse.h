@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rules/config.h"
+#include "rules/files.h"
 
 namespace rk::rules {
 
@@ -24,13 +25,14 @@ struct LoadOptions {
 };
 
 // Loads a file, or every *.yaml / *.yml file of a directory (one domain a file unless merge_domains, sorted by
-// name). Returns every error; `out` is meaningful only if none.
+// name), as read_rules_files (rules/files.h) reads them: an entry that is not a regular file, or is too big, is an
+// error naming it. Returns every error; `out` is meaningful only if none. `read`, if given, gets the files as
+// parsed (the reloader's version is a hash of them).
 std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
-                                    const LoadOptions& options = {});
+                                    const LoadOptions& options = {}, std::vector<RulesFile>* read = nullptr);
 
-// Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB, descriptors nested deeper than 16 levels,
-// or more than 100,000 descriptors in a file are refused.
-inline constexpr std::size_t kMaxRulesFileBytes = 16u << 20;
+// Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB (kMaxRulesFileBytes, rules/files.h),
+// descriptors nested deeper than 16 levels, or more than 100,000 descriptors in a file are refused.
 inline constexpr int kMaxDepth = 16;
 inline constexpr std::size_t kMaxDescriptors = 100'000;
 

@@ -136,13 +136,13 @@ void store_settings(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
 void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
   out.file = r.file();
   if (!root.IsMap()) {
-    r.fail(yaml::Mark{1, 1}, "a rules file is a map with a domain and its descriptors");
+    r.fail({r.file(), 1, 1}, "a rules file is a map with a domain and its descriptors");
     return;
   }
   r.check_map(root, "rules", {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth",
                               "store", "redis_failure", "sharing"});
   if (!root["domain"]) {
-    r.fail(yaml::Mark{1, 1}, "domain: missing (every rules file names its domain)");
+    r.fail({r.file(), 1, 1}, "domain: missing (every rules file names its domain)");
   } else if (auto d = r.string(root["domain"], "domain")) {
     out.domain = *d;
     if (out.domain.empty()) r.fail(root["domain"], "domain: must not be empty");

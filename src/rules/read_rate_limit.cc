@@ -68,7 +68,7 @@ void RateLimitReader::read() {
   if (!window_from_unit(window)) return;
   algorithm();
   out_.spec.limit = out_.requests_per_unit;
-  out_.spec.window = window.value_or(Nanos{1'000'000'000});
+  out_.spec.window = window.value_or(std::chrono::seconds(1));
   parameters();
   if (out_.requests_per_unit == 0) {
     out_.blocked = true;  // envoyproxy/ratelimit: every request over the limit

@@ -15,17 +15,11 @@
 
 namespace rk::rules {
 
-// yaml::Reader, plus what every part of a rules file needs: the file's name for positions, and its `defaults:`.
+// yaml::Reader (which knows the file, for positions), plus what every part of a rules file needs: its `defaults:`.
 class RulesReader : public yaml::Reader {
  public:
-  RulesReader(std::string file, std::vector<yaml::Problem>& problems)
-      : yaml::Reader(problems), file_(std::move(file)) {}
+  using yaml::Reader::Reader;
 
-  const std::string& file() const { return file_; }
-  SourcePos pos(const YAML::Node& n) const {
-    const yaml::Mark m = yaml::mark(n);
-    return {file_, m.line, m.column};
-  }
   std::optional<std::uint32_t> uint32(const YAML::Node& n, const std::string& where) {
     const auto v = whole(n, where, 0, 0xFFFF'FFFF);
     if (!v) return std::nullopt;
@@ -33,9 +27,6 @@ class RulesReader : public yaml::Reader {
   }
 
   std::optional<YAML::Node> defaults;  // the file's `defaults:` map, once read_defaults has checked it
-
- private:
-  std::string file_;
 };
 
 void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out);

@@ -1,46 +1,24 @@
 #include "rules/reloader.h"
 
-#include "store/memory/key_digest.h"
+#include "base/content_hash.h"
 
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include "rules/files.h"
 
 namespace rk::rules {
-
-namespace {
-
-// Every rules file under `path` (itself if a file), sorted.
-std::vector<std::string> rules_files(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      const std::string ext = e.path().extension().string();
-      if (ext == ".yaml" || ext == ".yml") files.push_back(e.path().string());
-    }
-    std::sort(files.begin(), files.end());
-  } else {
-    files.push_back(path);
-  }
-  return files;
-}
-
-}  // namespace
 
 Reloader::Reloader(std::string path, BuildOptions options, ReloadEvents events, LoadOptions load)
     : path_(std::move(path)), options_(std::move(options)), events_(std::move(events)), load_(load) {}
 
 Reloader::~Reloader() { stop(); }
 
-// Names, sizes, modification times and inodes: cheap to read every poll; a change means "read the files".
+// Names, sizes, modification times and inodes (stat() only: no file is opened): cheap to read every poll; a change
+// means "read the files".
 std::string Reloader::disk_fingerprint() const {
+  std::vector<ConfigError> errors;
   std::string fp;
-  for (const std::string& f : rules_files(path_)) {
+  for (const std::string& f : list_rules_files(path_, errors)) {
     struct stat st {};
     fp += f;
     if (::stat(f.c_str(), &st) == 0) {
@@ -51,6 +29,7 @@ std::string Reloader::disk_fingerprint() const {
     }
     fp += "\n";
   }
+  for (const ConfigError& e : errors) fp += e.to_string() + "\n";
   return fp;
 }
 
@@ -62,21 +41,17 @@ std::vector<ConfigError> Reloader::load_now() {
 std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
   last_seen_ = fingerprint;
   std::vector<DomainConfig> domains;
-  std::vector<ConfigError> errors = load_rules(path_, domains, load_);
+  std::vector<RulesFile> files;
+  std::vector<ConfigError> errors = load_rules(path_, domains, load_, &files);
   if (!errors.empty()) {
     if (events_.on_failure) events_.on_failure(errors);
     return errors;
   }
   // The version hashes what was parsed, file names included.
   std::string text;
-  for (const std::string& f : rules_files(path_)) {
-    std::ifstream in(f, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    text += f + "\n" + s.str() + "\n";
-  }
+  for (const RulesFile& f : files) text += f.name + "\n" + f.text + "\n";
   const auto previous = current();
-  auto next = RuleSet::build(std::move(domains), previous.get(), options_, store::content_hash(text));
+  auto next = RuleSet::build(std::move(domains), previous.get(), options_, base::content_hash(text));
   current_.store(next, std::memory_order_release);
   if (events_.on_success) events_.on_success(*next);
   return errors;

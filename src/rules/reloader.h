@@ -1,9 +1,10 @@
 // rules/reloader.h: the active RuleSet, and live reload from disk with last-known-good semantics.
 //
-// The path (a file or a directory of *.yaml / *.yml) is polled; when what is on disk changes, the new rules are
-// parsed, validated and built off to the side, then swapped in with one pointer exchange. A broken file never
-// replaces good rules: the previous set stays active and the errors are reported to on_failure (logged and
-// counted by the caller). Requests in flight keep the set they started with.
+// The path (a file or a directory of *.yaml / *.yml, listed and read by rules/files.h) is polled; when what is on
+// disk changes, the new rules are parsed, validated and built off to the side, then swapped in with one pointer
+// exchange. A broken file (or a special one, or one too big) never replaces good rules: the previous set stays
+// active and the errors are reported to on_failure (logged and counted by the caller). Requests in flight keep the
+// set they started with.
 //
 // Thread safety: current() may be called from any thread at any time; load_now() and the poll thread serialise on
 // an internal mutex.

@@ -1,6 +1,6 @@
 #include "rules/ruleset.h"
 
-#include "store/memory/key_digest.h"
+#include "base/content_hash.h"
 
 #include <algorithm>
 #include <charconv>
@@ -70,7 +70,7 @@ struct Builder {
       if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
         rule->identity = domain.domain + "\n" + identity + "\n" +
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);
-        rule->store_prefix = "rk:" + store::content_hash(rule->identity) + ":";
+        rule->store_prefix = "rk:" + base::content_hash(rule->identity) + ":";
         rule->limiter = reuse(rule->identity);
         if (!rule->limiter) rule->limiter = std::make_shared<Limiter>(d.rate_limit->spec, store, options.clock);
       }

@@ -1,3 +1,8 @@
+// service/service.cc: the decision path (service.h): a request's descriptors matched to their limits, each pass put
+// to the store that holds them (in process, remote behind the circuit breaker, or batched), the domain's failure
+// policy for what the store did not answer, then shadow mode, quotas and the overall code. Beside it: the request's
+// caps (validate.cc), request overrides (overrides.cc), the admin's reset and peek (admin.cc) and the remote store's
+// health (store_health.cc).
 #include "service/service.h"
 
 #include <algorithm>
@@ -8,14 +13,11 @@
 
 #include "core/registry.h"
 #include "headers/rate_limit_headers.h"
-#include "logging/log.h"
-#include "store/memory/key_digest.h"
+#include "service/overrides.h"
 
 namespace rk::service {
 
 namespace {
-
-static_assert(static_cast<std::size_t>(rules::Unit::kYear) + 1 == 7, "Service::overrides_ holds a limiter per unit");
 
 constexpr std::uint32_t kUnlimitedRemaining = std::numeric_limits<std::uint32_t>::max();
 
@@ -74,19 +76,6 @@ std::string remote_key(const Pending& p) {
   return key.append(p.store_prefix).append(p.key);
 }
 
-// The remote store's key prefix of request overrides of `unit`: made once per unit, so that a Pending refers to it
-// rather than copying it.
-std::string_view override_prefix(rules::Unit unit) {
-  static const auto prefixes = [] {
-    std::array<std::string, static_cast<std::size_t>(rules::Unit::kYear) + 1> p;
-    for (std::size_t u = 0; u < p.size(); ++u) {
-      p[u] = "rk:override:" + store::content_hash(rules::unit_name(static_cast<rules::Unit>(u))) + ":";
-    }
-    return p;
-  }();
-  return prefixes[static_cast<std::size_t>(unit)];
-}
-
 // The in-process answers for the asked limits (positions in `pending`): a run of charges on one limiter goes to it
 // as one check_many, so that the keys' fetches from memory overlap. Each limiter still sees its charges and peeks
 // in the order asked (a run ends at a peek on its limiter); limiters are independent of one another.
@@ -127,24 +116,6 @@ void ask_in_process(const std::vector<Pending>& pending, const std::vector<std::
   }
 }
 
-// Above any requests_per_unit (32 bits) and within a double's exact integers, so that ceiling - remaining is the
-// window's count exactly.
-constexpr double kOverrideCeiling = 1e12;
-
-// An override limiter's decision (counted against the ceiling, the hits included) judged against the request's
-// own limit, as a fixed window that counts refused hits decides: the hits pass if they fit in what the count
-// before them left.
-Decision judge_override(const Decision& d, std::uint32_t limit, std::uint64_t hits) {
-  const auto count = static_cast<std::uint64_t>(kOverrideCeiling - d.remaining);  // remaining 0: at least the ceiling
-  const std::uint64_t before = count >= hits ? count - hits : 0;
-  Decision out = d;
-  out.limit = limit;
-  out.allowed = hits <= (before >= limit ? 0 : limit - before);
-  out.remaining = static_cast<double>(count >= limit ? 0 : limit - count);
-  out.retry_after = out.allowed ? Nanos{0} : hits <= limit ? d.reset_after : kNever;
-  return out;
-}
-
 Decision judged(const Pending& p, const Decision& d) {
   return p.override_limit ? judge_override(d, *p.override_limit, p.hits) : d;
 }
@@ -180,110 +151,6 @@ Service::Service(rules::Reloader& rules, std::shared_ptr<const Clock> clock, Ser
   if (options_.remote && options_.remote->wants_breaker()) {
     breaker_ = std::make_unique<CircuitBreaker>(clock_, options_.breaker);
   }
-}
-
-std::optional<RequestError> Service::validate(const CheckRequest& r) const {
-  const RequestLimits& l = options_.limits;
-  auto too_long = [](std::size_t n, std::size_t max) {
-    return "is " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max);
-  };
-  if (r.domain.empty()) return RequestError{"domain", "must not be empty"};
-  if (r.domain.size() > l.max_domain_bytes)
-    return RequestError{"domain", too_long(r.domain.size(), l.max_domain_bytes)};
-  if (r.descriptors.empty()) return RequestError{"descriptors", "must not be empty"};
-  if (r.descriptors.size() > l.max_descriptors) {
-    return RequestError{"descriptors", "has " + std::to_string(r.descriptors.size()) +
-                                           " descriptors, over the limit of " + std::to_string(l.max_descriptors)};
-  }
-  if (r.hits_addend > l.max_hits) {
-    return RequestError{"hits_addend",
-                        std::to_string(r.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
-  }
-  std::size_t request_bytes = 0;
-  for (std::size_t i = 0; i < r.descriptors.size(); ++i) {
-    const CheckDescriptor& d = r.descriptors[i];
-    // The field's name, made only for an error (every request passes here).
-    const auto at = [i] { return "descriptors[" + std::to_string(i) + "]"; };
-    std::size_t bytes = 0;
-    if (d.entries.empty()) return RequestError{at() + ".entries", "must not be empty"};
-    if (d.entries.size() > l.max_entries) {
-      return RequestError{at() + ".entries", "has " + std::to_string(d.entries.size()) +
-                                                 " entries, over the limit of " + std::to_string(l.max_entries)};
-    }
-    if (d.hits_addend && *d.hits_addend > l.max_hits) {
-      return RequestError{at() + ".hits_addend",
-                          std::to_string(*d.hits_addend) + " is over the limit of " + std::to_string(l.max_hits)};
-    }
-    for (std::size_t j = 0; j < d.entries.size(); ++j) {
-      const auto& [key, value] = d.entries[j];
-      const auto e = [&] { return at() + ".entries[" + std::to_string(j) + "]"; };
-      if (key.empty()) return RequestError{e() + ".key", "must not be empty"};
-      if (key.size() > l.max_key_bytes) return RequestError{e() + ".key", too_long(key.size(), l.max_key_bytes)};
-      if (value.size() > l.max_value_bytes)
-        return RequestError{e() + ".value", too_long(value.size(), l.max_value_bytes)};
-      bytes += key.size() + value.size();
-    }
-    if (bytes > l.max_descriptor_bytes) {
-      return RequestError{at() + ".entries", "has keys and values of " + std::to_string(bytes) +
-                                               " bytes in all, over the limit of " +
-                                               std::to_string(l.max_descriptor_bytes) + " per descriptor"};
-    }
-    request_bytes += bytes;
-    if (request_bytes > l.max_request_bytes) {
-      return RequestError{"descriptors", "have keys and values of " + std::to_string(request_bytes) +
-                                             " bytes in all by descriptors[" + std::to_string(i) +
-                                             "], over the limit of " + std::to_string(l.max_request_bytes) +
-                                             " per request"};
-    }
-  }
-  return std::nullopt;
-}
-
-// Request overrides keep their counters as envoyproxy/ratelimit does: by domain, unit and entries, not by the limit
-// value, which only decides. So sending many distinct limits creates no tables to evict: there is one limiter per
-// configured domain and unit (a flood in one domain cannot touch another's counters), and one per unit shared by
-// every unconfigured domain (the domain is part of the key). Each is an ordinary store, bounded by its options and
-// evicting by CLOCK like a rule's. Domains dropped from the rules lose their limiters at the next lookup.
-std::shared_ptr<Limiter> Service::override_limiter(const rules::RuleSet* set, const std::string& domain,
-                                                   rules::Unit unit) {
-  // Only a configured domain gets here (a request's own limit on an unknown domain is not applied, as upstream), so
-  // a flood of made-up domains makes nothing.
-  std::lock_guard lock(overrides_mu_);
-  if (set && set->version() != overrides_version_) {
-    overrides_version_ = set->version();
-    std::erase_if(overrides_, [&](const auto& kv) { return !set->domain(kv.first); });
-  }
-  std::shared_ptr<Limiter>& slot = overrides_[domain][static_cast<std::size_t>(unit)];
-  if (!slot) {
-    // Counting refused hits too, as Envoy does, against a ceiling no request's limit reaches: judge_override()
-    // reads the count back and lets the request's own limit decide.
-    LimitSpec spec{.algorithm = Algorithm::kFixedWindow,
-                   .limit = kOverrideCeiling,
-                   .window = rules::unit_length(unit),
-                   .count_refused = true};
-    // options_.store's memory budget is all overrides' together: each limiter that can exist gets an equal share.
-    StoreOptions store = options_.store;
-    if (store.max_memory_bytes) store.max_memory_bytes /= std::max<std::size_t>(1, set ? set->domains().size() : 0) * 7;
-    slot = std::make_shared<Limiter>(spec, store, clock_);
-  }
-  return slot;
-}
-
-OverrideStats Service::override_stats() const {
-  std::lock_guard lock(overrides_mu_);
-  OverrideStats out;
-  for (const auto& [domain, units] : overrides_) {
-    for (const auto& l : units) {
-      if (!l) continue;
-      const StoreStats st = l->stats();
-      ++out.limiters;
-      out.store.keys += st.keys;
-      out.store.evictions += st.evictions;
-      out.store.forgotten += st.forgotten;
-      out.store.memory_bytes += st.memory_bytes;
-    }
-  }
-  return out;
 }
 
 struct Service::Job {
@@ -379,79 +246,6 @@ bool Service::uses_remote(const rules::DomainConfig* domain) const {
 
 bool Service::uses_batcher(const rules::DomainConfig* domain) const {
   return options_.batcher && uses_remote(domain) && domain->sharing == rules::Sharing::kBatched;
-}
-
-std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest& request) {
-  if (auto e = validate(request)) return *e;
-  std::vector<bool> out(request.descriptors.size(), false);
-  const auto set = rules_.current();
-  if (!set) return out;
-  const bool remote = uses_remote(set->domain(request.domain));
-  const bool batched = uses_batcher(set->domain(request.domain));
-  std::vector<rules::Entry> entries;
-  std::vector<std::string> keys;
-  std::vector<std::size_t> at;
-  for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
-    entries.clear();
-    for (const auto& [k, v] : request.descriptors[i].entries) entries.push_back({k, v});
-    const rules::Match m = set->match(request.domain, entries);
-    if (!m.rule || !m.rule->limiter) continue;
-    out[i] = m.rule->limiter->reset(m.counter_key);  // the local fallback's state too
-    if (remote) {
-      keys.push_back(m.rule->store_prefix + m.counter_key);
-      at.push_back(i);
-    }
-  }
-  if (!keys.empty() && batched) {
-    std::promise<void> promise;
-    options_.batcher->reset(std::move(keys), [&promise] { promise.set_value(); });
-    promise.get_future().wait();
-  } else if (!keys.empty()) {
-    std::promise<std::vector<std::optional<bool>>> promise;
-    auto future = promise.get_future();
-    options_.remote->reset(std::move(keys),
-                           [&promise](std::vector<std::optional<bool>> r) { promise.set_value(std::move(r)); });
-    const auto existed = future.get();
-    for (std::size_t j = 0; j < at.size() && j < existed.size(); ++j) {
-      if (existed[j].value_or(false)) out[at[j]] = true;
-    }
-  }
-  return out;
-}
-
-std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& set, const rules::Rule& rule,
-                                                        const std::vector<std::string>& keys) {
-  std::vector<std::optional<Decision>> out(keys.size());
-  if (!rule.limiter || keys.empty()) return out;
-  const Nanos now = clock_->now();
-  if (!uses_remote(set.domain(rule.domain))) {
-    for (std::size_t i = 0; i < keys.size(); ++i) out[i] = rule.limiter->peek_at(keys[i], now, 1);
-    return out;
-  }
-  if (uses_batcher(set.domain(rule.domain))) {
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      std::promise<Decision> promise;
-      options_.batcher->decide(rule.limiter->spec(), rule.store_prefix + keys[i], 1, true, now,
-                               [&promise](Decision d) { promise.set_value(d); });
-      out[i] = promise.get_future().get();
-    }
-    return out;
-  }
-  if (breaker_ && !breaker_->allow()) return out;
-  std::vector<store::RemoteOp> ops;
-  for (const auto& k : keys) ops.push_back({&rule.limiter->spec(), rule.store_prefix + k, 1, true});
-  std::promise<std::vector<store::RemoteResult>> promise;
-  auto future = promise.get_future();
-  options_.remote->decide(std::move(ops), now,
-                          [&promise](std::vector<store::RemoteResult> r) { promise.set_value(std::move(r)); });
-  const auto results = future.get();
-  bool available = !results.empty();
-  for (std::size_t i = 0; i < keys.size() && i < results.size(); ++i) {
-    available &= results[i].status != store::RemoteResult::Status::kUnavailable;
-    if (results[i].status == store::RemoteResult::Status::kOk) out[i] = results[i].decision;
-  }
-  if (breaker_) breaker_->record(available);
-  return out;
 }
 
 void Service::run(CheckRequest request, bool charge, CheckDone done) {
@@ -572,35 +366,6 @@ Decision Service::fallback(Job& job, std::size_t k, const store::RemoteResult& r
       break;
   }
   return Decision{.allowed = true, .limit = limit};
-}
-
-// One line when the store stops answering and one when it has answered everything for a second again (a Cluster
-// with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
-// store error (Redis refused a script) at most every 10 s.
-void Service::log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error,
-                               bool answered) {
-  const std::int64_t now = clock_->now().count();
-  if (unavailable) {
-    remote_stats_.unavailable_ns.store(now, std::memory_order_relaxed);
-    if (remote_stats_.reachable.exchange(false, std::memory_order_acq_rel)) {
-      logging::log(logging::Level::kError,
-                   "the shared store is not answering; each domain's redis_failure policy decides until it does",
-                   {{"error", unavailable->error}});
-    }
-  } else if (answered && !remote_stats_.reachable.load(std::memory_order_acquire) &&
-             now - remote_stats_.unavailable_ns.load(std::memory_order_relaxed) >= 1'000'000'000 &&
-             !remote_stats_.reachable.exchange(true, std::memory_order_acq_rel)) {
-    logging::log(logging::Level::kInfo, "the shared store answers again", {});
-  }
-  if (error) {
-    std::int64_t last = remote_stats_.error_logged_ns.load(std::memory_order_relaxed);
-    if (now - last >= 10'000'000'000 &&
-        remote_stats_.error_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      logging::log(logging::Level::kError,
-                   "the shared store refused a decision; its domain's redis_failure policy answered",
-                   {{"error", error->error}});
-    }
-  }
 }
 
 // One pass over the job's limits: the look of all_or_nothing (`looking`), or the final one. Which limits it asks,
@@ -751,27 +516,6 @@ void Service::ask_batcher(JobPtr job) {
                              });
   }
   one_done();
-}
-
-// The remote store's answers counted (unavailable, refused) and its health logged.
-void Service::count_remote(const std::vector<store::RemoteResult>& results) {
-  std::uint64_t unavailable = 0, errors = 0, answered = 0;
-  const store::RemoteResult* first_unavailable = nullptr;
-  const store::RemoteResult* first_error = nullptr;
-  for (const store::RemoteResult& r : results) {
-    if (r.status == store::RemoteResult::Status::kOk) {
-      ++answered;
-    } else if (r.status == store::RemoteResult::Status::kError) {
-      ++errors;
-      if (!first_error) first_error = &r;
-    } else {
-      ++unavailable;
-      if (!first_unavailable) first_unavailable = &r;
-    }
-  }
-  remote_stats_.unavailable.fetch_add(unavailable, std::memory_order_relaxed);
-  remote_stats_.errors.fetch_add(errors, std::memory_order_relaxed);
-  log_store_health(first_unavailable, first_error, answered > 0);
 }
 
 void Service::finish(JobPtr j) {

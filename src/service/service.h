@@ -23,8 +23,8 @@
 
 #include "ratekeeper/clock.h"
 #include "rules/reloader.h"
-#include "service/batcher.h"
 #include "service/breaker.h"
+#include "store/batched/batcher.h"
 #include "store/remote/remote_store.h"
 
 namespace rk::service {
@@ -128,8 +128,8 @@ struct ServiceOptions {
   BreakerOptions breaker;
   Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
   std::shared_ptr<DecisionObserver> observer;  // may be null
-  // `sharing: batched` domains decide here and share through it (service/batcher.h); null: they share exactly.
-  std::shared_ptr<Batcher> batcher;
+  // `sharing: batched` domains decide here and share through it (store/batched/batcher.h); null: they share exactly.
+  std::shared_ptr<store::batched::Batcher> batcher;
 };
 
 // Counters of the remote store's use, for metrics.
@@ -182,7 +182,7 @@ class Service {
 
   const RemoteStats& remote_stats() const { return remote_stats_; }
   const CircuitBreaker* breaker() const { return breaker_.get(); }
-  const Batcher* batcher() const { return options_.batcher.get(); }
+  const store::batched::Batcher* batcher() const { return options_.batcher.get(); }
 
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <set>
 
+#include "base/number_text.h"
 #include "core/registry.h"
 #include "yaml/params.h"
 #include "yaml/reader.h"
@@ -16,11 +16,7 @@ namespace rk::sim {
 
 namespace {
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
+std::string num(double v) { return base::digits_number(v, 10); }
 
 std::string secs(Nanos d) { return format_seconds(d) + "s"; }
 
@@ -36,8 +32,8 @@ struct Totals {
 // Reads one scenario; every problem goes to the problem list with the node's position. Never throws for bad input.
 class ScenarioReader : public yaml::Reader {
  public:
-  ScenarioReader(std::vector<yaml::Problem>& problems, const ScenarioLimits& limits)
-      : yaml::Reader(problems), limits_(limits) {}
+  ScenarioReader(const std::string& file, std::vector<ScenarioError>& errors, const ScenarioLimits& limits)
+      : yaml::Reader(file, errors), limits_(limits) {}
 
   void scenario(const YAML::Node& root, Scenario& out);
 
@@ -83,7 +79,7 @@ std::optional<double> ScenarioReader::period(const YAML::Node& n, const std::str
                             " (one a nanosecond)");
       return std::nullopt;
     }
-    return 1e9 / *r;
+    return static_cast<double>(kNanosPerSecond) / *r;
   }
   if (n[period_key]) {
     const auto d = duration(n[period_key], where + "." + period_key);
@@ -199,7 +195,7 @@ bool ScenarioReader::pattern(const YAML::Node& n, const std::string& where, cons
   if (*kind == "periodic" || *kind == "poisson") {
     check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "seed"});
     p.kind = *kind == "periodic" ? Pattern::kPeriodic : Pattern::kPoisson;
-    p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
+    p.period_ns = period(n, where, "rate", "period", true).value_or(kNanosPerSecond);
   } else if (*kind == "burst") {
     burst(n, where, p);
   } else if (*kind == "on_off") {
@@ -233,7 +229,7 @@ void ScenarioReader::on_off(const YAML::Node& n, const std::string& where, Clien
   check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
                        "arrivals", "seed"});
   p.kind = Pattern::kOnOff;
-  p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
+  p.period_ns = period(n, where, "rate", "period", true).value_or(kNanosPerSecond);
   if (!n["on"] || !n["off"]) fail(n, where + ": needs on and off (durations)");
   if (n["on"]) p.on = duration(n["on"], where + ".on").value_or(Nanos{0});
   if (n["off"]) p.off = duration(n["off"], where + ".off").value_or(Nanos{0});
@@ -251,7 +247,7 @@ void ScenarioReader::abuser(const YAML::Node& n, const std::string& where, const
   check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
                        "reformed_rate", "reformed_period"});
   p.kind = Pattern::kAbuser;
-  p.period_ns = period(n, where, "rate", "period", true).value_or(1e9);
+  p.period_ns = period(n, where, "rate", "period", true).value_or(kNanosPerSecond);
   // Reformed: exactly at the limit unless told otherwise.
   const double limit_period = static_cast<double>(s.spec.window.count()) / std::max(s.spec.limit, 1e-300);
   p.reformed_period_ns = period(n, where, "reformed_rate", "reformed_period", false).value_or(limit_period);
@@ -470,11 +466,6 @@ bool ScenarioReader::clients(const YAML::Node& list, Scenario& out) {
 
 }  // namespace
 
-std::string ScenarioError::where() const {
-  if (line == 0) return file;
-  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
-}
-
 std::uint64_t client_seed(std::uint64_t scenario_seed, std::uint64_t index) {
   std::uint64_t z = scenario_seed + (index + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -486,15 +477,14 @@ std::optional<Scenario> parse_scenario(std::string_view yaml, const std::string&
                                        std::vector<ScenarioError>& errors, const ScenarioLimits& limits) {
   const std::size_t before = errors.size();
   if (yaml.size() > limits.max_text_bytes) {
-    errors.push_back({file, 0, 0, "the file is " + std::to_string(yaml.size()) + " bytes, over the limit of " +
-                                      std::to_string(limits.max_text_bytes)});
+    errors.push_back({{file, 0, 0},
+                      "the file is " + std::to_string(yaml.size()) + " bytes, over the limit of " +
+                          std::to_string(limits.max_text_bytes)});
     return std::nullopt;
   }
   Scenario out;
-  std::vector<yaml::Problem> problems;
-  yaml::read_document(yaml, problems,
-                      [&](const YAML::Node& root) { ScenarioReader(problems, limits).scenario(root, out); });
-  for (yaml::Problem& p : problems) errors.push_back({file, p.at.line, p.at.column, std::move(p.message)});
+  yaml::read_document(yaml, file, errors,
+                      [&](const YAML::Node& root) { ScenarioReader(file, errors, limits).scenario(root, out); });
   if (errors.size() != before) return std::nullopt;
   return out;
 }
@@ -503,14 +493,14 @@ std::optional<Scenario> load_scenario(const std::string& path, std::vector<Scena
                                       const ScenarioLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    errors.push_back({path, 0, 0, "cannot open the file"});
+    errors.push_back({{path, 0, 0}, "cannot open the file"});
     return std::nullopt;
   }
   std::string text(limits.max_text_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (in.bad()) {
-    errors.push_back({path, 0, 0, "cannot read the file"});
+    errors.push_back({{path, 0, 0}, "cannot read the file"});
     return std::nullopt;
   }
   return parse_scenario(text, path, errors, limits);

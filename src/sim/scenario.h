@@ -2,7 +2,7 @@
 //
 //   std::vector<rk::sim::ScenarioError> errors;
 //   auto s = rk::sim::load_scenario("examples/scenarios/convergence.yaml", errors);
-//   if (!s) for (const auto& e : errors) std::cerr << e.where() << ": " << e.message << "\n";
+//   if (!s) for (const auto& e : errors) std::cerr << e.to_string() << "\n";
 //
 // A scenario is checked whole before anything runs: every problem is reported with its file, line and column, and
 // the sizes are bounded (ScenarioLimits: clients, names, attempts, sample rows) so that a typo, or a request to the
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/source_position.h"
 #include "sim/traffic.h"
 #include "ratekeeper/params.h"
 #include "ratekeeper/store.h"
@@ -39,16 +40,12 @@ struct Scenario {
   std::vector<ScenarioClient> clients;  // `count: N` entries already expanded
 };
 
-struct ScenarioError {
-  std::string file;
-  int line = 0;  // 1-based; 0 when the problem is the file as a whole
-  int column = 0;
-  std::string message;
-  std::string where() const;  // "file:line:column" or "file"
-};
+// A problem and its place (base/source_position.h: one type for every file ratekeeper reads); line 0 when the
+// problem is the file as a whole. to_string(): "file:line:column: message".
+using ScenarioError = base::SourceError;
 
-inline constexpr double kMaxAttempts = 1e7;  // `ratekeeper simulate`'s bound, and the engine's at run time
-inline constexpr double kMaxRate = 1e9;      // attempts per second per client: one a nanosecond
+inline constexpr double kMaxAttempts = 1e7;             // `ratekeeper simulate`'s bound, and the engine's at run time
+inline constexpr double kMaxRate = kNanosPerSecond;     // attempts per second per client: one a nanosecond
 
 // Bounds on what one scenario may ask for. Each is weighed from the scenario's own numbers before anything is made
 // of them: an entry's `count` clients, their names and their attempts before any of them is expanded, the sample

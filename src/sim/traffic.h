@@ -29,18 +29,19 @@ enum class Pattern {
 
 struct ClientPattern {
   Pattern kind = Pattern::kPeriodic;
-  double period_ns = 1e9;          // periodic, poisson (mean gap), on_off (while on), abuser (before reforming)
-  std::uint64_t size = 1;          // burst
-  Nanos every{0};                  // burst
-  Nanos spacing{0};                // burst
-  Nanos on{0};                     // on_off
-  Nanos off{0};                    // on_off
-  bool poisson_arrivals = false;   // on_off
-  Nanos reform_at{0};              // abuser: an absolute time
-  double reformed_period_ns = 1e9; // abuser
-  Nanos start{0};                  // attempts in [start, stop)
+  // periodic, poisson (mean gap), on_off (while on), abuser (before reforming): one a second unless given
+  double period_ns = kNanosPerSecond;
+  std::uint64_t size = 1;                       // burst
+  Nanos every{0};                               // burst
+  Nanos spacing{0};                             // burst
+  Nanos on{0};                                  // on_off
+  Nanos off{0};                                 // on_off
+  bool poisson_arrivals = false;                // on_off
+  Nanos reform_at{0};                           // abuser: an absolute time
+  double reformed_period_ns = kNanosPerSecond;  // abuser
+  Nanos start{0};                               // attempts in [start, stop)
   Nanos stop{0};
-  std::uint64_t seed = 0;          // poisson, on_off with poisson arrivals
+  std::uint64_t seed = 0;  // poisson, on_off with poisson arrivals
 };
 
 // How many attempts the pattern makes: exact for the deterministic kinds, the mean for Poisson ones. For the size

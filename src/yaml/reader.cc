@@ -8,28 +8,24 @@
 
 namespace rk::yaml {
 
-namespace {
-
 // yaml-cpp counts from 0, and its null mark (of a node made in code, not read) is -1, -1.
-Mark from(const YAML::Mark& m) { return {m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0}; }
+base::SourcePos position(const std::string& file, const YAML::Mark& m) {
+  return {file, m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0};
+}
 
-}  // namespace
-
-Mark mark(const YAML::Node& n) { return from(n.Mark()); }
-
-void read_document(std::string_view text, std::vector<Problem>& problems,
+void read_document(std::string_view text, const std::string& file, std::vector<Problem>& problems,
                    const std::function<void(const YAML::Node& root)>& read) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    problems.push_back({from(e.mark), "not valid YAML: " + e.msg});
+    problems.push_back({position(file, e.mark), "not valid YAML: " + e.msg});
     return;
   }
   try {
     read(root);
   } catch (const YAML::Exception& e) {
-    problems.push_back({from(e.mark), "unreadable: " + e.msg});
+    problems.push_back({position(file, e.mark), "unreadable: " + e.msg});
   }
 }
 

@@ -134,7 +134,7 @@ class OutageTest(unittest.TestCase):
             redis.start()
 
             def caught_up():
-                keys = cli(redis.port, "--scan", "--pattern", "rk:{b*}c").split()
+                keys = cli(redis.port, "--scan", "--pattern", "rk:{b:*c").split()
                 if len(keys) != 1:
                     return False
                 fields = cli(redis.port, "HGETALL", keys[0]).split()

@@ -451,32 +451,100 @@ class ClusterFailoverTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+BATCHED_RULES = """
+domain: shared
+sharing: batched
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: fixed_window}
+"""
+
+# 60 values whose CRC-16s agree in the slot's 14 bits: of one length, so that the keys of any rule that end with them
+# share one slot where a key is hashed whole (CRC-16 is linear: the rule's hash before them changes nothing). Found by
+# search, as a client would (tests/store/redis/remote_keys_test.cc makes its own).
+CRC_VALUES = [
+    "fpzYSaaa", "LsHnHfVk", "0PInPdfV", "Nczjza_0", "o6Xjmb-T", "1cm2YdaZ", "4Mu0DepM", "nAXyrnRD", "r_n6adEW",
+    "69p9_aZD", "V2xaFdrA", "ld7W5nvG", "oHq8Ke_Z", "5ZLv7c_4", "4MNfjfwG", "AN1m7ayv", "i75cwdx_", "3JjkqiIZ",
+    "v3K7odN5", "z8i2tdGv", "bXLfTbbA", "GAHOhbn8", "dJAizhze", "L7rPHbPo", "NK29haTi", "Ctf6oayQ", "mH7WPayP",
+    "QVx4QfaJ", "m50fUdID", "lO3U6bnZ", "UfLHJbsa", "lCYevbXi", "v8nledh5", "3frPFdhR", "eJysFgoB", "Lp4qjdVr",
+    "5NZCTbBC", "nEHrSa84", "6C5MhhRF", "4pyi_eI5", "qXJ-Sbmg", "5g2dCbk0", "NFnZ1bMm", "rDt6xew4", "9lJZ4dd6",
+    "iaEkIbIh", "F-uYHakF", "72crmdav", "w2cI-bS8", "QFNxjbS_", "Mdpjgd35", "l6ielnge", "W-NVRcnO", "Jtphfdng",
+    "UxoR-avu", "TG7nAeP5", "evIXObXd", "cA-jdcLd", "-DwxvaxP", "XviyGf26"]
+
+
+def crc16(data):
+    """Redis Cluster's CRC-16 (XMODEM)."""
+    crc = 0
+    for b in data.encode():
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+
 class ClusterSlotsTest(unittest.TestCase):
-    # Issue 19: Redis Cluster hashes only a key's first {...}, and a value "{same}..." once chose the slot of its
-    # key: a client could pile all its keys onto one node. Each key has its own tag now.
-    def test_values_sharing_a_hash_tag_spread_over_every_primary(self):
+    """Redis Cluster places a key by the first {...} in its name, and descriptor values are part of the name: every
+    key, an exact domain's and a batched domain's alike, leads with a tag that no value can shape. Values that
+    would pile keys onto one slot (and one node) without it spread over every primary, in as many slots as plain
+    values."""
+
+    FAMILIES = {
+        "plain": ["u%d" % i for i in range(60)],
+        "opens a tag": ["{same}%d" % i for i in range(60)],
+        "ends the tag": ["x}%d" % i for i in range(60)],
+        "braces": ["{%d" % i for i in range(20)] + ["{}%d" % i for i in range(20)] + ["}{%d" % i for i in range(20)],
+        "one CRC slot": CRC_VALUES,
+    }
+
+    def test_values_that_would_shape_a_hash_tag_spread_over_every_primary(self):
+        self.assertEqual(len({crc16("rk:{}0123456789abcdef:4:user8:" + v) & 16383 for v in CRC_VALUES}), 1)
+        self.assertEqual(len({crc16("rk:{}fedcba9876543210:4:user8:" + v) & 16383 for v in CRC_VALUES}), 1)
         cluster = Cluster()
         d = tempfile.mkdtemp(prefix="rk-rules-")
         try:
             with open(os.path.join(d, "r.yaml"), "w") as f:
                 f.write(WINDOW_RULES)
+            with open(os.path.join(d, "b.yaml"), "w") as f:
+                f.write(BATCHED_RULES)
             server = ServerDir(d, cluster.url(), ["--redis-timeout", "500ms"])
+            values = [v for family in self.FAMILIES.values() for v in family]
             try:
-                values = ["{same}%d" % i for i in range(60)]
-                for v in values:
-                    status, body = server.check(v)
-                    self.assertEqual(status, 200, body)
-                    self.assertNotIn("fallback", body["statuses"][0], body)
+                for domain in ("api", "shared"):
+                    for v in values:
+                        status, body = server.check(v, domain=domain)
+                        self.assertEqual(status, 200, body)
+                        self.assertNotIn("fallback", body["statuses"][0], body)
+                primaries = [n for n in cluster.nodes if "role:master" in cli(n.port, "INFO", "replication")]
+                self.assertEqual(len(primaries), 3)
+
+                def where():
+                    """{(value, kind): (key, port of the primary holding it)} for each exact key ("exact": the key
+                    ends with the value, "<length>:<value>") and batched counter ("batched": then "c"; snapshots
+                    left out)."""
+                    found = {}
+                    for n in primaries:
+                        for k in cli(n.port, "--scan", "--pattern", "rk:*").split():
+                            for v in values:
+                                entry = ":%d:%s" % (len(v), v)
+                                if entry in k:
+                                    tail = k[k.index(entry) + len(entry):]
+                                    if tail == "" or tail.endswith("c"):
+                                        found[(v, "exact" if tail == "" else "batched")] = (k, n.port)
+                    return found
+                # A batched domain's counters reach Redis with the batch after the hit.
+                wait_until(lambda: len(where()) == 2 * len(values), "every key in Redis")
             finally:
                 server.stop()
-            primaries = [n for n in cluster.nodes if "role:master" in cli(n.port, "INFO", "replication")]
-            self.assertEqual(len(primaries), 3)
-            held = {n.port: cli(n.port, "--scan", "--pattern", "rk:*").split() for n in primaries}
-            keys = [k for ks in held.values() for k in ks]
-            self.assertEqual(len(keys), len(values), held)
-            self.assertTrue(all(held.values()), {p: len(ks) for p, ks in held.items()})  # each primary holds some
-            slots = {cli(primaries[0].port, "CLUSTER", "KEYSLOT", k) for k in keys}
-            self.assertGreater(len(slots), len(values) - 5, slots)  # 60 keys over 16384 slots: all but a few apart
+            held = where()
+            for family, vs in self.FAMILIES.items():
+                for kind in ("exact", "batched"):
+                    with self.subTest(family=family, kind=kind):
+                        keys = [held[(v, kind)] for v in vs if (v, kind) in held]
+                        self.assertEqual(len(keys), len(vs))
+                        slots = {int(cli(primaries[0].port, "CLUSTER", "KEYSLOT", k)) for k, _ in keys}
+                        # 60 keys over 16384 slots: all but a few apart, as for plain values; on every primary
+                        self.assertGreater(len(slots), len(vs) - 5, slots)
+                        self.assertEqual(len({port for _, port in keys}), 3)
         finally:
             cluster.close()
             shutil.rmtree(d, ignore_errors=True)

@@ -567,6 +567,72 @@ class CheckConfigTest(unittest.TestCase):
             self.assertNotIn("keeping the last good rules", r.stderr)
 
 
+class SpecialFilesTest(unittest.TestCase):
+    """An entry of the rules folder that is not a regular file (a FIFO, a symbolic link to /dev/zero) or is over
+    the size bound: check-config and serve give the same error naming it, serve exits at once instead of hanging
+    on the read (where SIGTERM could not stop it), and a reload keeps the last good rules."""
+
+    REFUSED = ": refused unread (a rules file is a regular file, or a symbolic link to one)"
+    # A refusal is a stat: far within this, even on a busy machine under a sanitizer. A read of the FIFO never ends.
+    DEADLINE = 30
+
+    def special(self, d, kind):
+        """Makes the entry `kind` in d; returns its path and the error it must give."""
+        if kind == "fifo":
+            path = os.path.join(d, "pipe.yaml")
+            os.mkfifo(path)
+            return path, path + ": a FIFO, not a regular file" + self.REFUSED
+        if kind == "zero":
+            path = os.path.join(d, "zero.yaml")
+            os.symlink("/dev/zero", path)
+            return path, path + ": a symbolic link to /dev/zero, a character device, not a regular file" + self.REFUSED
+        path = os.path.join(d, "big.yaml")
+        with open(path, "w") as f:
+            f.truncate(16 * 1024 * 1024 + 1)  # sparse: one byte past the bound
+        return path, path + ": the file is 16777217 bytes, over the limit of 16777216"
+
+    def test_check_config_and_serve_refuse_each_by_name(self):
+        for kind in ("fifo", "zero", "big"):
+            with self.subTest(kind), tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "good.yaml"), "w") as f:
+                    f.write(RULES)
+                path, error = self.special(d, kind)
+                r = subprocess.run([BINARY, "check-config", d], capture_output=True, text=True, timeout=self.DEADLINE)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn(error + "\n", r.stderr)
+                proc = subprocess.Popen([BINARY, "serve", "--config", d, "--http", "127.0.0.1:%d" % free_port(),
+                                         "--admin", "127.0.0.1:%d" % free_port()],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    out, err = proc.communicate(timeout=self.DEADLINE)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    out, err = proc.communicate()
+                    self.fail("serve did not exit with %s in its rules folder:\n%s" % (kind, out + err))
+                self.assertEqual(proc.returncode, 1, out + err)
+                self.assertIn(json.dumps(error)[1:-1], err)  # the log's JSON holds the same error
+                self.assertIn("not valid (see above); not starting", err)
+
+    def test_a_reload_keeps_the_last_good_rules_and_sigterm_still_stops(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "good.yaml"), "w") as f:
+                f.write(RULES)
+            server = Serve(BINARY, None, ["--reload-interval", "50ms"], d=d, config=d)
+            try:
+                self.assertEqual(server.request("POST", "/v1/check", json.dumps(
+                    {"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "a"}]}]}))[0], 200)
+                for kind in ("fifo", "zero", "big"):
+                    path, error = self.special(d, kind)
+                    wait_until(lambda: json.dumps(error)[1:-1] in server.output(), "the reload to refuse " + kind,
+                               self.DEADLINE)
+                    self.assertIn("keeping the last good rules", server.output())
+                    os.remove(path)
+                self.assertEqual(server.request("POST", "/v1/check", json.dumps(
+                    {"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "a"}]}]}))[0], 200)
+            finally:
+                server.stop(must_stop=True)
+
+
 class SettingsFileTest(unittest.TestCase):
     """`serve --settings FILE` and `check-config --settings FILE`: every problem in the file, each with its line and
     column and the setting as the file names it (the Redis settings are in redis_test.py)."""

@@ -80,9 +80,11 @@ def curl(*args):
 
 
 def grpc_health(port, credentials):
-    """gRPC health Check (service ""), as raw bytes: an empty request; SERVING is field 1 = 1."""
+    """gRPC health Check (service ""), as raw bytes: an empty request; SERVING is field 1 = 1. On a connection of
+    its own (grpcio shares connections between channels otherwise), so each call is a new handshake."""
     import grpc
-    with grpc.secure_channel("127.0.0.1:%d" % port, credentials) as channel:
+    with grpc.secure_channel("127.0.0.1:%d" % port, credentials,
+                             options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
         return channel.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=10)
 
 
@@ -195,10 +197,86 @@ class TlsTest(unittest.TestCase):
         wait_until(reload_counted, "the reload counted in ratekeeper_tls_reloads_total")
         if WITH_GRPC:
             other_ca = self.read("other-ca.crt")
+            # gRPC takes the pair the reload hands it at its next refresh, a second at most after the others.
             wait_until(lambda: grpc_health(s.grpc_port, grpc.ssl_channel_credentials(other_ca)) == b"\x08\x01",
-                       "the rotated certificate on a new gRPC connection")
+                       "the rotated certificate on a new gRPC connection", retry_on=(grpc.RpcError,))
             self.assertEqual(health(b"", timeout=10), b"\x08\x01")  # the channel opened before goes on
             open_channel.close()
+
+    def test_a_key_written_before_its_certificate_keeps_the_old_pair_on_every_listener(self):
+        s = self.serve(self.tls_flags(), grpc=WITH_GRPC)
+        # The next pair (serial 2, from the other CA), made aside; then the key lands first, its certificate later.
+        aside = self.f("next")
+        os.mkdir(aside)
+        for name in ("ca.crt", "ca.key", "other-ca.crt", "other-ca.key"):
+            shutil.copy(self.f(name), os.path.join(aside, name))
+        make_certs(aside, "server", "2", "other-ca")
+        os.replace(os.path.join(aside, "server.key"), self.f("server.key"))
+        old_ctx, new_ctx = context(self.f("ca.crt")), context(self.f("other-ca.crt"))
+        if WITH_GRPC:
+            import grpc
+            old_creds = grpc.ssl_channel_credentials(self.read("ca.crt"))
+            new_creds = grpc.ssl_channel_credentials(self.read("other-ca.crt"))
+
+        def serial(admin=False, ctx=old_ctx):
+            conn = s.connection(admin, ctx)
+            try:
+                conn.connect()
+                return conn.sock.getpeercert()["serialNumber"]
+            finally:
+                conn.close()
+        # Longer than the files' watch and gRPC's refresh (a second each): every listener has looked at the
+        # mismatched pair by then, and new handshakes still get the old one.
+        gap_end = time.monotonic() + 3.5
+        while time.monotonic() < gap_end:
+            self.assertEqual(serial(), "01")
+            self.assertEqual(serial(admin=True), "01")
+            if WITH_GRPC:
+                self.assertEqual(grpc_health(s.grpc_port, old_creds), b"\x08\x01")
+            time.sleep(0.1)
+        refused = [json.loads(line) for line in s.output().splitlines()
+                   if "not reloaded" in line]
+        self.assertTrue(refused, s.output())
+        self.assertIn(self.f("server.key"), refused[0]["error"])
+        self.assertIn(self.f("server.crt"), refused[0]["error"])
+        # The certificate lands: new handshakes get the new pair, on every listener.
+        os.replace(os.path.join(aside, "server.crt"), self.f("server.crt"))
+        wait_until(lambda: serial(ctx=new_ctx) == "02", "the new pair on a new HTTPS connection",
+                   retry_on=(OSError, ssl.SSLError))
+        wait_until(lambda: serial(admin=True, ctx=new_ctx) == "02", "the new pair on a new admin connection",
+                   retry_on=(OSError, ssl.SSLError))
+        if WITH_GRPC:
+            wait_until(lambda: grpc_health(s.grpc_port, new_creds) == b"\x08\x01",
+                       "the new pair on a new gRPC connection", retry_on=(grpc.RpcError,))
+
+    def test_plaintext_sent_to_the_grpc_tls_port_writes_a_bounded_log_of_json_lines(self):
+        if not WITH_GRPC:
+            self.skipTest("a build without gRPC")
+        s = self.serve(self.tls_flags(), grpc=True)
+        wait_until(lambda: socket.create_connection(("127.0.0.1", s.grpc_port)).close() is None, "gRPC to listen")
+        connections = 300
+        for _ in range(connections):
+            c = socket.create_connection(("127.0.0.1", s.grpc_port), timeout=10)
+            try:
+                c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                c.recv(64)  # gRPC answers with a TLS alert, or closes
+            except OSError:
+                pass
+            c.close()
+        s.stop(must_stop=True)  # the counts of lines held back are written as it stops
+        with open(os.path.join(self.dir, "log-%d" % s.http_port)) as f:
+            log = f.read()
+        lines = log.splitlines()
+        for line in lines:
+            json.loads(line)  # every line one JSON object
+        entries = [json.loads(line) for line in lines]
+        handshakes = [e for e in entries if "andshake" in e["msg"]]
+        suppressed = [e for e in entries if e["msg"] == "log lines suppressed"]
+        self.assertTrue(handshakes, log)
+        self.assertLessEqual(len(handshakes), 10, log)
+        self.assertLess(len(log), 16 * 1024, log)
+        self.assertTrue(suppressed, log)
+        self.assertEqual(len(handshakes) + sum(int(e["suppressed"]) for e in suppressed), connections, log)
 
     def test_handshakes_that_never_finish_exhaust_nothing(self):
         # One thread: a new connection sheds only its own thread's connections (an idle one, or one still in its

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "base/content_hash.h"
 #include "rules/parse.h"
 #include "rules/reloader.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::rules {
 namespace {
@@ -49,7 +49,7 @@ std::shared_ptr<const RuleSet> build(const std::string& text, const RuleSet* pre
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
   std::vector<DomainConfig> domains;
   domains.push_back(std::move(d));
-  return RuleSet::build(std::move(domains), previous, BuildOptions{}, store::content_hash(text));
+  return RuleSet::build(std::move(domains), previous, BuildOptions{}, base::content_hash(text));
 }
 
 Match match(const RuleSet& set, std::initializer_list<Entry> entries) {

@@ -33,7 +33,7 @@ std::vector<Nanos> all_times(const ClientPattern& p) {
 Scenario parse_ok(const std::string& yaml) {
   std::vector<ScenarioError> errors;
   auto s = parse_scenario(yaml, "test.yaml", errors);
-  for (const auto& e : errors) ADD_FAILURE() << e.where() << ": " << e.message;
+  for (const auto& e : errors) ADD_FAILURE() << e.to_string();
   return s.value_or(Scenario{});
 }
 
@@ -44,7 +44,7 @@ std::string parse_error(const std::string& yaml) {
   EXPECT_FALSE(s.has_value());
   if (errors.empty()) return "(no error)";
   EXPECT_EQ(errors.size(), 1u) << errors[1].message;
-  return errors[0].where() + ": " + errors[0].message;
+  return errors[0].to_string();
 }
 
 std::vector<SimEvent> run(const Scenario& s, const LimitSpec& spec) {

@@ -7,6 +7,7 @@ main passes the binary it was given to the servers it starts, so nothing here is
 import http.client
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -79,9 +80,11 @@ def stop(proc, sig=signal.SIGTERM, seconds=15):
 class Serve:
     """`ratekeeper serve --config DIR/rules.yaml --http 127.0.0.1:P --admin ADDRESS:Q EXTRA...`, its output in a log
     in DIR (a new temporary directory unless `d` is given: then the caller owns it); with `config`, that file or
-    directory of rules instead. Ready once wait_ready() returns."""
+    directory of rules instead; with `open_files`, its RLIMIT_NOFILE (soft and hard). Ready once wait_ready()
+    returns."""
 
-    def __init__(self, binary, rules_text, extra=(), d=None, admin_address="127.0.0.1", config=None):
+    def __init__(self, binary, rules_text, extra=(), d=None, admin_address="127.0.0.1", config=None,
+                 open_files=None):
         self.own_dir = d is None
         self.dir = tempfile.mkdtemp(prefix="rk-serve-") if d is None else d
         self.rules = config or os.path.join(self.dir, "rules.yaml")
@@ -92,7 +95,9 @@ class Serve:
         self.proc = subprocess.Popen(
             [binary, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
              "--admin", "%s:%d" % (admin_address, self.admin_port), *self.more_args(), *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            preexec_fn=None if open_files is None else lambda: resource.setrlimit(
+                resource.RLIMIT_NOFILE, (open_files, open_files)))
         try:
             self.wait_ready()
         except AssertionError:

@@ -16,12 +16,12 @@ namespace {
 template <class Read>
 auto read_v(const std::string& text, Read read, std::string& problem) {
   std::vector<Problem> problems;
-  Reader r(problems);
+  Reader r("v.yaml", problems);
   const YAML::Node root = YAML::Load("v: " + text);
   auto value = read(r, root["v"]);
   problem.clear();
   if (!problems.empty()) {
-    problem = std::to_string(problems[0].at.line) + ":" + std::to_string(problems[0].at.column) + ": " +
+    problem = std::to_string(problems[0].pos.line) + ":" + std::to_string(problems[0].pos.column) + ": " +
               problems[0].message;
   }
   EXPECT_LE(problems.size(), 1u);
@@ -103,16 +103,15 @@ TEST(YamlReader, StringsAreAnyScalar) {
 
 TEST(YamlReader, MapsHaveKnownKeysEachOnce) {
   std::vector<Problem> problems;
-  Reader r(problems);
+  Reader r("m.yaml", problems);
   EXPECT_TRUE(r.check_map(YAML::Load("{a: 1, b: 2}"), "m", {"a", "b", "c"}));
   EXPECT_TRUE(problems.empty());
   EXPECT_TRUE(r.check_map(YAML::Load("a: 1\nd: 2\na: 3\n? [x]\n: 4\n"), "m", {"a", "b"}));
   ASSERT_EQ(problems.size(), 3u);
   EXPECT_EQ(problems[0].message, "m: unknown key 'd' (expected one of: a, b)");
-  EXPECT_EQ(problems[0].at.line, 2);
-  EXPECT_EQ(problems[0].at.column, 1);
+  EXPECT_EQ(problems[0].pos.to_string(), "m.yaml:2:1");
   EXPECT_EQ(problems[1].message, "m: 'a' is given twice");
-  EXPECT_EQ(problems[1].at.line, 3);
+  EXPECT_EQ(problems[1].pos.line, 3);
   EXPECT_EQ(problems[2].message, "m: keys must be plain names");
   EXPECT_FALSE(r.check_map(YAML::Load("[1, 2]"), "m", {"a"}));
   EXPECT_EQ(problems.back().message, "m: expected a map");
@@ -121,7 +120,7 @@ TEST(YamlReader, MapsHaveKnownKeysEachOnce) {
 
 TEST(YamlReader, EachAlgorithmParameterWithItsType) {
   std::vector<Problem> problems;
-  Reader r(problems);
+  Reader r("m.yaml", problems);
   const YAML::Node n =
       YAML::Load("{half_life: 2s, burst: 3, capacity: 4.5, count_refused: FALSE, align: calendar, bad: sideways}");
   LimitSpec spec;
@@ -145,30 +144,32 @@ TEST(YamlReader, EachAlgorithmParameterWithItsType) {
 }
 
 TEST(YamlReader, PlacesCountFromOneAndANodeMadeInCodeHasNone) {
+  std::vector<Problem> problems;
+  const Reader r("a.yaml", problems);
   const YAML::Node root = YAML::Load("a: 1\n");
-  EXPECT_EQ(mark(root["a"]).line, 1);
-  EXPECT_EQ(mark(root["a"]).column, 4);
-  EXPECT_EQ(mark(YAML::Node()).line, 0);
-  EXPECT_EQ(mark(YAML::Node()).column, 0);
+  EXPECT_EQ(r.pos(root["a"]).to_string(), "a.yaml:1:4");
+  EXPECT_EQ(r.pos(YAML::Node()).line, 0);
+  EXPECT_EQ(r.pos(YAML::Node()).column, 0);
+  EXPECT_EQ(r.pos(YAML::Node()).to_string(), "a.yaml");
 }
 
 TEST(YamlReader, ADocumentThatDoesNotParseIsOneProblemAtItsPlace) {
   std::vector<Problem> problems;
   bool read = false;
-  read_document("a: [1, 2\nb: 3\n", problems, [&](const YAML::Node&) { read = true; });
+  read_document("a: [1, 2\nb: 3\n", "a.yaml", problems, [&](const YAML::Node&) { read = true; });
   EXPECT_FALSE(read);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_TRUE(problems[0].message.starts_with("not valid YAML: ")) << problems[0].message;
-  EXPECT_GT(problems[0].at.line, 0);
+  EXPECT_GT(problems[0].pos.line, 0);
 }
 
 TEST(YamlReader, WhatYamlCppThrowsWhileReadingIsAProblemNotAnException) {
   std::vector<Problem> problems;
-  read_document("a: 1\n", problems, [&](const YAML::Node& root) { (void)root["a"].as<std::vector<int>>(); });
+  read_document("a: 1\n", "a.yaml", problems, [&](const YAML::Node& root) { (void)root["a"].as<std::vector<int>>(); });
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_TRUE(problems[0].message.starts_with("unreadable: ")) << problems[0].message;
-  EXPECT_EQ(problems[0].at.line, 1);
-  EXPECT_EQ(problems[0].at.column, 4);
+  EXPECT_EQ(problems[0].pos.line, 1);
+  EXPECT_EQ(problems[0].pos.column, 4);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "base/same_owner.h"
 #include "metrics/names.h"
 
 namespace rk::metrics::envoy {
@@ -32,10 +33,6 @@ struct DescriptorStats::PerRule {
 };
 
 namespace {
-
-bool same_owner(const std::weak_ptr<const rules::RuleSet>& a, const std::shared_ptr<const rules::RuleSet>& b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
 
 // upstream computes the threshold in float32 (float32(limit) * nearLimitRatio, floored as a float64); so does this,
 // so that both agree on every limit.
@@ -81,7 +78,7 @@ DescriptorStats::Series DescriptorStats::register_series(const Labels& l) {
 // Indexes a new rule set's rules, keeping the series of the rules it still has.
 void DescriptorStats::bind(const std::shared_ptr<const rules::RuleSet>& set) {
   std::unique_lock write(mu_);
-  if (same_owner(bound_, set)) return;
+  if (base::same_owner(bound_, set)) return;
   by_rule_.clear();
   for (const auto& rule : set->rules()) {
     const rules::DomainConfig* domain = set->domain(rule->domain);
@@ -121,7 +118,7 @@ void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, 
                               std::string_view key, const service::DescriptorStatus& status, Nanos) {
   if (!set) return;
   std::shared_lock lock(mu_);
-  if (!same_owner(bound_, set)) {
+  if (!base::same_owner(bound_, set)) {
     lock.unlock();
     bind(set);
     lock.lock();

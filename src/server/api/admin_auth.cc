@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "base/percent.h"
 #include "headers/rate_limit_headers.h"
 #include "server/http/ascii.h"
 #include "server/http/response_writer.h"
@@ -63,13 +64,6 @@ Credentials credentials(const http::Request& req) {
   return c;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // A field of an application/x-www-form-urlencoded body, decoded ('+' is a space, %XX a byte); "" if absent.
 std::string form_field(std::string_view body, std::string_view name) {
   while (!body.empty()) {
@@ -79,17 +73,7 @@ std::string form_field(std::string_view body, std::string_view name) {
     const auto eq = pair.find('=');
     if (eq == std::string_view::npos || pair.substr(0, eq) != name) continue;
     std::string out;
-    const std::string_view v = pair.substr(eq + 1);
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == '+') {
-        out.push_back(' ');
-      } else if (v[i] == '%' && i + 2 < v.size() && hex_digit(v[i + 1]) >= 0 && hex_digit(v[i + 2]) >= 0) {
-        out.push_back(static_cast<char>(hex_digit(v[i + 1]) * 16 + hex_digit(v[i + 2])));
-        i += 2;
-      } else {
-        out.push_back(v[i]);
-      }
-    }
+    base::form_decode(pair.substr(eq + 1), out);  // a stray '%' is taken as written
     return out;
   }
   return {};
@@ -127,7 +111,7 @@ void throttled(http::Response& res, bool page, Nanos wait) {
         429, "throttled", "too many wrong admin tokens from this address; try again in " + seconds + " s",
         "Authorization");
   }
-  res.headers.emplace_back("Retry-After", seconds);
+  res.headers.emplace_back(headers::kRetryAfter, seconds);
 }
 
 }  // namespace

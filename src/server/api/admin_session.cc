@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "base/hex.h"
+
 namespace rk::api {
 
 namespace {
@@ -19,18 +21,14 @@ constexpr std::size_t kIdBytes = 16;
 constexpr std::size_t kSignatureHex = 64;  // SHA-256's 32 bytes
 
 std::string hex(const unsigned char* bytes, std::size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(2 * n);
-  for (std::size_t i = 0; i < n; ++i) {
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 15];
-  }
+  for (std::size_t i = 0; i < n; ++i) base::append_hex(out, bytes[i]);
   return out;
 }
 
 bool is_hex(std::string_view s) {
-  return s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+  return s.find_first_not_of(base::kHexDigits) == std::string_view::npos;
 }
 
 void random_bytes(unsigned char* out, std::size_t n) {

@@ -117,14 +117,13 @@ service::CheckRequest from_json(const json& j) {
   return r;
 }
 
-double seconds(Nanos d) { return static_cast<double>(d.count()) / 1e9; }
-
 }  // namespace
 
 std::string proto_duration(Nanos d) {
-  const std::int64_t ns = std::max<std::int64_t>(0, d.count());
-  std::string s = std::to_string(ns / 1'000'000'000);
-  if (const std::int64_t frac = ns % 1'000'000'000; frac != 0) {
+  const Nanos whole_ns = std::max(Nanos{0}, d);
+  const auto whole = std::chrono::duration_cast<std::chrono::seconds>(whole_ns);
+  std::string s = std::to_string(whole.count());
+  if (const std::int64_t frac = (whole_ns - whole).count(); frac != 0) {
     char buf[16];
     std::snprintf(buf, sizeof buf, ".%09lld", static_cast<long long>(frac));
     std::string f = buf;
@@ -167,8 +166,8 @@ std::string check_response_json(const service::CheckResponse& r) {
       const bool blocked = st.rule && st.rule->limit && st.rule->limit->blocked;
       if (blocked) s["blocked"] = true;
       s["algorithm"] = blocked ? rules::algorithm_shown(*st.rule->limit) : algorithm_name(st.algorithm);
-      s["window_seconds"] = seconds(st.window);
-      s["retry_after_seconds"] = st.retry_after == kNever ? -1.0 : seconds(st.retry_after);
+      s["window_seconds"] = to_seconds(st.window);
+      s["retry_after_seconds"] = st.retry_after == kNever ? -1.0 : to_seconds(st.retry_after);
     }
     if (st.rule) s["rule"] = st.rule->path;
     if (st.unlimited) s["unlimited"] = true;

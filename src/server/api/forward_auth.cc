@@ -219,7 +219,7 @@ class KeepRetryAfter final : public headers::FieldSink {
   explicit KeepRetryAfter(headers::FieldSink& inner) : inner_(inner) {}
   std::string& value_of(std::string_view name) override {
     std::string& v = inner_.value_of(name);
-    if (name == headers::kFieldNames[5]) {
+    if (name == headers::kRetryAfter) {
       at_ = &v;
       from_ = v.size();
     }

@@ -1,4 +1,6 @@
-// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server.
+// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server (public_routes.cc,
+// admin_routes.cc, rules_json.cc; what every route answers with: respond.h; the admin listener's own-page checks:
+// own_page.h).
 //
 // Public listener:  POST /v1/check (JSON decision API), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
 //                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz; envoyproxy/ratelimit's

@@ -2,16 +2,11 @@
 
 #include <vector>
 
+#include "base/hex.h"
+
 namespace rk::api {
 
 namespace {
-
-int hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -48,7 +43,7 @@ std::string decode_unreserved(std::string_view in) {
       out += in[i];
       continue;
     }
-    const int hi = i + 2 < in.size() ? hex(in[i + 1]) : -1, lo = hi >= 0 ? hex(in[i + 2]) : -1;
+    const int hi = i + 2 < in.size() ? base::hex_value(in[i + 1]) : -1, lo = hi >= 0 ? base::hex_value(in[i + 2]) : -1;
     if (lo < 0) {
       out += "%25";
       continue;

@@ -3,8 +3,6 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
 #include <mutex>
@@ -14,7 +12,11 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "service/response_headers.h"
+#include "server/connections/limits.h"
+#include "server/grpc/acceptor.h"
 #include "server/grpc/health_service.h"
+#include "server/grpc/log_routing.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/grpc/unary_call.h"
 
 namespace rk::grpcapi {
@@ -89,8 +91,9 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
       // request's own limit (DescriptorStatus::name, a label for our logs and metrics, falls back to the path).
       if (st.rule) limit->set_name(st.rule->limit->name);
       auto* d = s->mutable_duration_until_reset();
-      d->set_seconds(st.duration_until_reset.count() / 1'000'000'000);
-      d->set_nanos(static_cast<std::int32_t>(st.duration_until_reset.count() % 1'000'000'000));
+      const auto whole = std::chrono::duration_cast<std::chrono::seconds>(st.duration_until_reset);
+      d->set_seconds(whole.count());
+      d->set_nanos(static_cast<std::int32_t>((st.duration_until_reset - whole).count()));
     }
   }
   if (headers) {
@@ -143,7 +146,10 @@ struct GrpcServer::Impl {
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
   HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
+  std::unique_ptr<TlsCredentials> tls;   // with TLS; outlives the server, whose handshakes read its directory
   std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> external;  // how connections reach the server
+  std::unique_ptr<detail::Acceptor> acceptor;  // declared after: stopped and destroyed first
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
   int port = 0;
@@ -160,27 +166,32 @@ GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks
                                   "; it must be at least 1");
     }
   }
+  if (options.max_connections < 1) {
+    throw std::invalid_argument("GrpcOptions::max_connections is 0; it must be at least 1");
+  }
+  try {
+    (void)connections::Networks(options.per_ip_exempt);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("GrpcOptions::per_ip_exempt: ") + e.what());
+  }
   impl_ = std::make_unique<Impl>(service, std::move(options), std::move(hooks));
+  route_grpc_logs();
 }
 
 GrpcServer::~GrpcServer() { stop(); }
 
 namespace {
 
-// Plaintext, or TLS from files gRPC watches itself (its FileWatcherCertificateProvider rereads them every refresh
-// interval and keeps the last good pair when a read fails).
-std::shared_ptr<grpc::ServerCredentials> credentials(const GrpcOptions& o) {
+tls::TlsFiles tls_files(const GrpcOptions& o) {
+  return {.cert = o.tls_cert, .key = o.tls_key, .client_ca = o.tls_client_ca};
+}
+
+// Plaintext, or TLS from pairs read and checked as the HTTPS listeners' are (tls_credentials.h).
+std::shared_ptr<grpc::ServerCredentials> credentials(GrpcServer::Impl& impl) {
+  const GrpcOptions& o = impl.options;
   if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  namespace gx = grpc::experimental;
-  auto files = std::make_shared<gx::FileWatcherCertificateProvider>(o.tls_key, o.tls_cert, o.tls_client_ca,
-                                                                    o.tls_refresh_seconds);
-  gx::TlsServerCredentialsOptions tls(files);
-  tls.watch_identity_key_cert_pairs();
-  if (!o.tls_client_ca.empty()) {
-    tls.watch_root_certs();
-    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  }
-  return gx::TlsServerCredentials(tls);
+  impl.tls = std::make_unique<TlsCredentials>(tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds);
+  return impl.tls->credentials();
 }
 
 }  // namespace
@@ -191,18 +202,32 @@ void GrpcServer::start() {
   // it). Process-wide; ratekeeper's own locks are std::mutex.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
+  const GrpcOptions& o = impl_->options;
+  // Our own accept() (acceptor.h) hands gRPC the connections it admits; it listens first, so that a port in use
+  // throws before anything starts.
+  impl_->acceptor = std::make_unique<detail::Acceptor>(
+      detail::AcceptorOptions{.address = o.address,
+                              .limits = {.max = o.max_connections,
+                                         .max_per_ip = o.max_connections_per_ip,
+                                         .per_ip_exempt = o.per_ip_exempt},
+                              .busy_idle_timeout = std::chrono::milliseconds(o.busy_idle_timeout_ms),
+                              .fd_ceiling = o.fd_ceiling},
+      detail::AcceptorEvents{.connection = impl_->hooks.connection, .refused = impl_->hooks.refused});
+  impl_->port = impl_->acceptor->port();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(impl_->options.address, credentials(impl_->options), &impl_->port);
+  impl_->external = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials(*impl_));
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, impl_->options.handshake_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, o.idle_timeout_ms);
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();
-  if (!impl_->server || impl_->port == 0) {
-    impl_->server.reset();
+  if (!impl_->server) {
+    impl_->acceptor.reset();
     throw std::runtime_error("cannot listen for gRPC on " + impl_->options.address);
   }
   for (auto& q : impl_->queues) {
@@ -216,6 +241,12 @@ void GrpcServer::start() {
       while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->proceed(ok);
     });
   }
+  impl_->acceptor->start([external = impl_->external.get()](int listener_fd, int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    connection.listener_fd = listener_fd;
+    connection.fd = fd;
+    external->HandleNewConnection(&connection);
+  });
   set_serving(true);
 }
 
@@ -225,10 +256,19 @@ void GrpcServer::set_serving(bool serving) {
   if (impl_->server) impl_->health.set_serving(serving);
 }
 
+void GrpcServer::install_tls(std::shared_ptr<const tls::TlsPem> pem) {
+  if (impl_->tls && pem) impl_->tls->install(*pem);
+}
+
+void GrpcServer::reload_tls() {
+  if (impl_->tls) impl_->tls->install(*tls::read_tls_files(tls_files(impl_->options)));
+}
+
 void GrpcServer::stop() {
   std::lock_guard lock(impl_->mu);
   if (!impl_->server || impl_->stopped) return;
   impl_->stopped = true;
+  impl_->acceptor->stop();   // no new connection; those open are the server's to close
   impl_->health.shut_down();  // watchers hear NOT_SERVING and their streams end, so Shutdown need not wait for them
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted

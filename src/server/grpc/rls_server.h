@@ -14,7 +14,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "server/tls/tls_files.h"
 #include "service/service.h"
 
 namespace rk::grpcapi {
@@ -28,19 +30,36 @@ struct GrpcOptions {
   int max_message_bytes = 64 * 1024;       // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
   int max_streams_per_connection = 256;    // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
   int max_watch_streams = 1024;            // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
-  // TLS: PEM files, checked by the caller beforehand (gRPC only logs a bad one). Empty tls_cert: plaintext. The
-  // files are watched every tls_refresh_seconds: new connections get rotated ones, connections open keep theirs.
+  // TLS: PEM files, read and checked by start() as the HTTPS listeners' are (server/tls/tls_files.h). Empty
+  // tls_cert: plaintext. Rotated files are taken by reload_tls() or install_tls(), never read by gRPC itself: new
+  // connections get them within tls_refresh_seconds, connections open keep theirs.
   std::string tls_cert, tls_key;
   std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
   unsigned tls_refresh_seconds = 1;
   // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
   // header timeout), so that connections that never finish one hold nothing for long.
   int handshake_timeout_ms = 10000;
+  // Connections, counted by the listener's own accept() before gRPC sees them (acceptor.h), under the HTTP
+  // listener's rules: at most max_connections at once; at most max_connections_per_ip from one IPv4 address or IPv6
+  // /64 (0: no limit) but from per_ip_exempt (a bad entry: std::invalid_argument); at the cap, the connection that
+  // has received nothing for longest gives way; from 3/4 of it on, one that has received nothing for
+  // busy_idle_timeout_ms is closed. A connection with no call for idle_timeout_ms is closed (GOAWAY) in any case.
+  // A connection whose descriptor's number would be fd_ceiling or more is closed at once (0: none).
+  std::size_t max_connections = 10000;
+  std::size_t max_connections_per_ip = 256;
+  std::vector<std::string> per_ip_exempt;
+  int busy_idle_timeout_ms = 5000;
+  int idle_timeout_ms = 60000;
+  int fd_ceiling = 0;
 };
 
 struct GrpcHooks {
   std::function<void(std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
   std::function<void(std::string_view code)> answered;  // "OK", "INVALID_ARGUMENT", ...
+  std::function<void(int delta)> connection;           // +1 a connection admitted, -1 gone
+  // A connection refused or closed at once: "too_many_connections", "too_many_connections_from_ip",
+  // "descriptor_reserve".
+  std::function<void(std::string_view reason)> refused;
 };
 
 class GrpcServer {
@@ -51,6 +70,12 @@ class GrpcServer {
   int port() const;
   void stop();   // finishes calls in flight; idempotent
   void set_serving(bool serving);  // the health service's answer
+  // With TLS, after start(), from any thread: a pair read and checked (tls::read_tls_files, one read the HTTPS
+  // listeners take too) for new connections; reload_tls() reads GrpcOptions' files for it (throws TlsFileError).
+  // A pair refused, or one that cannot be handed to gRPC (std::runtime_error), leaves the one in use. Nothing
+  // without TLS.
+  void install_tls(std::shared_ptr<const tls::TlsPem> pem);
+  void reload_tls();
 
   struct Impl;
 

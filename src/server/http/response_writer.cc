@@ -4,6 +4,7 @@
 #include <boost/beast/http/status.hpp>
 #include <charconv>
 
+#include "base/json_string.h"
 #include "server/http/ascii.h"
 
 namespace rk::http::detail {
@@ -52,24 +53,7 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
   out.append(name).append(": ").append(value).append("\r\n");
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out.append("\\u00");
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
+using base::append_json_string;
 
 // Response::field_lines: every line a token, ": ", a value and CRLF, and no framing field among them. Values are
 // searched for CR, LF and NUL with memchr (string_view::find), not a byte at a time: they are most of the bytes.

@@ -24,7 +24,8 @@ thread_local const Server::Impl* tls_server = nullptr;  // the server whose thre
 }  // namespace
 
 Server::Impl::Impl(ServerOptions o, Handler h, ServerEvents e)
-    : options(std::move(o)), handler(std::move(h)), events(std::move(e)), limits(options), tls(options.tls) {
+    : options(std::move(o)), handler(std::move(h)), events(std::move(e)), limits(detail::connection_limits(options)),
+      tls(options.tls) {
   for (int i = 0; i < options.threads; ++i) workers.push_back(std::make_unique<detail::Worker>(*this));
   std::vector<detail::tcp::acceptor*> acceptors;
   for (auto& w : workers) acceptors.push_back(&*w->acceptor);
@@ -100,6 +101,10 @@ std::uint16_t Server::port() const { return impl_->listener.port(); }
 void Server::reload_tls() { impl_->tls.reload(); }
 
 std::shared_ptr<const PreparedTls> Server::prepare_tls() const { return impl_->tls.prepare(); }
+
+std::shared_ptr<const PreparedTls> Server::prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const {
+  return impl_->tls.prepare(std::move(pem));
+}
 
 void Server::install_tls(std::shared_ptr<const PreparedTls> prepared) { impl_->tls.install(std::move(prepared)); }
 

@@ -46,6 +46,7 @@
 //     IPv4 address or IPv6 /64 (per_ip_exempt ones aside)
 //   a connection beyond max_connections [10,000] while every     503, then close       "too_many_connections"
 //     connection is busy (otherwise the longest idle one is shed to make room)
+//   a connection whose descriptor is fd_ceiling or past it       close                 "descriptor_reserve"
 //   the handler throws, or answers what cannot be sent (status   500, connection kept  (on_handler_error)
 //     outside 200-599; a header name not a token; CR, LF or NUL in a value)
 // Idle connections give way (one client must not hold every place with kept-alive connections it does not use):
@@ -79,6 +80,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "server/tls/tls_files.h"
 
 namespace rk::http {
 
@@ -169,23 +172,10 @@ struct Response {
 // throws becomes a 500.
 using Handler = std::function<void(const Request&, Response&)>;
 
-// TLS on a listener: PEM files, read when the Server is made and again by Server::reload_tls().
-struct TlsFiles {
-  std::string cert;       // the server's certificate chain, leaf first
-  std::string key;        // its private key (unencrypted)
-  std::string client_ca;  // "": no client certificate asked for; else one is required, issued by these CAs
-};
-
-// A TLS file that cannot be used: `path` names it, `which` says which of TlsFiles it is, what() what is wrong
-// ("tls.crt: not a PEM certificate chain (no start line)").
-class TlsFileError : public std::runtime_error {
- public:
-  enum class Which { kCert, kKey, kClientCa };
-  TlsFileError(Which w, std::string file, const std::string& problem)
-      : std::runtime_error(file + ": " + problem), which(w), path(std::move(file)) {}
-  Which which;
-  std::string path;
-};
+// TLS on a listener: PEM files (server/tls/tls_files.h), read when the Server is made and again by
+// Server::reload_tls(); a file that cannot be used is a TlsFileError naming it.
+using TlsFiles = tls::TlsFiles;
+using TlsFileError = tls::TlsFileError;
 
 // Reads and checks the files as the Server would (the key matches the certificate); throws TlsFileError.
 void check_tls_files(const TlsFiles& files);
@@ -205,6 +195,10 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
   std::chrono::milliseconds busy_idle_timeout{5000};  // ...and this long while 3/4 of max_connections are taken
   std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
+  // A new connection whose descriptor's number is this or more is closed at once, unanswered (0: none).
+  // Descriptors are handed out lowest first, so the process then holds that many: those past it are kept for the
+  // admin listener and the process itself (server/serve/fd_budget.h).
+  int fd_ceiling = 0;
   // Set: every connection speaks TLS (HTTPS). The handshake counts as the start of the first request: it must end
   // within header_timeout of the connection, and the connection holds its place under the limits meanwhile. A
   // connection the limits refuse is closed without an answer (a 503 would need a handshake first).
@@ -214,8 +208,8 @@ struct ServerOptions {
 // Optional hooks, for metrics and logs; called on the server's threads. An exception they throw is ignored.
 struct ServerEvents {
   // "malformed", "body_too_large", "header_too_large", "timeout", "too_many_connections",
-  // "too_many_connections_from_ip" or, with TLS, "tls_handshake" (a handshake that failed: no common protocol, a
-  // missing or untrusted client certificate, plaintext sent to the TLS port).
+  // "too_many_connections_from_ip", "descriptor_reserve" or, with TLS, "tls_handshake" (a handshake that failed: no
+  // common protocol, a missing or untrusted client certificate, plaintext sent to the TLS port).
   std::function<void(std::string_view reason)> on_bad_request;
   std::function<void(int delta)> on_connection;  // +1 when a connection is accepted, -1 when it is gone
   // The handler threw (what() of the exception) or answered something that cannot be sent. The client gets a
@@ -247,6 +241,9 @@ class Server {
   // to this server's new connections (nothing without TLS). Read once, installed in both, two listeners never serve
   // different certificates, and a read that fails changes neither. From any thread.
   std::shared_ptr<const PreparedTls> prepare_tls() const;
+  // prepare_tls() from files already read and checked (tls::read_tls_files), for a read that listeners other than
+  // HTTP ones (gRPC) take too. Null without TLS.
+  std::shared_ptr<const PreparedTls> prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const;
   void install_tls(std::shared_ptr<const PreparedTls> prepared);
   std::uint16_t port() const;  // the port listened on, valid from construction on
   // Stops accepting, closes idle connections, lets requests in flight finish and answers them with

@@ -5,6 +5,7 @@
 //   auto ctx = tls.current();                  // per new connection; null without TLS (plaintext)
 //   tls.reload();                              // Server::reload_tls(): new connections get the new files
 //   tls.install(tls.prepare());                // the same in two steps (one read for two listeners)
+//   tls.install(tls.prepare(pem));             // from a read shared with gRPC (server/tls/tls_files.h)
 //
 // A connection holds the shared_ptr of the context it began with, so a reload never touches a connection in
 // flight; the old context goes with its last connection.
@@ -30,9 +31,9 @@ struct PreparedTls {
 
 namespace rk::http::detail {
 
-// A server-side context from the files: TLS 1.2 or later, no renegotiation; with client_ca, a client certificate
-// is required and verified. Throws TlsFileError naming the file at fault.
-std::shared_ptr<boost::asio::ssl::context> make_tls_context(const TlsFiles& files);
+// A server-side context from the files' contents (tls::read_tls_files): TLS 1.2 or later, no renegotiation; with
+// client_ca, a client certificate is required and verified. Throws TlsFileError naming the file at fault.
+std::shared_ptr<boost::asio::ssl::context> make_tls_context(const tls::TlsPem& pem, const TlsFiles& files);
 
 class TlsContexts {
  public:
@@ -41,6 +42,8 @@ class TlsContexts {
   void reload();  // install(prepare())
   // The files, read and checked (throws TlsFileError); null without TLS.
   std::shared_ptr<const PreparedTls> prepare() const;
+  // The same from files read and checked already (tls::read_tls_files). Null without TLS.
+  std::shared_ptr<const PreparedTls> prepare(std::shared_ptr<const tls::TlsPem> pem) const;
   void install(std::shared_ptr<const PreparedTls> prepared);  // for new connections from now on; nothing if null
 
  private:

@@ -184,9 +184,13 @@ void Worker::adopt(int fd) {
 }
 
 void Worker::on_accept(tcp::socket socket) {
+  if (const int ceiling = server.options.fd_ceiling; ceiling > 0 && socket.native_handle() >= ceiling) {
+    server.bad_request("descriptor_reserve");  // the socket closes at once: what is past it is the admin listener's
+    return;
+  }
   ConnectionLimits& limits = server.limits;
   Admission admission{.peer = peer_address(socket), .tls = server.tls.current()};
-  std::string key = limits.ip_key(admission.peer);
+  std::string key = limits.ip_key(address_of(admission.peer));
   if (!key.empty() && !limits.take_ip(key)) {
     server.bad_request("too_many_connections_from_ip");
     if (admission.tls) return;  // a 503 would cost a handshake, which is what a flood wants: the socket closes

@@ -68,6 +68,15 @@ Reader per_ip_exempt(std::vector<std::string>& out) {
   };
 }
 
+// `read`, and `given` set once it has stored a value.
+Reader given(bool& given, Reader read) {
+  return [&given, read = std::move(read)](const std::string& v) {
+    std::string problem = read(v);
+    if (problem.empty()) given = true;
+    return problem;
+  };
+}
+
 Reader admin_hosts(std::vector<std::string>& out) {
   return [&out](const std::string& v) {
     std::vector<std::string> list = split_commas(v);
@@ -118,19 +127,25 @@ void add_security_flags(cli::FlagSet& flags, ServeFlags& f) {
 }
 
 void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {
-  flags.value("--max-connections", "N", "HTTP connections at once (default 10000)",
-              whole_number(f.max_connections, 1, 1'000'000));
+  flags.value("--max-connections", "N",
+              "HTTP connections at once (default 10000, or fewer if the open files limit\n"
+              "is lower: docs/security.md)",
+              given(f.max_connections_given, whole_number(f.max_connections, 1, 1'000'000)));
   flags.value("--max-connections-per-ip", "N",
-              "of those, from one IPv4 address or IPv6 /64 (default 256; 0: no limit)",
+              "of those (and of gRPC's), from one IPv4 address or IPv6 /64 (default 256;\n0: no limit)",
               whole_number(f.max_connections_per_ip, 0, 1'000'000));
   flags.value("--per-ip-exempt", "LIST",
               "addresses or CIDR ranges of proxies in front, which only --max-connections\n"
-              "bounds (default 127.0.0.0/8,::1)",
+              "(--grpc-max-connections) bounds (default 127.0.0.0/8,::1)",
               per_ip_exempt(f.per_ip_exempt));
   flags.value("--busy-idle-timeout", "DUR",
-              "idle connections are closed after this from 3/4 of --max-connections on\n(default 5s)",
+              "idle connections are closed after this from 3/4 of a listener's cap on\n(default 5s)",
               duration(f.busy_idle_timeout, std::chrono::milliseconds(100), std::chrono::hours(1),
                        "a duration from 100ms to 1h"));
+  flags.value("--grpc-max-connections", "N",
+              "gRPC connections at once (default 10000, or fewer if the open files limit\n"
+              "is lower)",
+              given(f.grpc_max_connections_given, whole_number(f.grpc_max_connections, 1, 1'000'000)));
   flags.value("--grpc-max-message-bytes", "N", "gRPC: a larger request is refused (default 65536)",
               whole_number(f.grpc_max_message_bytes, 1024, 64 << 20));
   flags.value("--grpc-max-streams-per-connection", "N", "gRPC: streams at once on one connection (default 256)",

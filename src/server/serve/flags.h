@@ -30,6 +30,9 @@ struct ServeFlags {
   bool grpc_headers = false;
   int threads = 2;
   std::size_t max_connections = 10000;
+  bool max_connections_given = false;  // by a flag or a setting: past the descriptors there are, an error
+  std::size_t grpc_max_connections = 10000;
+  bool grpc_max_connections_given = false;
   std::size_t max_connections_per_ip = 256;
   std::vector<std::string> per_ip_exempt = {"127.0.0.0/8", "::1"};
   Nanos busy_idle_timeout = std::chrono::seconds(5);

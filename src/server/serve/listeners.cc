@@ -12,6 +12,7 @@
 
 #include "base/secret_file.h"
 #include "logging/log.h"
+#include "server/tls/tls_files.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
 #endif
@@ -150,9 +151,16 @@ struct Listeners::Grpc {
 
 namespace {
 
-std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service::Service& service,
-                                                ServeMetrics& metrics) {
+int milliseconds(Nanos d) {
+  return static_cast<int>(std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(),
+                                                 std::numeric_limits<int>::max()));
+}
+
+std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
+                                                service::Service& service, ServeMetrics& metrics) {
   grpcapi::GrpcHooks hooks;
+  hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
+  hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
   hooks.decided = [&metrics](std::string_view domain, const service::CheckResponse& r, Nanos took) {
     metrics.decided("grpc", domain, r, took);
   };
@@ -168,9 +176,12 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
                            .tls_key = flags.tls_key,
                            .tls_client_ca = flags.tls_client_ca,
                            .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
-                           .handshake_timeout_ms = static_cast<int>(std::min<std::int64_t>(
-                               std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout).count(),
-                               std::numeric_limits<int>::max()))},
+                           .handshake_timeout_ms = milliseconds(flags.header_timeout),
+                           .max_connections = budget.grpc_max,
+                           .max_connections_per_ip = flags.max_connections_per_ip,
+                           .per_ip_exempt = flags.per_ip_exempt,
+                           .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
+                           .fd_ceiling = budget.fd_ceiling},
       hooks);
   server->start();
   logging::log(logging::Level::kInfo, "serving gRPC",
@@ -183,7 +194,8 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, service
 struct Listeners::Grpc {};
 #endif
 
-bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error) {
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
+                      std::string& error) {
   http::ServerOptions& public_options = options.public_http;
   http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
@@ -197,8 +209,19 @@ bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::st
     return false;
   }
 #endif
+  options.budget = plan_fd_budget({.open_files = open_files,
+                                   .threads = flags.threads,
+                                   .http = {flags.max_connections, flags.max_connections_given},
+                                   .grpc = !flags.grpc.empty(),
+                                   .grpc_max = {flags.grpc_max_connections, flags.grpc_max_connections_given}});
+  if (!options.budget.error.empty()) {
+    error = options.budget.error;
+    return false;
+  }
   public_options.threads = flags.threads;
-  public_options.max_connections = flags.max_connections;
+  public_options.max_connections = options.budget.http_max;
+  public_options.fd_ceiling = options.budget.fd_ceiling;
+  admin_options.max_connections = options.budget.admin_max;  // the admin listener may use descriptors past it
   public_options.max_connections_per_ip = flags.max_connections_per_ip;
   public_options.per_ip_exempt = flags.per_ip_exempt;
   public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
@@ -229,7 +252,7 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   public_server_->start();
   admin_server_->start();
 #ifdef RK_HAVE_GRPC
-  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, service, metrics);
+  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options.budget, service, metrics);
 #endif
   if (public_options.tls) {
     tls_watch_.start(kTlsRefresh,
@@ -242,15 +265,20 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                 {"config", flags.config}});
 }
 
-// Both HTTP listeners take the rotated files (gRPC watches them itself), read once for both: the admin listener has
-// the public one's files, so they never serve different certificates. A read that fails (a key rewritten before its
-// certificate, say) keeps the files in use on both and is tried again when a file changes next.
+// Every listener takes the rotated files from one read, checked once (server/tls/tls_files.h): the admin and gRPC
+// listeners have the public one's files, so they never serve different certificates. A read that fails (a key
+// rewritten before its certificate, say) keeps the pair in use on all of them and is tried again when a file changes
+// next; gRPC's copy of a pair that could not be written, at the next look.
 void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
   std::string now = stamps(files);
   if (now == tls_seen_) return;
   tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
   try {
-    auto fresh = public_server_->prepare_tls();
+    auto pem = tls::read_tls_files(files);
+    auto fresh = public_server_->prepare_tls(pem);
+#ifdef RK_HAVE_GRPC
+    if (grpc_->server) grpc_->server->install_tls(pem);  // first: the one that can fail for want of a disk
+#endif
     public_server_->install_tls(fresh);
     admin_server_->install_tls(std::move(fresh));
     metrics.tls_reloaded(true);
@@ -258,7 +286,14 @@ void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics&
   } catch (const http::TlsFileError& e) {
     metrics.tls_reloaded(false);
     logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
-                 {{"error", std::string(flag_of(e.which)) + " " + e.what()}});
+                 {{"error", std::string(flag_of(e.which)) + " " + e.what()},
+                  {"tls_cert", files.cert},
+                  {"tls_key", files.key}});
+  } catch (const std::exception& e) {
+    tls_seen_.clear();
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
+                 {{"error", e.what()}, {"tls_cert", files.cert}, {"tls_key", files.key}});
   }
 }
 

@@ -3,19 +3,21 @@
 // with --tls-cert, all three speak TLS, and rotated certificate files are picked up while serving.
 //
 //   ListenerOptions options;
-//   if (!listener_options(flags, options, error)) ...                  // exit 2: nothing started
+//   if (!listener_options(flags, open_files, options, error)) ...      // exit 2: nothing started
 //   Listeners listeners(flags, options, service, metrics, hooks);      // throws: exit 1
 //   ...
 //   listeners.stop();   // stops accepting; requests in flight finish
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "base/periodic.h"
 #include "server/api/routes.h"
 #include "server/http/server.h"
+#include "server/serve/fd_budget.h"
 #include "server/serve/flags.h"
 #include "server/serve/serve_metrics.h"
 #include "service/service.h"
@@ -26,10 +28,11 @@ namespace rk::serve {
 struct ListenerOptions {
   http::ServerOptions public_http, admin_http;
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
+  FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
 };
 
-// How often the TLS files are looked at for a rotation (their inode, size and modification time), by the HTTP
-// listeners and by gRPC alike.
+// How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC
+// looks for the pair each rotation hands it (server/grpc/tls_credentials.h).
 inline constexpr std::chrono::seconds kTlsRefresh{1};
 
 // The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag
@@ -37,8 +40,10 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // --tls-cert or the reverse, --tls-client-ca without them, a TLS file unreadable or not PEM, a key that does not
 // match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
 // character a header cannot carry; an --admin address that is not loopback without --admin-token-file, or with it
-// but without TLS or --admin-allow-plaintext-token.
-bool listener_options(const ServeFlags& flags, ListenerOptions& options, std::string& error);
+// but without TLS or --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the
+// descriptors the process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
+                      std::string& error);
 
 class Listeners {
  public:

@@ -13,12 +13,14 @@
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
+#include "server/serve/fd_budget.h"
 #include "server/serve/flags.h"
 #include "server/serve/listeners.h"
 #include "server/serve/serve_metrics.h"
 #include "server/serve/state_file.h"
 #include "server/serve/sweeper.h"
 #include "service/service.h"
+#include "store/batched/batcher.h"
 #include "store/redis/remote.h"
 #include "store/redis/shared_counters.h"
 
@@ -153,16 +155,29 @@ bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& 
 }
 
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
-std::shared_ptr<service::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
-  return std::make_shared<service::Batcher>(redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
-                                            service::BatcherOptions{.interval = flags.redis_batch_interval,
-                                                                    .max_keys = flags.max_keys,
-                                                                    .max_memory_bytes = memory_shares(flags).batcher});
+std::shared_ptr<store::batched::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
+  return std::make_shared<store::batched::Batcher>(
+      redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
+      store::batched::BatcherOptions{.interval = flags.redis_batch_interval,
+                                     .max_keys = flags.max_keys,
+                                     .max_memory_bytes = memory_shares(flags).batcher});
+}
+
+// The open files limit (RLIMIT_NOFILE), and each default cap lowered to fit it.
+void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
+  logging::log(logging::Level::kInfo, "file descriptors",
+               {{"open_files", std::to_string(files.soft)}, {"raised_from", std::to_string(files.was)},
+                {"max_connections", std::to_string(budget.http_max)},
+                {"grpc_max_connections", std::to_string(budget.grpc_max)},
+                {"admin_max_connections", std::to_string(budget.admin_max)}});
+  for (const std::string& w : budget.warnings) {
+    logging::log(logging::Level::kInfo, "connection cap lowered to fit the open files limit", {{"warning", w}});
+  }
 }
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
 void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
-           service::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
+           store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
   logging::log(logging::Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
@@ -173,6 +188,7 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
   reloader.stop();
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
+  logging::report_held_lines();
   logging::log(logging::Level::kInfo, "stopped");
 }
 
@@ -181,9 +197,11 @@ void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& list
 int run_serve(const std::vector<std::string>& args) {
   ServeFlags flags;
   if (const int code = read_flags(args, flags); code >= 0) return code;
+  // Every connection takes a file descriptor: the listeners' caps are planned against what the process may open.
+  const OpenFiles files = raise_open_files_limit();
   ListenerOptions listener;
   std::string error;
-  if (!listener_options(flags, listener, error)) {
+  if (!listener_options(flags, files.soft, listener, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
@@ -192,6 +210,7 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
+  log_fd_budget(files, listener.budget);
   const sigset_t signals = block_stop_signals();
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
@@ -207,7 +226,7 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
     return 2;
   }
-  std::shared_ptr<service::Batcher> batcher;
+  std::shared_ptr<store::batched::Batcher> batcher;
   if (remote) batcher = make_batcher(flags, clock);
   // Every decision feeds the dashboard's counters and hot keys (docs/dashboard.md) and envoyproxy/ratelimit's
   // per-descriptor counters.

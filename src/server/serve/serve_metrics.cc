@@ -9,6 +9,7 @@
 #include "metrics/envoy/descriptor_stats.h"
 #include "metrics/names.h"
 #include "ratekeeper/ratekeeper.h"
+#include "store/batched/batcher.h"
 
 namespace rk::serve {
 
@@ -35,6 +36,7 @@ ServeMetrics::ServeMetrics(bool with_grpc)
       reload_failed_(registry_.counter(n::kConfigReloads.name, n::kConfigReloads.help, {{"result", "failure"}})),
       reload_time_(registry_.gauge(n::kConfigLastReloadSuccess.name, n::kConfigLastReloadSuccess.help)),
       connections_(registry_.gauge(n::kHttpConnections.name, n::kHttpConnections.help)),
+      grpc_connections_(with_grpc ? &registry_.gauge(n::kGrpcConnections.name, n::kGrpcConnections.help) : nullptr),
       http_latency_(latency_for(registry_, "http")),
       auth_latency_(latency_for(registry_, "auth")),
       grpc_latency_(with_grpc ? latency_for(registry_, "grpc") : nullptr) {
@@ -84,12 +86,12 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                          {{"policy", std::string(rules::failure_policy_name(p))}},
                          [&rs, p] { return rs.fallbacks[static_cast<int>(p)].load(); });
   }
-  if (const service::Batcher* b = service.batcher()) {
-    const service::BatcherStats& bs = b->stats();
+  if (const store::batched::Batcher* b = service.batcher()) {
+    const store::batched::BatcherStats& bs = b->stats();
     registry_.counter_fn(n::kBatches.name, n::kBatches.help, {}, [&bs] { return bs.batches.load(); });
     registry_.counter_fn(n::kBatchKeys.name, n::kBatchKeys.help, {}, [&bs] { return bs.keys_sent.load(); });
     registry_.counter_fn(n::kBatchFailedKeys.name, n::kBatchFailedKeys.help, {}, [&bs] { return bs.failed.load(); });
-    registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return static_cast<double>(bs.lag_ns.load()) / 1e9; });
+    registry_.gauge_fn(n::kBatchLag.name, n::kBatchLag.help, {}, [&bs] { return to_seconds(Nanos{bs.lag_ns.load()}); });
     registry_.gauge_fn(n::kBatchedKeys.name, n::kBatchedKeys.help, {},
                        [&bs] { return static_cast<double>(bs.keys.load()); });
     registry_.gauge_fn(n::kBatchedBytes.name, n::kBatchedBytes.help, {},

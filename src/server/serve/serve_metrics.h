@@ -40,6 +40,9 @@ class ServeMetrics {
   void grpc_answered(std::string_view code);
   void tls_reloaded(bool ok);
   void connections(int delta) { connections_.add(delta); }
+  void grpc_connections(int delta) {
+    if (grpc_connections_) grpc_connections_->add(delta);
+  }
   // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), to be fed every decision.
   std::shared_ptr<service::DecisionObserver> descriptor_stats(double near_limit_ratio);
 
@@ -49,6 +52,7 @@ class ServeMetrics {
   metrics::Counter& reload_failed_;
   metrics::Gauge& reload_time_;
   metrics::Gauge& connections_;
+  metrics::Gauge* grpc_connections_;  // null without --grpc
   metrics::Histogram* http_latency_;
   metrics::Histogram* auth_latency_;
   metrics::Histogram* grpc_latency_;  // null without --grpc

@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "yaml/reader.h"
+
 namespace rk::serve {
 
 namespace {
@@ -13,9 +15,7 @@ struct Setting {
   YAML::Mark name_at, value_at;
 };
 
-std::string where(const std::string& path, const YAML::Mark& m) {
-  return path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": ";
-}
+std::string where(const std::string& path, const YAML::Mark& m) { return yaml::position(path, m).to_string() + ": "; }
 
 // The file's mapping as triples; what is not a setting at all goes to `errors`.
 std::vector<Setting> read_settings(const std::string& path, std::vector<std::string>& errors) {

@@ -345,7 +345,7 @@ void StateSaver::restore(const rules::RuleSet& set) {
     } else {
       const auto& c = std::get<StateCounts>(result);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-      const double age_s = static_cast<double>(clock_->now().count() - c.saved_at_ns) / 1e9;
+      const double age_s = to_seconds(clock_->now() - Nanos{c.saved_at_ns});
       logging::log(logging::Level::kInfo, "state restored",
                    {{"file", path_}, {"rules", std::to_string(c.rules)}, {"keys", std::to_string(c.keys)},
                     {"rules_changed", std::to_string(c.skipped_rules)}, {"age_s", std::to_string(age_s)},

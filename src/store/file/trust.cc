@@ -9,15 +9,11 @@
 
 namespace rk::store {
 
-namespace {
-
 std::string octal(unsigned mode) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04o", mode);
   return buf;
 }
-
-}  // namespace
 
 std::string distrust(const struct stat& st, const std::string& path, unsigned allowed_mode,
                      const std::string& allowed) {

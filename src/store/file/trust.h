@@ -23,6 +23,9 @@ namespace rk::store {
 // allowed mode comes from, for the message ("asked for (SharedOptions::mode)").
 std::string distrust(const struct stat& st, const std::string& path, unsigned allowed_mode, const std::string& allowed);
 
+// A permission mode as chmod takes it, four octal digits: octal(0644) -> "0644".
+std::string octal(unsigned mode);
+
 struct TrustedFile {
   int fd = -1;          // the caller's to close; -1: nothing opened
   struct stat st {};    // the opened file's fstat

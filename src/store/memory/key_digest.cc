@@ -1,6 +1,5 @@
 #include "store/memory/key_digest.h"
 
-#include <cstdio>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -45,17 +44,6 @@ KeyDigestSeed random_digest_seed() {
     got += static_cast<std::size_t>(n);
   }
   return seed;
-}
-
-std::string content_hash(std::string_view text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 }  // namespace rk::store

@@ -20,11 +20,6 @@ using KeyDigest = std::array<std::uint8_t, 16>;
 
 KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key);
 
-// A short name for any text: FNV-1a 64 as 16 hex digits. Not keyed, so not for what an attacker may choose to
-// collide; it names rules by their identity, rule sets by their files, and Redis keys' Cluster hash tags (where a
-// value's own "{...}" must not choose the slot).
-std::string content_hash(std::string_view text);
-
 // From the operating system's random source (getrandom); throws if it has none to give.
 KeyDigestSeed random_digest_seed();
 

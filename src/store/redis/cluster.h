@@ -1,6 +1,6 @@
 // store/redis/cluster.h: what Redis Cluster says about where a key lives: its slot (CRC16 of the key or of its
 // {hash tag}), the slot map CLUSTER SLOTS answers, and the MOVED and ASK redirects. Pure functions: the client
-// (client.cc) keeps the map and follows the redirects.
+// (routing.cc) keeps the map and follows the redirects.
 //
 //   rk::redis::key_slot("{user1000}.following");       // == key_slot("{user1000}.followers")
 //   for (const SlotRange& r : slot_ranges(reply, asked)) ...  // from CLUSTER SLOTS

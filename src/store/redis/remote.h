@@ -49,15 +49,23 @@ std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& 
 // std::invalid_argument for a bad URL or a number of connections outside 1-64.
 ClientOptions client_options(const RedisRemoteOptions& options);
 
-// The Redis key of a store key ("rk:<rule hash>:<values>"): "rk:{}<rule hash>:<values>". Redis Cluster hashes only
-// a key's first {...}, unless it is empty: ours is, and comes first, so a value a client sends ("{x}...") cannot
-// choose the slot, and every key has its own. docs/redis.md gives the format.
+// A Redis key of a store key: "rk:{<lead><tag>}<the store key after rk:><suffix>" ("{<lead><tag>}<store key>
+// <suffix>" for a key not in "rk:", none of the service's). <tag> is kTagDigits hex digits, 32 bits of a digest of
+// the whole store key. Redis Cluster places a key by its first {...}: ours comes first and holds no byte a client
+// sent, so no value can end it early ("x}") or open another ("{x}"); and values whose CRC-16s agree, which a key
+// hashed whole would put in one slot whatever rule they are under, spread like any others. The store key follows
+// whole, so two store keys never share a Redis key. docs/redis.md gives the layout.
+std::string tagged_key(std::string_view store_key, std::string_view lead = {}, std::string_view suffix = {});
+inline constexpr std::size_t kTagDigits = 8;
+
+// The Redis key of a store key ("rk:<rule hash>:<values>"), unpacked: tagged_key(store_key),
+// "rk:{<tag>}<rule hash>:<values>".
 std::string redis_key(std::string_view store_key);
 
 // The Redis keys a store key's script is given: {redis_key(store_key)} unpacked (packed_hashes 0, a key not in "rk:",
-// or one too long for a field); packed, {its hash, its own key}: "rk:{<n>}" for the n-th of packed_hashes hashes, chosen by a hash
-// of the store key, and that name followed by the field, the store key after "rk:". The hash and the own key share
-// one hash tag, so one Cluster slot.
+// or one too long for a field); packed, {its hash, its own key}: "rk:{<n>}" for the n-th of packed_hashes hashes
+// (n in hex, at most 6 digits: never an unpacked key's tag), chosen by a hash of the store key, and that name
+// followed by the field, the store key after "rk:". The hash and the own key share one hash tag, so one Cluster slot.
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes);
 
 }  // namespace rk::redis

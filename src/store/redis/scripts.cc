@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/content_hash.h"
+#include "base/number_text.h"
 #include "core/numeric.h"
 #include "core/algorithms.h"
 #include "core/params.h"
@@ -15,11 +17,7 @@ namespace rk::redis {
 namespace {
 
 // The shortest text that reads back as exactly v (Lua's tonumber is strtod): every bit, without printf's cost.
-std::string num(double v) {
-  char buf[40];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
+std::string num(double v) { return base::shortest_number(v); }
 
 // The tag byte that leads every state in Redis: the version of the layout in its high four bits, the algorithm in
 // its low four (prelude.lua). A state in an older layout of the same algorithm is read as fresh, once, rather than
@@ -39,15 +37,10 @@ std::string script_text(Algorithm a, std::initializer_list<std::string_view> par
   return s;
 }
 
-// The function's name: the algorithm's and 64 bits of the text's FNV-1a hash, so that servers of two versions
-// sharing a Redis (a rolling upgrade) each call their own.
+// The function's name: the algorithm's and the text's content_hash (FNV-1a, 64 bits), so that servers of two
+// versions sharing a Redis (a rolling upgrade) each call their own.
 std::string function_name(std::string_view algorithm, std::string_view text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-  char hex[17];
-  for (int i = 15; i >= 0; --i, h >>= 4) hex[i] = "0123456789abcdef"[h & 15];
-  hex[16] = 0;
-  return "rk_" + std::string(algorithm) + "_" + hex;
+  return "rk_" + std::string(algorithm) + "_" + base::content_hash(text);
 }
 
 struct Table {

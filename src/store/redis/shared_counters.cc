@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/hex.h"
 #include "store/redis/client.h"
 #include "store/redis/script.h"
 #include "store/redis/shared_counters_lua.h"
@@ -17,10 +18,7 @@ namespace {
 std::string random_id() {
   std::random_device rd;
   const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 0; i < 16; ++i) out[i] = kHex[(v >> (60 - 4 * i)) & 15];
-  return out;
+  return base::hex16(v);
 }
 
 // A whole count as Redis keeps it (a signed 64-bit integer in decimal); nullopt for anything else.
@@ -111,27 +109,10 @@ class RedisSharedCounters final : public store::SharedCounters {
 
 }  // namespace
 
-namespace {
-
-// The two keys of a store key share one hash tag, "{b<store key without rk:>}" (up to its first "}"), so that a
-// Cluster keeps them in one slot, as the script needs; the "b" keeps the tag never empty (an empty one is no tag).
-// Distinct store keys give distinct names, and none is an exact-sharing key ("rk:{}...").
-std::string batched_key(std::string_view store_key, char kind) {
-  constexpr std::string_view kPrefix = "rk:";
-  if (store_key.starts_with(kPrefix)) store_key.remove_prefix(kPrefix.size());
-  std::string out;
-  out.reserve(store_key.size() + 7);
-  out += "rk:{b";
-  out += store_key;
-  out += '}';
-  out += kind;
-  return out;
-}
-
-}  // namespace
-
-std::string counters_key(const std::string& store_key) { return batched_key(store_key, 'c'); }
-std::string snapshot_key(const std::string& store_key) { return batched_key(store_key, 's'); }
+// One tag for both, "{b:<tag>}", so that a Cluster keeps them in one slot, as the script needs; "b:" keeps it apart
+// from an exact key's tag (hex digits alone) and a packed hash's.
+std::string counters_key(const std::string& store_key) { return tagged_key(store_key, "b:", "c"); }
+std::string snapshot_key(const std::string& store_key) { return tagged_key(store_key, "b:", "s"); }
 
 std::shared_ptr<store::SharedCounters> make_redis_shared_counters(const RedisRemoteOptions& options) {
   return std::make_shared<RedisSharedCounters>(options);

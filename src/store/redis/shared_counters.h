@@ -18,8 +18,9 @@ namespace rk::redis {
 // Its own connections (options.connections per node); url, timeouts and connections as the remote store's.
 std::shared_ptr<store::SharedCounters> make_redis_shared_counters(const RedisRemoteOptions& options);
 
-// The Redis keys of a store key's counters and snapshot: one hash tag for both, so that they share a Cluster slot
-// whatever the key's values hold, and never an exact-sharing key's name.
+// The Redis keys of a store key's counters and snapshot, "rk:{b:<tag>}<rule hash>:<values>c" and "...s"
+// (tagged_key, remote.h): one hash tag for both, so that they share a Cluster slot, which no value can choose; never
+// an exact-sharing key's name.
 std::string counters_key(const std::string& store_key);
 std::string snapshot_key(const std::string& store_key);
 

@@ -1,6 +1,6 @@
 // store/remote/shared_counters.h: per key, every server's cumulative count of hits and one server's snapshot of the
-// key's state, in a store outside the process: what `sharing: batched` domains share (service/batcher.h). The
-// store knows no algorithm: a count is a number, a snapshot opaque bytes.
+// key's state, in a store outside the process: what `sharing: batched` domains share (store/batched/batcher.h).
+// The store knows no algorithm: a count is a number, a snapshot opaque bytes.
 //
 //   counters.sync({{.key = "rk:...:k", .add = 12, .ttl = 2s}}, [](std::vector<CounterReply> r) { ... });
 //

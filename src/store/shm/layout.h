@@ -1,4 +1,4 @@
-// store/shm/layout.h: the shared store's region as bytes, for shared_limiter.cc and for the tests that corrupt it
+// store/shm/layout.h: the shared store's region as bytes, for region.cc, shm_store.cc and the tests that corrupt it
 // on purpose. Nothing here is installed.
 //
 // Region layout, all offsets from the region's start, everything 8-byte aligned:

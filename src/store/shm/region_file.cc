@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -30,12 +29,6 @@ namespace shm {
 namespace {
 
 std::system_error os_error(const std::string& what) { return {errno, std::generic_category(), what}; }
-
-std::string octal(unsigned mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%04o", mode);
-  return buf;
-}
 
 class Fd {
  public:
@@ -115,7 +108,7 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
       if (!name.empty()) ::unlink(name.c_str());
     }
   } unlink_temp{temp};
-  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + octal(mode) + " of the new " + path);
+  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + store::octal(mode) + " of the new " + path);
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) throw os_error("sizing " + path);
   Mapping m(fd.get(), bytes, path);
   format(m.base());
@@ -136,8 +129,9 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
 MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned mode,
                            const std::function<void(unsigned char*)>& format) {
   if ((mode & ~0777u) != 0 || (mode & 0600u) != 0600u) {
-    throw InvalidArgument("mode " + octal(mode) + " is not a permission mode that lets the owner read and write " +
-                          "(SharedOptions::mode: 0600 to 0777)");
+    throw InvalidArgument("mode " + store::octal(mode) +
+                          " is not a permission mode that lets the owner read and write (SharedOptions::mode: 0600 to "
+                          "0777)");
   }
   // A few rounds: between a failed open and a failed link, another process may have removed the file.
   for (int round = 0; round < 8; ++round) {

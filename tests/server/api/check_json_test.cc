@@ -1,5 +1,5 @@
 // The HTTP API's JSON (server/api/check_json.h): check requests read in snake and camel case, every kind of bad
-// body, the answer's shape, the rules as /v1/rules lists them (routes.h), and the one shape of every error.
+// body, the answer's shape, the rules as /v1/rules lists them (rules_json.cc), and the one shape of every error.
 #include "server/api/check_json.h"
 
 #include <gtest/gtest.h>
@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/content_hash.h"
 #include "rules/parse.h"
 #include "rules/ruleset.h"
 #include "server/api/routes.h"
 #include "server/http/response_writer.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::api {
 namespace {
@@ -84,15 +84,15 @@ TEST(CheckJson, ResponseShape) {
 }
 
 // What the answers and /v1/rules say of a rule never contradicts itself: a blocked rule runs no algorithm (its
-// "algorithm" says "blocked", the same in every answer, so that no reader shows a missing one) and never admits; a `window:` rule has no unit; every parameter a rule runs with is shown, defaults
-// and a calendar month included.
+// "algorithm" says "blocked", the same in every answer, so that no reader shows a missing one) and never admits; a
+// `window:` rule has no unit; every parameter a rule runs with is shown, defaults and a calendar month included.
 std::shared_ptr<const rules::RuleSet> rule_set(const std::string& text) {
   rules::DomainConfig d;
   const auto errors = rules::parse_domain("edge.yaml", text, d);
   EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
   std::vector<rules::DomainConfig> domains;
   domains.push_back(std::move(d));
-  return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{}, store::content_hash(text));
+  return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{}, base::content_hash(text));
 }
 
 constexpr const char* kSelfConsistentRules = R"(domain: edge

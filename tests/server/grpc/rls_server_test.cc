@@ -1,11 +1,18 @@
 // Envoy's rate-limit gRPC API and the gRPC health service, with a real gRPC client over loopback.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -401,12 +408,160 @@ TEST_F(GrpcBoundsTest, StreamsPerConnectionAreCapped) {
   bounded_->stop();
 }
 
+// The listener's own accept() (server/grpc/acceptor.h): connections capped in total and per address, quiet ones shed
+// when the listener is full or busy, idle ones closed by gRPC; each with raw connections that send HTTP/2's preface
+// and an empty SETTINGS frame, then nothing.
+class GrpcConnectionsTest : public GrpcBoundsTest {
+ protected:
+  void start_counted(GrpcOptions options) {
+    bounded_ = std::make_unique<GrpcServer>(
+        *service_, options,
+        GrpcHooks{.connection = [this](int delta) { held_ += delta; },
+                  .refused =
+                      [this](std::string_view reason) {
+                        std::lock_guard lock(mu_);
+                        refused_.emplace_back(reason);
+                      }});
+    bounded_->start();
+  }
+  // An idle HTTP/2 connection from `source` (a loopback address), once the server has answered it with its own
+  // SETTINGS (-1 if it closed it instead).
+  int idle(const char* source = "127.0.0.1") {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &a.sin_addr);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    a.sin_port = htons(static_cast<std::uint16_t>(bounded_->port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    static constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    EXPECT_EQ(::send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof kPreface - 1));
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    char buf[256];
+    if (::poll(&p, 1, 10000) == 1 && ::recv(fd, buf, sizeof buf, 0) > 0) return fd;
+    ::close(fd);
+    return -1;
+  }
+  // Whether the server closes fd within `within` (what it sends meanwhile is read and dropped).
+  static bool closed_within(int fd, std::chrono::milliseconds within) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      using std::chrono::milliseconds;
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) return false;
+      char buf[256];
+      if (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) return true;  // the end, or a reset
+    }
+  }
+  void wait_held(int n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (held_.load() != n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(held_.load(), n);
+  }
+  std::vector<std::string> refused() {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
+  std::atomic<int> held_{0};
+  std::mutex mu_;
+  std::vector<std::string> refused_;
+};
+
+TEST_F(GrpcConnectionsTest, OneAddressGetsNoMoreThanItsShare) {
+  start_counted({.max_connections_per_ip = 2, .per_ip_exempt = {"127.0.0.9"}});
+  const int a = idle("127.0.0.3"), b = idle("127.0.0.3");
+  EXPECT_GE(a, 0);
+  EXPECT_GE(b, 0);
+  EXPECT_EQ(idle("127.0.0.3"), -1);  // closed at once
+  EXPECT_EQ(refused(), std::vector<std::string>{"too_many_connections_from_ip"});
+  const int c = idle("127.0.0.4");
+  const int exempt1 = idle("127.0.0.9"), exempt2 = idle("127.0.0.9"), exempt3 = idle("127.0.0.9");
+  for (const int fd : {c, exempt1, exempt2, exempt3}) EXPECT_GE(fd, 0);
+  wait_held(6);
+  ::close(a);  // its place is given back once gRPC has closed the connection
+  wait_held(5);
+  const int again = idle("127.0.0.3");
+  EXPECT_GE(again, 0);
+  for (const int fd : {b, c, exempt1, exempt2, exempt3, again}) ::close(fd);
+  wait_held(0);
+}
+
+TEST_F(GrpcConnectionsTest, AtTheCapTheQuietestGivesWayToANewClient) {
+  start_counted({.max_connections = 2, .max_connections_per_ip = 0});
+  const int first = idle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // more than the kernel's clock tick apart
+  const int second = idle();
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0);
+  // Both quiet for kMinQuiet (100 ms) or more: the first connection has been quiet longest.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  {
+    auto client = connect();
+    EXPECT_TRUE(rate_limit_answers(client));
+    EXPECT_TRUE(closed_within(first, std::chrono::seconds(5)));
+    EXPECT_FALSE(closed_within(second, std::chrono::milliseconds(50)));
+    EXPECT_TRUE(refused().empty());
+  }
+  wait_held(1);  // the client's connection gone with it
+  // Connections in use (each heard from just now) do not give way: a new one is closed instead.
+  const int third = idle();
+  ASSERT_GE(third, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  static constexpr char kPing[] = "\0\0\10\6\0\0\0\0\0pingpong";
+  for (const int fd : {second, third}) {
+    EXPECT_EQ(::send(fd, kPing, sizeof kPing - 1, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof kPing - 1));
+  }
+  EXPECT_EQ(idle(), -1);
+  EXPECT_EQ(refused(), std::vector<std::string>{"too_many_connections"});
+  for (const int fd : {first, second, third}) ::close(fd);
+}
+
+TEST_F(GrpcConnectionsTest, FromThreeQuartersOfTheCapQuietConnectionsAreShed) {
+  start_counted({.max_connections = 4, .max_connections_per_ip = 0, .busy_idle_timeout_ms = 200});
+  const int a = idle(), b = idle();
+  EXPECT_FALSE(closed_within(a, std::chrono::milliseconds(400)));  // 2 of 4: not busy, quiet connections stay
+  const int c = idle();  // 3 of 4: those quiet for 200 ms are shed until the listener is below 3/4 again
+  wait_held(2);
+  int closed = 0;
+  for (const int fd : {a, b}) closed += closed_within(fd, std::chrono::milliseconds(100)) ? 1 : 0;
+  EXPECT_EQ(closed, 1);
+  for (const int fd : {a, b, c}) ::close(fd);
+}
+
+TEST_F(GrpcConnectionsTest, AConnectionWithNoCallIsClosedAfterTheIdleTimeout) {
+  start_counted({.idle_timeout_ms = 300});
+  const auto start = std::chrono::steady_clock::now();
+  const int fd = idle();
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  wait_held(0);  // and its place given back
+  ::close(fd);
+}
+
+TEST_F(GrpcConnectionsTest, PastTheDescriptorCeilingAConnectionIsClosedAtOnce) {
+  start_counted({.fd_ceiling = 3});  // every descriptor a connection could get is past it
+  EXPECT_EQ(idle(), -1);
+  EXPECT_EQ(refused(), std::vector<std::string>{"descriptor_reserve"});
+  EXPECT_EQ(held_.load(), 0);
+}
+
 TEST_F(GrpcTest, BoundsBelowOneAreAClearError) {
   try {
     GrpcServer s(*service_, GrpcOptions{.max_watch_streams = 0});
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "GrpcOptions::max_watch_streams is 0; it must be at least 1");
+  }
+  try {
+    GrpcServer s(*service_, GrpcOptions{.per_ip_exempt = {"10.0.0.0/33"}});
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "GrpcOptions::per_ip_exempt: '10.0.0.0/33' is not an IP address or CIDR range (like "
+                           "10.0.0.0/8)");
   }
 }
 

@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "server/http/server.h"
+#include "support/certs.h"
 
 namespace rk::http {
 namespace {
@@ -31,25 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A temporary directory of certificates (tests/support/make_certs.sh), removed at the end.
-class Certs {
- public:
-  Certs() {
-    char tmpl[] = "/tmp/rk-tls-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    run("");
-  }
-  ~Certs() { std::filesystem::remove_all(dir_); }
-  std::string operator()(const std::string& name) const { return dir_ + "/" + name; }
-  void rotate_server(int serial) const { run(" server " + std::to_string(serial)); }
-
- private:
-  void run(const std::string& args) const {
-    const std::string command = std::string("sh ") + RK_MAKE_CERTS + " " + dir_ + args;
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  }
-  std::string dir_;
-};
+using rk::tests::Certs;
 
 int connect_to(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

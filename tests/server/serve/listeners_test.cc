@@ -34,7 +34,7 @@ class AdminTokenOptionsTest : public ::testing::Test {
   std::string error_for(const ServeFlags& flags) {
     ListenerOptions options;
     std::string error;
-    const bool ok = listener_options(flags, options, error);
+    const bool ok = listener_options(flags, 1 << 20, options, error);
     EXPECT_EQ(ok, error.empty()) << error;
     EXPECT_EQ(ok && !flags.admin_token_file.empty(), options.admin_token != nullptr);
     return error;

@@ -18,10 +18,10 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/content_hash.h"
 #include "base/crc32c.h"
 #include "core/state_codec.h"
 #include "rules/parse.h"
-#include "store/memory/key_digest.h"
 
 namespace rk::serve {
 namespace {
@@ -51,7 +51,7 @@ struct StateFileTest : ::testing::Test {
     std::vector<rules::DomainConfig> domains;
     domains.push_back(std::move(d));
     return rules::RuleSet::build(std::move(domains), nullptr, rules::BuildOptions{.clock = clock},
-                                 store::content_hash(text));
+                                 base::content_hash(text));
   }
 
   static Limiter& limiter(const rules::RuleSet& set, std::string_view path) {

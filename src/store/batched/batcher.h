@@ -1,11 +1,16 @@
-// service/batcher.h: `sharing: batched` domains (docs/redis.md): each key decided here, in process, from a state
-// that absorbs what the other servers recorded; this server's recorded hits sent to the shared counters
-// (store/remote/shared_counters.h) in one batch every `interval`, each key's reply absorbed on return.
+// store/batched/batcher.h: the batched store, what `sharing: batched` domains decide with (docs/redis.md): each key
+// decided here, in process, from a state that absorbs what the other servers recorded; this server's recorded hits
+// sent to the shared counters (store/remote/shared_counters.h) in one batch every `interval`, each key's reply
+// absorbed on return.
 //
 //   Batcher batcher(counters, clock, {.interval = 20ms, .max_keys = 100'000});
 //   Decision d;
 //   if (!batcher.try_decide(spec, "rk:...:k", 1, false, now, d))                // the usual case: at once, no
 //     batcher.decide(spec, "rk:...:k", 1, false, now, [](Decision d) { ... });  // allocation; else after a fetch
+//
+// Three parts, a file each: the key table (key_table.h: per key its state, its unsent hits, what it has absorbed;
+// sharded, bounded in keys and bytes, seeded against chosen keys), the sync loop (sync_loop.cc: the batches out,
+// the replies absorbed) and the decide path (decide.cc: a key's decision here, or after its first fetch).
 //
 // Per key it keeps the state (the algorithm's, core/), the hits recorded here and not yet sent, and per server the
 // cumulative count its state already includes. A reply's count past that is absorbed (core/algorithms.h) at the
@@ -29,30 +34,29 @@
 // out with the next batch, or at once when max_keys of them or their share of bytes wait). A key's text is kept
 // whole (it names the key in Redis, where every server must find it), so its bytes are what a budget must bound:
 // a descriptor's 4 KB made a million keys 4 GB. Keys are hashed with a random seed, so that no client can choose
-// keys that make a lookup long (probe_stats() counts it: tests/service/batcher_hostile_keys_test.cc).
+// keys that make a lookup long (probe_stats() counts it: tests/store/batched/key_table_redis_test.cc).
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "ratekeeper/clock.h"
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
+#include "store/batched/key_table.h"
 #include "store/memory/hash.h"
-#include "store/memory/spin_lock.h"
 #include "store/remote/shared_counters.h"
 
-namespace rk::service {
+namespace rk::store::batched {
 
 struct BatcherOptions {
   Nanos interval = std::chrono::milliseconds(20);  // --redis-batch-interval
@@ -109,7 +113,7 @@ class Batcher {
   static std::size_t key_bytes(const LimitSpec& spec, std::string_view key);
   Nanos interval() const { return options_.interval; }
 
-  // What a lookup costs, counted (tests/service/batcher_hostile_keys_test.cc): over every key held, the entries a
+  // What a lookup costs, counted (tests/store/batched/key_table_redis_test.cc): over every key held, the entries a
   // lookup compares it with to find it (its position in its bucket's chain).
   struct ProbeStats {
     std::size_t keys = 0;
@@ -119,44 +123,7 @@ class Batcher {
   ProbeStats probe_stats() const;
   std::size_t shard_count() const { return shard_count_; }
 
-  struct KeyState;  // the typed state of one key: batcher.cc
-
  private:
-  struct Entry;
-  // Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
-  // compute keys that collide in a shard's map and make its lookups, under the shard's lock, walk long chains.
-  // A key with its hash, computed once per decision for both the shard and the map.
-  struct Hashed {
-    std::string_view key;
-    std::uint64_t hash;
-  };
-  struct KeyHash {
-    using is_transparent = void;  // found by a Hashed key: no key built, no second hash, per decision
-    std::uint64_t seed;           // the Batcher's
-    std::size_t operator()(std::string_view key) const;
-    std::size_t operator()(const Hashed& k) const { return static_cast<std::size_t>(k.hash); }
-  };
-  struct KeyEq {
-    using is_transparent = void;
-    bool operator()(const std::string& a, const std::string& b) const { return a == b; }
-    bool operator()(const Hashed& a, const std::string& b) const { return a.key == b; }
-    bool operator()(const std::string& a, const Hashed& b) const { return a == b.key; }
-    bool operator()(std::string_view a, const std::string& b) const { return a == b; }
-    bool operator()(const std::string& a, std::string_view b) const { return a == b; }
-  };
-  using KeyMap = std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, KeyEq>;
-  struct alignas(64) Shard {  // one cache line of its own at least: two cores on two shards share nothing written
-    // A spin lock: held for a few dozen nanoseconds per decision, where a futex-based mutex costs more than that
-    // when two threads meet on a hot key.
-    mutable store::SpinLock mu;
-    KeyMap keys;  // under mu
-    std::size_t capacity = 1;
-    std::size_t bytes = 0;  // key_bytes() of the keys held; under mu
-    std::size_t byte_capacity = std::numeric_limits<std::size_t>::max();
-    std::uint64_t rng = 0;  // picks eviction's bucket when the new key's is empty; under mu
-  };
-  using Waiters = std::vector<std::function<void()>>;
-
   Hashed hashed(std::string_view key) const { return {key, store::hash_key(key, seed_)}; }
   Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
@@ -180,8 +147,8 @@ class Batcher {
   const std::uint64_t seed_;
   const std::size_t shard_count_;  // a power of two
   const std::unique_ptr<Shard[]> shards_;
-  std::atomic<bool> store_up_{true};
-  std::atomic<std::uint64_t> next_generation_{0};  // the last sync was answered: unjoined and stale keys wait for a fetch
+  std::atomic<bool> store_up_{true};  // the last sync was answered: unjoined and stale keys wait for a fetch
+  std::atomic<std::uint64_t> next_generation_{0};  // the next entry made's (Entry::generation)
 
   std::mutex orphans_mu_;
   std::vector<store::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
@@ -196,4 +163,10 @@ class Batcher {
   std::thread thread_;  // last: started once the rest is built
 };
 
-}  // namespace rk::service
+inline Shard& Batcher::shard_of(const Hashed& k) const {
+  // The top bits pick the shard; the map's buckets take the rest (modulo a prime).
+  const int bits = std::countr_zero(shard_count_);
+  return shards_[bits == 0 ? 0 : k.hash >> (64 - bits)];
+}
+
+}  // namespace rk::store::batched

@@ -1,0 +1,122 @@
+// rules/files.cc: rules files listed and read (rules/files.h), special files refused unread.
+#include "rules/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+namespace rk::rules {
+
+namespace {
+
+std::string kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "an unknown kind of file";
+}
+
+// What `name` is, if not a regular file: its kind, and through which symbolic link.
+ConfigError not_regular(const std::string& name, mode_t mode) {
+  std::string what = kind_of(mode);
+  std::error_code ec;
+  if (std::filesystem::is_symlink(name, ec)) {
+    const std::string target = std::filesystem::read_symlink(name, ec).string();
+    if (!ec) what = "a symbolic link to " + target + ", " + what;
+  }
+  return {{name, 0, 0},
+          what + ", not a regular file: refused unread (a rules file is a regular file, or a symbolic link to one)"};
+}
+
+ConfigError cannot_open(const std::string& name, int error) {
+  return {{name, 0, 0}, std::string("cannot open: ") + std::strerror(error)};
+}
+
+// One file's text, or the error that refuses it. stat() first, so that a special file is never opened; then the
+// opened descriptor's own fstat(), since the name may have been swapped in between; O_NONBLOCK, so that even then a
+// FIFO's open does not wait for a writer.
+std::optional<ConfigError> read_file(const std::string& name, std::string& text) {
+  struct stat st {};
+  if (::stat(name.c_str(), &st) != 0) return cannot_open(name, errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(name, st.st_mode);
+  const int fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return cannot_open(name, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) != 0) return cannot_open(name, errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(name, st.st_mode);
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxRulesFileBytes) {
+    return ConfigError{{name, 0, 0}, over_the_limit(static_cast<std::uintmax_t>(st.st_size))};
+  }
+  // Up to one byte past the bound, whatever the size said: the file may grow while read. Room for the size and a
+  // byte, so that the end is seen in the usual case without growing the buffer.
+  text.resize(static_cast<std::size_t>(st.st_size) + 1);
+  std::size_t got = 0;
+  for (;;) {
+    if (got == text.size()) {
+      if (got > kMaxRulesFileBytes) break;
+      text.resize(std::min(2 * got, kMaxRulesFileBytes + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ConfigError{{name, 0, 0}, std::string("cannot read: ") + std::strerror(errno)};
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > kMaxRulesFileBytes) {
+    return ConfigError{{name, 0, 0}, "the file grew past the limit of " + std::to_string(kMaxRulesFileBytes) +
+                                         " bytes while it was read"};
+  }
+  text.resize(got);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string over_the_limit(std::uintmax_t bytes) {
+  return "the file is " + std::to_string(bytes) + " bytes, over the limit of " + std::to_string(kMaxRulesFileBytes);
+}
+
+std::vector<std::string> list_rules_files(const std::string& path, std::vector<ConfigError>& errors) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string ext = it->path().extension().string();
+      if (ext == ".yaml" || ext == ".yml") files.push_back(it->path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (ec) errors.push_back({{path, 0, 0}, "cannot read the directory: " + ec.message()});
+  } else if (fs::exists(path, ec)) {
+    files.push_back(path);  // whatever it is: read_rules_files says if it is not a regular file
+  } else {
+    errors.push_back({{path, 0, 0}, "no such file or directory"});
+  }
+  return files;
+}
+
+std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out) {
+  std::vector<ConfigError> errors;
+  for (std::string& name : list_rules_files(path, errors)) {
+    std::string text;
+    if (auto refused = read_file(name, text)) {
+      errors.push_back(std::move(*refused));
+      continue;
+    }
+    out.push_back({std::move(name), std::move(text)});
+  }
+  return errors;
+}
+
+}  // namespace rk::rules

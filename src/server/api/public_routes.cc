@@ -1,0 +1,129 @@
+// server/api/public_routes.cc: the public listener's routes (routes.h): POST /v1/check, envoyproxy/ratelimit's
+// POST /json and GET /healthcheck, forward-auth at /v1/auth/<domain>, and the health probes.
+#include <chrono>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "server/api/check_json.h"
+#include "server/api/envoy_json.h"
+#include "server/api/forward_auth.h"
+#include "server/api/respond.h"
+#include "server/api/routes.h"
+#include "service/response_headers.h"
+
+namespace rk::api {
+
+namespace {
+
+void check(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  auto request = check_body(req, res, hooks, "http");
+  if (!request) return;
+  const auto start = std::chrono::steady_clock::now();
+  std::string domain = request->domain;
+  decide(service, req, res, std::move(*request), true,
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<service::RequestError>(&result)) {
+             return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
+           }
+           const auto& response = std::get<service::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
+           out.status = response.overall == service::Code::kOverLimit ? 429 : 200;
+           out.body = check_response_json(response);
+           ResponseFields fields(out);
+           service::rate_limit_headers(response, fields);
+         });
+}
+
+// envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
+// body decides. Bad requests are counted as /v1/check's are.
+void envoy_json(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+  auto parsed = parse_check_request(req.body);
+  if (std::holds_alternative<service::RequestError>(parsed)) {
+    if (hooks.bad_request) hooks.bad_request("http", "invalid_json");
+    return envoy_bad_request(res);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto request = std::get<service::CheckRequest>(std::move(parsed));
+  std::string domain = request.domain;
+  decide(service, req, res, std::move(request), true,
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+           if (std::holds_alternative<service::RequestError>(result)) {
+             if (hooks.bad_request) hooks.bad_request("http", "invalid_request");
+             return envoy_bad_request(out);
+           }
+           const auto& response = std::get<service::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("http", domain, response, std::chrono::steady_clock::now() - start);
+           envoy_json_answer(response, out);
+         });
+}
+
+void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
+                  const http::Request& req, http::Response& res, std::string_view domain_name, std::string_view uri) {
+  auto rules = service.rules();
+  const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
+  if (!domain || !domain->forward_auth.enabled) {
+    error(res, hooks, "auth", 404, "not_found", "domain",
+          "no forward_auth rules for domain '" + std::string(domain_name.substr(0, 256)) + "'");
+    return;
+  }
+  const ProxiedRequest proxied{
+      .peer_ip = req.remote_ip,
+      .method = req.method,
+      .uri = uri,
+      .host = req.header("host"),
+      .fields = req.fields,
+  };
+  auto built = build_descriptors(*domain, proxied, options);
+  if (auto* e = std::get_if<service::RequestError>(&built)) {
+    // The proxy's headers do not say who the client is: refused (the proxy turns it into an error), never a guess.
+    return error(res, hooks, "auth", 400, "invalid_proxy_headers", e->field, e->message);
+  }
+  service::CheckRequest request = std::get<service::CheckRequest>(std::move(built));
+  if (request.descriptors.empty()) return;  // nothing in this request to limit on: 200
+  const auto start = std::chrono::steady_clock::now();
+  std::string name = request.domain;
+  const int deny_status = domain->forward_auth.deny_status;
+  request.domain_config = domain;
+  request.rules = std::move(rules);  // domain points into it: nothing below may use domain
+  decide(service, req, res, std::move(request), true,
+         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
+           if (auto* e = std::get_if<service::RequestError>(&result)) {
+             // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
+             return error(out, hooks, "auth", 400, "invalid_request", e->field, e->message);
+           }
+           const auto& response = std::get<service::CheckResponse>(result);
+           if (hooks.decided) hooks.decided("auth", name, response, std::chrono::steady_clock::now() - start);
+           ResponseFields fields(out);
+           AuthAnswer answer = auth_answer(response, deny_status, fields);
+           out.status = answer.status;
+           out.body = std::move(answer.body);
+           if (!answer.content_type.empty()) out.content_type = answer.content_type;  // else the server's default
+         });
+}
+
+}  // namespace
+
+http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
+  return [&service, hooks, forward](const http::Request& req, http::Response& res) {
+    if (req.path == "/v1/check") return check(service, hooks, req, res);
+    if (req.path == "/json") return envoy_json(service, hooks, req, res);
+    if (req.path == "/healthcheck") return envoy_healthcheck(!hooks.ready || hooks.ready(), res);
+    constexpr std::string_view kAuth = "/v1/auth/";
+    if (req.path.starts_with(kAuth) && req.path.size() > kAuth.size()) {
+      std::string_view domain = req.path.substr(kAuth.size()), uri = req.target;
+      if (forward.proxy == ProxyKind::kEnvoy) {
+        // Envoy's ext_authz appends the proxied request's path (and query) to its path_prefix, /v1/auth/<domain>.
+        const std::string_view rest = (req.target.starts_with(kAuth) ? req.target : req.path).substr(kAuth.size());
+        const std::size_t end = std::min(rest.find_first_of("/?"), rest.size());
+        domain = rest.substr(0, end);
+        uri = rest.substr(end);
+      }
+      return forward_auth(service, hooks, forward, req, res, domain, uri);
+    }
+    if (health(req, res, hooks)) return;
+    error(res, hooks, "http", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
+  };
+}
+
+}  // namespace rk::api
