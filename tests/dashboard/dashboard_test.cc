@@ -1,6 +1,7 @@
 // The dashboard in-process: the tracker fed by a real Service on a manual clock, the JSON endpoints through the
 // admin routes, every kind of bad input included, and the what-if's runner and budgets. The hot-key sketch and
 // how keys are shown: hot_keys_test.cc, redact_test.cc.
+#include <atomic>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
@@ -111,7 +112,7 @@ class DashboardTest : public ::testing::Test {
   std::unique_ptr<service::Service> service_;
   api::Hooks hooks_;
   http::Handler admin_;
-  int bad_requests_ = 0;
+  std::atomic<int> bad_requests_{0};  // counted by the listener's thread and the what-if runner's
 };
 
 TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
@@ -174,7 +175,7 @@ TEST_F(DashboardTest, BadRatesQueriesNameTheParameter) {
   expect_bad(call("GET", "/v1/admin/rates", "history=yes"), "history", "is not 1 or 0");
   expect_bad(call("GET", "/v1/admin/rates", "since=5"), "since", "unknown parameter");
   expect_bad(call("GET", "/v1/admin/rates", "history=%zz"), "", "percent-encoded");
-  EXPECT_EQ(bad_requests_, 3);
+  EXPECT_EQ(bad_requests_.load(), 3);
 }
 
 // A blocked rule names no algorithm of its own; every answer says "blocked" where others name theirs, so that the
@@ -258,7 +259,7 @@ TEST_F(DashboardTest, BadHotKeyQueriesNameTheParameter) {
   expect_bad(call("GET", "/v1/admin/hot-keys", "color=red"), "color", "unknown parameter");
   expect_bad(call("GET", "/v1/admin/hot-keys", "domain=%zz"), "", "percent-encoded");
   expect_bad(call("GET", "/v1/admin/hot-keys", std::string(5000, 'a')), "", "over 4096");
-  EXPECT_EQ(bad_requests_, 7);
+  EXPECT_EQ(bad_requests_.load(), 7);
   EXPECT_EQ(hot("domain=nope")["rules"].size(), 0u);
   EXPECT_EQ(hot("domain=edge&rule=user%2Fx")["rules"].size(), 0u);
   EXPECT_EQ(call("POST", "/v1/admin/hot-keys").status, 405);
@@ -389,7 +390,7 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
     SCOPED_TRACE(c.body);
     expect_bad(call("POST", "/v1/admin/simulate", "", c.body), c.field, c.message);
   }
-  EXPECT_EQ(bad_requests_, static_cast<int>(cases.size()));
+  EXPECT_EQ(bad_requests_.load(), static_cast<int>(cases.size()));
   EXPECT_EQ(json::parse(call("GET", "/v1/admin/rates").body)["rules"].dump(), rates_before);
 }
 
