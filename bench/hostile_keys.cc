@@ -83,7 +83,7 @@ void collisions() {
   std::size_t tried = 0;
   for (std::uint64_t i = 0; keys.size() < 2000; ++i, ++tried) {
     std::string k = "attacker-" + std::to_string(i);
-    if ((rk::store::hash_key(k, kKnown) & 0xFFF) == 0) keys.push_back(std::move(k));
+    if ((rk::base::hash_key(k, kKnown) & 0xFFF) == 0) keys.push_back(std::move(k));
   }
   auto run = [&](std::uint64_t seed) {
     rk::store::ShardedStore<Counter> m(rk::StoreOptions{.max_keys = 8192, .shards = 1, .hash_seed = seed});

@@ -1,5 +1,5 @@
 // dashboard/dashboard.h: the dashboard on the admin listener: its page (built into the binary from
-// src/dashboard/assets/ at build time, no CDN) and the JSON it polls. server/api/admin_routes.cc maps the paths:
+// src/dashboard/assets/ at build time, no CDN) and the JSON it polls. routes.h maps the paths:
 //
 //   GET  /ui, /ui/app.js, /ui/app.css      the page (asset())
 //   GET  /v1/admin/hot-keys?n=10&domain=D&rule=PATH   per rule, the n hottest keys and their state (hot_keys_json)

@@ -23,7 +23,7 @@ constexpr std::size_t kDigestAbove = library::kMaxStoredKeyBytes;
 // The key the store sees: `key` itself, or its digest written into `buf`.
 [[gnu::always_inline]] inline std::string_view stored_key(std::string_view key, char (&buf)[16]) {
   if (key.size() <= kDigestAbove) [[likely]] return key;
-  const store::Digest128 d = store::siphash128(key, store::process_digest_key());
+  const base::Digest128 d = base::siphash128(key, base::process_digest_key());
   std::memcpy(buf, &d.lo, 8);
   std::memcpy(buf + 8, &d.hi, 8);
   return {buf, sizeof buf};

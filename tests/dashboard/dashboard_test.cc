@@ -16,6 +16,7 @@
 
 #include "server/api/routes.h"
 #include "dashboard/dashboard.h"
+#include "dashboard/routes.h"
 #include "dashboard/tracker.h"
 #include "dashboard/what_if.h"
 #include "server/http/server.h"
@@ -55,11 +56,15 @@ class DashboardTest : public ::testing::Test {
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
     service_ = std::make_unique<service::Service>(*reloader_, clock_, service::ServiceOptions{.observer = tracker_});
-    hooks_.tracker = tracker_;
     hooks_.bad_request = [this](std::string_view, std::string_view) { ++bad_requests_; };
-    admin_ = api::admin_routes(*service_, hooks_);
+    admin_ = admin_listener();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // The admin listener's routes with the dashboard's added, as serve wires them.
+  http::Handler admin_listener(api::AdminOptions options = {}, WhatIfLimits limits = {}) {
+    options.routes.push_back(admin_routes(*service_, tracker_, hooks_, limits));
+    return api::admin_routes(*service_, hooks_, std::move(options));
+  }
 
   service::CheckResult check(const std::string& key, const std::string& value) {
     service::CheckRequest r{.domain = "edge"};
@@ -439,7 +444,7 @@ TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
 }
 
 TEST_F(DashboardTest, ConfiguredAdminHostsAreAnswered) {
-  const auto admin = api::admin_routes(*service_, hooks_, {.hosts = {"Ratekeeper.Internal"}});
+  const auto admin = admin_listener({.hosts = {"Ratekeeper.Internal"}});
   auto status = [&](std::vector<http::Field> fields) {
     http::Request req;
     req.method = "GET";
@@ -566,7 +571,7 @@ std::string body_of(const std::string& answer) { return answer.substr(answer.fin
 // listener answered nothing else: not /healthz, not /metrics.
 TEST_F(DashboardTest, AdminListenerAnswersProbesWhileAWhatIfRuns) {
   hooks_.metrics = [] { return std::string("ratekeeper_up 1\n"); };
-  http::Server server({.threads = 1}, api::admin_routes(*service_, hooks_));
+  http::Server server({.threads = 1}, admin_listener());
   server.start();
   const WhatIfLimits limits;
   Conn what_if(server.port());
@@ -595,7 +600,7 @@ TEST_F(DashboardTest, AdminListenerAnswersProbesWhileAWhatIfRuns) {
 // The budget is the listener's to set; a run past it is stopped within a step, and the answer names it.
 TEST_F(DashboardTest, AWhatIfPastItsBudgetIsStoppedAndSaysSo) {
   const WhatIfLimits limits{.max_time = 250ms};
-  http::Server server({.threads = 1}, api::admin_routes(*service_, hooks_, {.what_if = limits}));
+  http::Server server({.threads = 1}, admin_listener({}, limits));
   server.start();
   Conn what_if(server.port());
   const auto start = Clock::now();

@@ -18,6 +18,13 @@ void error(http::Response& res, const Hooks& hooks, std::string_view protocol, i
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
 }
 
+bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks, std::string_view method) {
+  if (req.method == method || (method == "GET" && req.method == "HEAD")) return true;
+  error(res, hooks, "admin", 405, "method", "", "use " + std::string(method));
+  res.headers.emplace_back("Allow", method == "GET" ? "GET, HEAD" : std::string(method));
+  return false;
+}
+
 bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
   if (req.path == "/healthz") {
     res.body = R"({"status":"ok"})";

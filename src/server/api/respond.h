@@ -24,6 +24,9 @@ namespace rk::api {
 void error(http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
            std::string_view field, std::string_view message);
 
+// Whether the request's method is `method` (HEAD too for GET); otherwise answers 405 with Allow and returns false.
+bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks, std::string_view method);
+
 // /healthz and /readyz; false for any other path.
 bool health(const http::Request& req, http::Response& res, const Hooks& hooks);
 

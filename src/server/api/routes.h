@@ -6,8 +6,8 @@
 //                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz; envoyproxy/ratelimit's
 //                   POST /json and GET /healthcheck (server/api/envoy_json.h)
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),
-//                   POST /v1/admin/reset, GET /healthz, /readyz; with a tracker, the dashboard (dashboard/dashboard.h):
-//                   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates, POST /v1/admin/simulate
+//                   POST /v1/admin/reset, GET /healthz, /readyz; and the routes of the layers above it
+//                   (AdminOptions::routes: the dashboard's, dashboard/routes.h, added where serve wires the service)
 // Errors are JSON: {"error": {"code": 400, "field": "descriptors[0].entries", "message": "must not be empty"}}.
 //
 // With a token (--admin-token-file), the admin listener answers only requests that carry it, /healthz and /readyz
@@ -28,8 +28,6 @@
 #include "server/api/forward_auth.h"
 #include "service/service.h"
 #include "server/http/server.h"
-#include "dashboard/tracker.h"
-#include "dashboard/what_if.h"
 
 namespace rk::api {
 
@@ -43,8 +41,17 @@ struct Hooks {
   std::function<bool()> ready;
   // The Prometheus exposition, for GET /metrics.
   std::function<std::string()> metrics;
-  // What the dashboard reads (the same the Service feeds as its observer). Null: no dashboard.
-  std::shared_ptr<const dashboard::Tracker> tracker;
+};
+
+// Routes that a layer above adds to the admin listener (the dashboard's: dashboard/routes.h). They are asked in
+// order after the own-page checks and the token, exactly as the admin listener's own routes, before the health
+// probes and the 404.
+struct AdminRoute {
+  // Answers the request and returns true, or returns false and leaves it to the next route.
+  std::function<bool(const http::Request&, http::Response&)> handle;
+  // Whether the path is a page a browser loads (AdminAuth::check's dashboard_page: answered with the sign-in form
+  // rather than JSON). Null: none is.
+  std::function<bool(std::string_view path)> page;
 };
 
 struct AdminOptions {
@@ -54,9 +61,8 @@ struct AdminOptions {
   // Not null: every request but /healthz and /readyz needs the token as of that request, or a session it signed
   // in (server/api/admin_auth.h; a rotated file takes effect at once, and signs out the old token's sessions).
   std::shared_ptr<AdminAuth> auth;
-  // POST /v1/admin/simulate's bounds and time budget. With a tracker, the handler runs what-ifs on a thread of its
-  // own (dashboard::WhatIfRunner), one at a time, never on the listener's.
-  dashboard::WhatIfLimits what_if;
+  // The routes of the layers above (AdminRoute).
+  std::vector<AdminRoute> routes;
 };
 
 http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});

@@ -247,7 +247,8 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   admin_server_ = std::make_unique<http::Server>(admin_options,
                                                  api::admin_routes(service, hooks,
                                                                    {.hosts = flags.admin_hosts,
-                                                                    .auth = admin_auth(options)}),
+                                                                    .auth = admin_auth(options),
+                                                                    .routes = options.admin_routes}),
                                                  admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();

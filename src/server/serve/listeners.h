@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/periodic.h"
 #include "server/api/routes.h"
@@ -29,6 +30,7 @@ struct ListenerOptions {
   http::ServerOptions public_http, admin_http;
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
+  std::vector<api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
 };
 
 // How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "base/periodic.h"
+#include "dashboard/routes.h"
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
@@ -259,7 +260,8 @@ int run_serve(const std::vector<std::string>& args) {
   std::atomic<bool> draining{false};
   api::Hooks hooks = metrics.hooks();
   hooks.ready = [&] { return !draining.load() && reloader->current() != nullptr; };
-  hooks.tracker = tracker;
+  // The dashboard's page, JSON and what-ifs on the admin listener, behind its own-page checks and token.
+  listener.admin_routes.push_back(dashboard::admin_routes(service, tracker, hooks));
   std::unique_ptr<Listeners> listeners;
   try {
     listeners = std::make_unique<Listeners>(flags, listener, service, metrics, hooks);

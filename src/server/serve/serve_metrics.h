@@ -4,7 +4,7 @@
 //
 //   ServeMetrics metrics(with_grpc);
 //   reloader events -> metrics.rules_loaded(set) / metrics.rules_rejected()
-//   api::Hooks hooks = metrics.hooks();   // then the caller sets hooks.ready and hooks.tracker
+//   api::Hooks hooks = metrics.hooks();   // then the caller sets hooks.ready
 //
 // Thread safety: every member may be called from any thread (server threads, the reloader's thread). The
 // per-(domain, rule, result) counters are cached per server thread: registration takes the registry's lock, and a
@@ -33,7 +33,7 @@ class ServeMetrics {
   // The Redis store's calls, failures and fallbacks, and the breaker's state; `service` outlives this object.
   void watch_remote(const service::Service& service);
 
-  // Decisions and bad requests counted, /metrics exposed; ready and tracker are the caller's.
+  // Decisions and bad requests counted, /metrics exposed; ready is the caller's.
   api::Hooks hooks();
   void decided(std::string_view protocol, std::string_view domain, const service::CheckResponse& r, Nanos took);
   void bad_request(std::string_view protocol, std::string_view reason);

@@ -53,7 +53,7 @@
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
 #include "store/batched/key_table.h"
-#include "store/memory/hash.h"
+#include "base/hash.h"
 #include "store/remote/shared_counters.h"
 
 namespace rk::store::batched {
@@ -124,7 +124,7 @@ class Batcher {
   std::size_t shard_count() const { return shard_count_; }
 
  private:
-  Hashed hashed(std::string_view key) const { return {key, store::hash_key(key, seed_)}; }
+  Hashed hashed(std::string_view key) const { return {key, base::hash_key(key, seed_)}; }
   Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;

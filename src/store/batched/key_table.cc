@@ -11,7 +11,7 @@
 #include "core/registry.h"
 #include "core/state_codec.h"
 #include "store/batched/batcher.h"
-#include "store/memory/hash.h"
+#include "base/hash.h"
 
 namespace rk::store::batched {
 
@@ -90,7 +90,7 @@ Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_pt
     : counters_(std::move(counters)),
       clock_(std::move(clock)),
       options_(options),
-      seed_(store::random_seed()),
+      seed_(base::random_seed()),
       shard_count_(shards_for(options_)),
       shards_(std::make_unique<Shard[]>(shard_count_)) {
   for (std::size_t i = 0; i < shard_count_; ++i) {
@@ -103,7 +103,7 @@ Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_pt
 }
 
 std::size_t KeyHash::operator()(std::string_view key) const {
-  return static_cast<std::size_t>(store::hash_key(key, seed));
+  return static_cast<std::size_t>(base::hash_key(key, seed));
 }
 
 // Under s.mu, to make room for a key whose bucket will be `home`. The key evicted: the one used longest ago in `home`
@@ -125,7 +125,7 @@ bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSy
     }
     if (victim == s.keys.end(b)) {
       if (n == 0) {
-        s.rng = store::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
+        s.rng = base::hash_key(std::string_view(reinterpret_cast<const char*>(&s.rng), sizeof s.rng), seed_);
         b = s.rng % buckets;
       } else {
         b = b + 1 == buckets ? 0 : b + 1;

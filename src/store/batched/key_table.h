@@ -2,7 +2,7 @@
 // the hits recorded here and not yet sent, and what it has absorbed of the other servers' counts; keys in shards,
 // each a map under its own spin lock, bounded in keys and in bytes.
 //
-// Keys are the clients': hashed with the in-process store's seeded hash (store/memory/hash.h), so that no one can
+// Keys are the clients': hashed with the in-process store's seeded hash (base/hash.h), so that no one can
 // compute keys that collide in a shard's map and make its lookups, under the shard's lock, walk long chains. The
 // hash's top bits pick the shard, the map's buckets take the rest. A full shard evicts, from the new key's bucket,
 // the key used longest ago (key_table.cc: Batcher::evict_one), so that no chain grows on a full shard.
@@ -28,7 +28,7 @@
 
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
-#include "store/memory/spin_lock.h"
+#include "base/spin_lock.h"
 
 namespace rk::store::batched {
 
@@ -98,7 +98,7 @@ using KeyMap = std::unordered_map<std::string, std::unique_ptr<Entry>, KeyHash, 
 struct alignas(64) Shard {  // one cache line of its own at least: two cores on two shards share nothing written
   // A spin lock: held for a few dozen nanoseconds per decision, where a futex-based mutex costs more than that
   // when two threads meet on a hot key.
-  mutable store::SpinLock mu;
+  mutable base::SpinLock mu;
   KeyMap keys;  // under mu
   std::size_t capacity = 1;
   std::size_t bytes = 0;  // key_bytes() of the keys held; under mu

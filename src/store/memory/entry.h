@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "store/memory/compact_key.h"
-#include "store/memory/spin_lock.h"
+#include "base/spin_lock.h"
 
 namespace rk::store::sharded {
 
@@ -41,7 +41,7 @@ struct Entry {
   // away from the holder in the middle of its update. So waiters back off exponentially between looks.
   [[gnu::noinline]] void lock_contended() noexcept {
     for (unsigned pause = 1, round = 0;; ++round) {
-      for (unsigned i = 0; i < pause; ++i) cpu_relax();
+      for (unsigned i = 0; i < pause; ++i) base::cpu_relax();
       if (pause < 64) pause *= 2;
       if (round > 32) std::this_thread::yield();
       if (try_lock()) return;

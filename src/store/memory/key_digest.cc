@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "store/memory/hash.h"
+#include "base/hash.h"
 
 namespace rk::store {
 
@@ -25,9 +25,9 @@ void store_le(std::uint64_t v, std::uint8_t* p) {
 
 }  // namespace
 
-// The same SipHash-2-4-128 the in-process store digests long keys with (store/memory/hash.h), under the caller's seed.
+// The same SipHash-2-4-128 the in-process store digests long keys with (base/hash.h), under the caller's seed.
 KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key) {
-  const Digest128 d = siphash128(key, DigestKey{load_le(seed.data()), load_le(seed.data() + 8)});
+  const base::Digest128 d = base::siphash128(key, base::DigestKey{load_le(seed.data()), load_le(seed.data() + 8)});
   KeyDigest out;
   store_le(d.lo, out.data());
   store_le(d.hi, out.data() + 8);

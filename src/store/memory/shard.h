@@ -19,7 +19,7 @@
 
 #include "store/memory/entry.h"
 #include "store/memory/epoch.h"
-#include "store/memory/spin_lock.h"
+#include "base/spin_lock.h"
 
 namespace rk::store::sharded {
 
@@ -105,7 +105,7 @@ struct alignas(64) Shard {
   std::uint32_t slot_for(std::uint32_t id, std::uint32_t h) const { return tag(h) << id_bits | (id + 1); }
 
   // The rest only under the lock.
-  alignas(64) mutable SpinLock lock;
+  alignas(64) mutable base::SpinLock lock;
   std::uint32_t size = 0;
   std::uint32_t allocated = 0;  // ids below this have been handed out at least once
   std::uint32_t free_head = kNil;

@@ -51,7 +51,7 @@
 #include "ratekeeper/store.h"
 #include "store/memory/entry.h"
 #include "store/memory/epoch.h"
-#include "store/memory/hash.h"
+#include "base/hash.h"
 #include "store/memory/last_key.h"
 #include "store/memory/shard.h"
 
@@ -61,7 +61,7 @@ template <class State>
 class ShardedStore {
  public:
   // `options` are validated by the caller (max_keys >= 1).
-  explicit ShardedStore(const StoreOptions& options) : hash_(options.hash_seed ? options.hash_seed : random_seed()) {
+  explicit ShardedStore(const StoreOptions& options) : hash_(options.hash_seed ? options.hash_seed : base::random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
@@ -383,7 +383,7 @@ class ShardedStore {
 
   Shard& shard_for(std::uint64_t h) const { return shards_[shard_bits_ ? h >> (64 - shard_bits_) : 0]; }
 
-  KeyHasher hash_;  // hash_key with the store's seed
+  base::KeyHasher hash_;  // hash_key with the store's seed
   std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
   std::unique_ptr<Shard[]> shards_;

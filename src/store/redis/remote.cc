@@ -11,7 +11,7 @@
 #include "base/hex.h"
 #include "core/numeric.h"
 #include "core/registry.h"
-#include "store/memory/hash.h"
+#include "base/hash.h"
 #include "store/redis/client.h"
 #include "store/redis/near_cache.h"
 #include "store/redis/script.h"
@@ -197,7 +197,7 @@ std::string tagged_key(std::string_view store_key, std::string_view lead, std::s
   constexpr std::string_view kPrefix = "rk:";
   // 32 bits: the CRC-16 of 8 hex digits gives every slot within 0.2% of an even share (of 4 digits, only 80% of the
   // slots at all). After "rk:", so that "rk:*", a SCAN's or an ACL's pattern, still covers every key.
-  const auto digest = static_cast<std::uint32_t>(store::hash_key(store_key, kTagSeed));
+  const auto digest = static_cast<std::uint32_t>(base::hash_key(store_key, kTagSeed));
   const bool ours = store_key.starts_with(kPrefix);
   if (ours) store_key.remove_prefix(kPrefix.size());
   std::string out;
@@ -221,7 +221,7 @@ std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t pa
   const std::string_view field = store_key.substr(kPrefix.size());
   if (field.size() > kPackedFieldBytes || field.empty()) return {redis_key(store_key)};
   // The hash's number from the high bits of the product (Lemire's multiply-shift: no division, no modulo bias).
-  const std::uint64_t h = store::hash_key(store_key, kPackSeed);
+  const std::uint64_t h = base::hash_key(store_key, kPackSeed);
   const auto n = static_cast<std::uint64_t>((static_cast<core::u128>(h) * packed_hashes) >> 64);
   char hex[24];
   const int len = std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(n));

@@ -11,7 +11,7 @@
 #include <system_error>
 #include <utility>
 
-#include "store/memory/hash.h"
+#include "base/hash.h"
 #include "store/shm/layout.h"
 #include "store/shm/region.h"
 #include "store/shm/region_file.h"
@@ -59,7 +59,7 @@ SharedLimiter SharedLimiter::anonymous(const LimitSpec& spec, const SharedOption
                             "mmap of " + std::to_string(l.bytes) + " bytes of shared memory");
   }
   auto region = std::make_unique<Region>(static_cast<unsigned char*>(p), l.bytes, true);
-  format_region(*region, l, spec, store::random_seed());
+  format_region(*region, l, spec, base::random_seed());
   return SharedLimiter(make_store(std::move(region), spec, o, std::move(c)));
 }
 
@@ -67,7 +67,7 @@ SharedLimiter SharedLimiter::open(const std::string& path, const LimitSpec& spec
                                   std::shared_ptr<const Clock> c) {
   check_options(spec, o);
   const Layout l = layout_for(o.max_keys, o.max_key_bytes, o.shards);
-  const std::uint64_t seed = store::random_seed();
+  const std::uint64_t seed = base::random_seed();
   const shm::MappedFile file = shm::map_region_file(path, l.bytes, o.mode, [&](unsigned char* base) {
     Region scratch(base, l.bytes, false);
     format_region(scratch, l, spec, seed);
@@ -98,7 +98,7 @@ SharedLimiter SharedLimiter::in_region(void* base, std::size_t bytes, bool forma
       throw InvalidArgument("the region is " + std::to_string(bytes) + " bytes; " + std::to_string(o.max_keys) +
                             " keys of " + std::to_string(o.max_key_bytes) + " bytes need " + std::to_string(l.bytes));
     }
-    format_region(*region, l, spec, store::random_seed());
+    format_region(*region, l, spec, base::random_seed());
   } else {
     attach_region(*region, spec, o);
   }

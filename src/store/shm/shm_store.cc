@@ -16,7 +16,7 @@
 #include "core/algorithms.h"
 #include "core/params.h"
 #include "core/registry.h"
-#include "store/memory/hash.h"
+#include "base/hash.h"
 #include "store/shm/layout.h"
 #include "store/shm/testing.h"
 
@@ -47,7 +47,7 @@ class ShmStore final : public SharedLimiter::Impl {
       throw InvalidArgument("key is " + std::to_string(key.size()) + " bytes, above the shared store's limit of " +
                             std::to_string(options.max_key_bytes) + " (SharedOptions::max_key_bytes)");
     }
-    const std::uint64_t hash = store::hash_key(key, region->seed());
+    const std::uint64_t hash = base::hash_key(key, region->seed());
     const std::size_t s = hash % region->layout().shards;
     Locked lock(*region, s);
     ShardHeader& sh = region->shard(s);
@@ -77,7 +77,7 @@ class ShmStore final : public SharedLimiter::Impl {
 
   bool reset(std::string_view key) override {
     if (key.size() > options.max_key_bytes) return false;
-    const std::uint64_t hash = store::hash_key(key, region->seed());
+    const std::uint64_t hash = base::hash_key(key, region->seed());
     const std::size_t s = hash % region->layout().shards;
     Locked lock(*region, s);
     const std::uint32_t i = find(s, hash, key);

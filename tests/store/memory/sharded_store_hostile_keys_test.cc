@@ -35,7 +35,7 @@ std::vector<std::string> colliding_keys(std::uint64_t seed, std::size_t count) {
   for (std::uint64_t i = 0; keys.size() < count; ++i) {
     for (std::size_t d = 0; d < kDigits; ++d) buf[kAt + d] = "0123456789abcdef"[(i >> (4 * (kDigits - 1 - d))) & 0xF];
     const std::string_view key(buf, sizeof buf - 1);
-    const auto h = static_cast<std::uint32_t>(hash_key(key, seed));
+    const auto h = static_cast<std::uint32_t>(base::hash_key(key, seed));
     if (ShardedStore<Counter>::home(h, kSlots) == 0) keys.emplace_back(key);
   }
   return keys;

@@ -13,6 +13,8 @@
 namespace rk::store {
 namespace {
 
+using namespace rk::base;  // the hash (base/hash.h) the store places keys with
+
 struct Counter {
   int value = 0;
 };

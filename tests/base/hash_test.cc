@@ -1,6 +1,6 @@
-// The keys' hashes (store/memory/hash.h): hash_key, which places keys in the in-process store's shards and slots
+// The keys' hashes (base/hash.h): hash_key, which places keys in the in-process store's shards and slots
 // and in the shared-memory region, and the SipHash-2-4-128 digests long keys are stored as.
-#include "store/memory/hash.h"
+#include "base/hash.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace rk::store {
+namespace rk::base {
 namespace {
 
 // The reference's key 00..0f; outputs from OpenSSL 3 (`openssl mac -macopt hexkey:000102...0f -macopt size:16
@@ -58,4 +58,4 @@ TEST(ShardedStore, HashValuesAreStableAcrossBuilds) {
 }
 
 }  // namespace
-}  // namespace rk::store
+}  // namespace rk::base

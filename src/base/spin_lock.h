@@ -1,4 +1,4 @@
-// store/memory/spin_lock.h: a test-and-test-and-set lock for critical sections of a few dozen nanoseconds.
+// base/spin_lock.h: a test-and-test-and-set lock for critical sections of a few dozen nanoseconds.
 //
 // A shard's lock is held only around one algorithm step on one key; a futex-based mutex costs more than that
 // step when uncontended. After a short spin the waiter yields, so a preempted holder is not starved.
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-namespace rk::store {
+namespace rk::base {
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,4 +35,4 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace rk::store
+}  // namespace rk::base

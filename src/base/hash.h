@@ -1,17 +1,17 @@
-// store/memory/hash.h: a seeded 64-bit hash for keys that attackers choose.
+// base/hash.h: a seeded 64-bit hash for keys that attackers choose.
 //
 // Folded multiplication (the 128-bit product's halves xor-ed) over 16-byte blocks, mixed with a per-store secret
 // seed, so that colliding keys cannot be computed offline. Fast on short keys (IP addresses, API keys).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string_view>
 
-#include "core/numeric.h"
-
-namespace rk::store {
+namespace rk::base {
 
 namespace hash_detail {
 
@@ -21,7 +21,8 @@ constexpr std::uint64_t kP1 = 0xBF58476D1CE4E5B9ULL;
 constexpr std::uint64_t kP2 = 0x94D049BB133111EBULL;
 
 inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) {
-  const core::u128 r = static_cast<core::u128>(a) * b;
+  __extension__ using u128 = unsigned __int128;
+  const u128 r = static_cast<u128>(a) * b;
   return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
 }
 
@@ -38,11 +39,15 @@ inline std::uint64_t load32(const unsigned char* p) {
 }
 
 // Keys over 16 bytes: their 16-byte blocks but the last, folded into h.
-std::uint64_t hash_long_prefix(const unsigned char* p, std::size_t n, std::uint64_t h, std::uint64_t seed);
-
-}  // namespace hash_detail
-
-namespace hash_detail {
+[[gnu::noinline]] inline std::uint64_t hash_long_prefix(const unsigned char* p, std::size_t n, std::uint64_t h,
+                                                        std::uint64_t seed) {
+  while (n > 16) {
+    h = fold_mul(load64(p) ^ kP1 ^ h, load64(p + 8) ^ seed ^ kP2);
+    p += 16;
+    n -= 16;
+  }
+  return h;
+}
 
 // What the hash starts from: the seed and the key's length.
 inline std::uint64_t start(std::uint64_t seed, std::size_t n) { return seed ^ fold_mul(seed ^ kP0, n ^ kP1); }
@@ -76,7 +81,7 @@ inline std::uint64_t start(std::uint64_t seed, std::size_t n) { return seed ^ fo
 }  // namespace hash_detail
 
 // Inline: a decision hashes its key first, and a call there is a measurable part of a hot key's ~20 ns. Keys
-// over 16 bytes fold their leading blocks out of line.
+// over 16 bytes fold their leading blocks in a call of its own.
 [[gnu::always_inline]] inline std::uint64_t hash_key(std::string_view key, std::uint64_t seed) {
   using namespace hash_detail;
   return hash_from(key, seed, seed ^ kP2, start(seed, key.size()));
@@ -102,7 +107,11 @@ class KeyHasher {
 };
 
 // A seed from std::random_device, never 0.
-std::uint64_t random_seed();
+inline std::uint64_t random_seed() {
+  std::random_device rd;
+  std::uint64_t s = (std::uint64_t{rd()} << 32) ^ rd();
+  return s ? s : hash_detail::kP0;
+}
 
 // SipHash-2-4 with its 128-bit output (Aumasson and Bernstein's keyed PRF): a digest of an attacker's key that
 // stands for it, collision-resistant while the 128-bit secret is unknown (2^64 keys for an even chance).
@@ -112,9 +121,60 @@ struct DigestKey {
 struct Digest128 {
   std::uint64_t lo, hi;
 };
-Digest128 siphash128(std::string_view data, const DigestKey& key);
+namespace hash_detail {
+
+struct SipState {
+  std::uint64_t v0, v1, v2, v3;
+
+  void round() {
+    v0 += v1;
+    v1 = std::rotl(v1, 13) ^ v0;
+    v0 = std::rotl(v0, 32);
+    v2 += v3;
+    v3 = std::rotl(v3, 16) ^ v2;
+    v0 += v3;
+    v3 = std::rotl(v3, 21) ^ v0;
+    v2 += v1;
+    v1 = std::rotl(v1, 17) ^ v2;
+    v2 = std::rotl(v2, 32);
+  }
+  void absorb(std::uint64_t m) {
+    v3 ^= m;
+    round();
+    round();
+    v0 ^= m;
+  }
+  std::uint64_t squeeze(std::uint64_t mark) {
+    v2 ^= mark;
+    for (int i = 0; i < 4; ++i) round();
+    return v0 ^ v1 ^ v2 ^ v3;
+  }
+};
+
+}  // namespace hash_detail
+
+inline Digest128 siphash128(std::string_view data, const DigestKey& key) {
+  // The constants spell "somepseudorandomlygeneratedbytes"; v1 carries 0xee (its 0x6d ^ 0xee = 0x83), which marks
+  // the 128-bit variant. Loads are little-endian (as the reference), which the platforms we build for are.
+  hash_detail::SipState s{key.k0 ^ 0x736f6d6570736575ULL, key.k1 ^ 0x646f72616e646f83ULL,
+                          key.k0 ^ 0x6c7967656e657261ULL, key.k1 ^ 0x7465646279746573ULL};
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+  const std::size_t n = data.size();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) s.absorb(hash_detail::load64(p + i));
+  std::uint64_t last = static_cast<std::uint64_t>(n & 0xff) << 56;
+  for (std::size_t j = 0; i + j < n; ++j) last |= std::uint64_t{p[i + j]} << (8 * j);
+  s.absorb(last);
+  const std::uint64_t lo = s.squeeze(0xee);
+  s.v1 ^= 0xdd;
+  for (int r = 0; r < 4; ++r) s.round();
+  return {lo, s.v0 ^ s.v1 ^ s.v2 ^ s.v3};
+}
 
 // A secret drawn from std::random_device once per process.
-const DigestKey& process_digest_key();
+inline const DigestKey& process_digest_key() {
+  static const DigestKey key{random_seed(), random_seed()};
+  return key;
+}
 
-}  // namespace rk::store
+}  // namespace rk::base
