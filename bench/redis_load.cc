@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "store/redis/remote.h"
-#include "store/redis/scripts.h"
+#include "store/redis/algorithm_scripts.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "ratekeeper/ratekeeper.h"
 #include "cli/replay.h"
 #ifdef RK_HAVE_SIMULATE
-#include "cli/simulate.h"
+#include "cli/simulate_command.h"
 #endif
 #ifdef RK_HAVE_SERVER
 #include "server/serve/serve.h"

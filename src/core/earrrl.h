@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "core/numeric.h"
-#include "core/params.h"
+#include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
 namespace rk::core {

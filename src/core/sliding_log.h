@@ -11,7 +11,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "core/params.h"
+#include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
 namespace rk::core {

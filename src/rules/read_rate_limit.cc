@@ -7,7 +7,7 @@
 
 #include "core/registry.h"
 #include "rules/reader.h"
-#include "yaml/params.h"
+#include "yaml/read_params.h"
 
 namespace rk::rules {
 

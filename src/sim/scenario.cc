@@ -9,7 +9,7 @@
 
 #include "base/number_text.h"
 #include "core/registry.h"
-#include "yaml/params.h"
+#include "yaml/read_params.h"
 #include "yaml/reader.h"
 
 namespace rk::sim {

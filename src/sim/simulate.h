@@ -1,5 +1,5 @@
 // sim/simulate.h: a scenario's traffic through limiters on a simulated clock: the engine behind `ratekeeper
-// simulate` (cli/simulate.h) and the dashboard's what-if panel (server/ui/what_if.h).
+// simulate` (cli/simulate_command.h) and the dashboard's what-if panel (server/ui/what_if.h).
 //
 //   sim::simulate(scenario, spec, [](const sim::SimEvent& e) { ... }, error);   // every attempt and sample
 //   sim::compare(scenario, rows, error);   // each algorithm of scenario.compare against the exact sliding window

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/params.h"
+#include "core/derived_params.h"
 
 namespace rk::core {
 namespace {

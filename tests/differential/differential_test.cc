@@ -184,7 +184,7 @@ Decision from_c(const rk_decision& d) {
 
 // The real redis-server and the remote store the service uses, with the caller's clock: unpacked, and packed into
 // hashes (enough of them that none fills up here: a full hash's pruning is tests/store/redis/remote_packed_test.cc's).
-// The scripts' two forms (src/store/redis/script.h) are both compared: the unpacked store calls functions, the packed
+// The scripts' two forms (src/store/redis/lua_script.h) are both compared: the unpacked store calls functions, the packed
 // one, as a user who
 // may not, EVAL scripts.
 class Redis {

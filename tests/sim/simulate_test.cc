@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "cli/simulate.h"
+#include "cli/simulate_command.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 #include "sim/traffic.h"

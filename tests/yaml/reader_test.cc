@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "yaml/params.h"
+#include "yaml/read_params.h"
 #include "yaml/reader.h"
 
 namespace rk::yaml {

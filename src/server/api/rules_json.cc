@@ -25,7 +25,7 @@ static void limit_json(const rules::RateLimit& l, nlohmann::json& rule) {
   if (spec.align == Align::kCalendar) {
     rule["align"] = "calendar";
     const auto days = std::chrono::duration_cast<std::chrono::hours>(spec.window).count() / 24;
-    rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (params.h)
+    rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (ratekeeper/params.h)
   } else {
     rule["window_seconds"] = to_seconds(spec.window);
   }

@@ -1,7 +1,7 @@
 // Server (server.h): its life, start to stop, over Server::Impl (server_impl.h).
 //
 // The pieces, one job each:
-//   listener.h           the listening socket, shared by the workers
+//   listen_socket.h      the listening socket, shared by the workers
 //   connection_limits.h  max_connections, max_connections_per_ip and per_ip_exempt
 //   worker.h             one thread: its event loop, accepting, the timeout sweep, its connections
 //   session.h            one connection: requests in, answers out, timeouts, lingering close

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "server/http/connection_limits.h"
-#include "server/http/listener.h"
+#include "server/http/listen_socket.h"
 #include "server/http/server.h"
 #include "server/http/tls_context.h"
 #include "server/http/worker.h"

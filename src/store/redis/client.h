@@ -5,7 +5,7 @@
 //   auto options = rk::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // url.h; throws on a bad URL
 //   rk::redis::Client client(options);
 //   client.exec({"INCR", "k"}, "k", [](rk::redis::Result r) { ... });   // on the client's thread, exactly once
-//   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");  // script.h
+//   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");  // lua_script.h
 //
 // Pipelining: the commands given while a connection is writing go out together in its next write; replies are
 // matched in order. A command not answered within command_timeout of its exec() (connecting, asking the sentinels,
@@ -17,7 +17,7 @@
 //
 // Every connection opens with a handshake pipelined ahead of the commands waiting for it (no round trip of its
 // own): AUTH, SELECT, ROLE (to a primary named by a sentinel), and the commands given to on_every_connection()
-// (a script's SCRIPT LOAD and FUNCTION LOAD: script.h).
+// (a script's SCRIPT LOAD and FUNCTION LOAD: lua_script.h).
 //
 // Cluster (redis+cluster://): slots from CLUSTER SLOTS, a key's slot by CRC16 with {hash tags} (cluster.h), MOVED
 // (the map is corrected and refreshed) and ASK (ASKING, then the command) followed up to 5 times. Sentinel

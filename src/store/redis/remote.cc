@@ -14,8 +14,8 @@
 #include "base/hash.h"
 #include "store/redis/client.h"
 #include "store/redis/near_cache.h"
-#include "store/redis/script.h"
-#include "store/redis/scripts.h"
+#include "store/redis/lua_script.h"
+#include "store/redis/algorithm_scripts.h"
 
 namespace rk::redis {
 

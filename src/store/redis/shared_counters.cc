@@ -8,7 +8,7 @@
 
 #include "base/hex.h"
 #include "store/redis/client.h"
-#include "store/redis/script.h"
+#include "store/redis/lua_script.h"
 #include "store/redis/shared_counters_lua.h"
 
 namespace rk::redis {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/algorithms.h"
-#include "core/params.h"
+#include "core/derived_params.h"
 #include "core/registry.h"
 #include "base/hash.h"
 #include "store/shm/layout.h"

@@ -19,8 +19,8 @@
 #include "rules/ruleset.h"
 #include "store/redis/remote.h"
 #include "store/redis/client.h"
-#include "store/redis/script.h"
-#include "store/redis/scripts.h"
+#include "store/redis/lua_script.h"
+#include "store/redis/algorithm_scripts.h"
 
 namespace rk::redis {
 namespace {
@@ -232,7 +232,7 @@ TEST(RedisClient, ScriptsByTheDigestRedisAnswersSurviveAScriptFlushAndServerErro
   EXPECT_EQ(std::get<Error>(e).kind, Error::Kind::kServer);
 }
 
-// A script with a function form (script.h): FCALL once Redis said it loaded the library; after a FUNCTION FLUSH one
+// A script with a function form (lua_script.h): FCALL once Redis said it loaded the library; after a FUNCTION FLUSH one
 // call goes by EVAL and the library is loaded again; a user who may not call functions gets the same answers by
 // EVALSHA. The counts are Redis's own (INFO commandstats).
 TEST(RedisClient, FunctionsAreCalledOnceLoadedSurviveAFunctionFlushAndAUserWithoutThemGetsTheScript) {

@@ -16,7 +16,7 @@
 #include "support/redis_process.h"
 #include "store/redis/resp.h"
 #include "store/redis/remote.h"
-#include "store/redis/scripts.h"
+#include "store/redis/algorithm_scripts.h"
 #include "store/remote/remote_store.h"
 
 namespace rk::redis {

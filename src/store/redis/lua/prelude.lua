@@ -1,7 +1,7 @@
 -- ratekeeper: the part every decision script starts with (src/store/redis/lua/*.lua are appended to it).
 --
 -- KEYS[1]: the key's state, one string of fixed-width little-endian numbers (struct.pack): a tag byte, TAG, naming
--- the algorithm and the version of its layout (src/store/redis/scripts.cc); with a base, base_us, the microsecond
+-- the algorithm and the version of its layout (src/store/redis/algorithm_algorithm_scripts.cc); with a base, base_us, the microsecond
 -- of the key's last write ('i7'); then the algorithm's fields as its file declares them to read_state(). Small on
 -- purpose: a state of up to 28 bytes is one 48-byte allocation in Redis (docs/redis.md, "What is stored").
 -- ARGV[1], ARGV[2]: now as whole microseconds and the nanoseconds beyond them; ARGV[1] == "" takes Redis's TIME.
@@ -15,12 +15,12 @@
 --
 -- Packed (--redis-packed-hashes, docs/redis.md "Packed states"), when KEYS[2] is given: KEYS[1] is a hash holding
 -- many keys' states, KEYS[2] this key's own key, named KEYS[1] .. field. The state is the hash's field, after the
--- second by which it expires ('i5'); or, when the hash is full (PACK_FIELDS, from scripts.cc) or the state longer
+-- second by which it expires ('i5'); or, when the hash is full (PACK_FIELDS, from algorithm_scripts.cc) or the state longer
 -- than PACK_VALUE bytes, the own key, as unpacked. A state is read from the field, else from the own key, and
 -- written back where it was read (a new one to the field if it fits).
 -- Every name below is the library's, made once when Redis loads it (FUNCTION LOAD): each call sets its own values in
 -- begin() and the algorithm's decide(), so nothing of one call's is read by the next. Run as an EVAL script instead
--- (scripts.cc), the whole text runs at each call and every function here is made again.
+-- (algorithm_scripts.cc), the whole text runs at each call and every function here is made again.
 local ARGS -- this call's ARGV
 local key, own, field, in_hash
 local now_us, now_r, cost, peek

@@ -1,6 +1,6 @@
 -- sliding_log: as src/core/sliding_log.cc. State {t1, c1, t2, c2, ...}, oldest first (times relative to the base):
 -- c_i requests counted at t_i. The log is worked on in the one table read_state gives, entries dropped in place.
--- Its window and limit are ARGV[5...7] as windows.lua reads them (scripts.cc's WindowParams); none of windows.lua's
+-- Its window and limit are ARGV[5...7] as windows.lua reads them (algorithm_scripts.cc's WindowParams); none of windows.lua's
 -- functions is needed here, so it is not part of this library.
 local function decide(keys, args)
   local bad = begin(keys, args)

@@ -7,7 +7,7 @@
 local window_us, window_r, limit
 local calendar -- '0': aligned to the epoch; 'week', 'month', 'year': calendar windows (UTC)
 local window -- nanoseconds: exact below 2^53 (104 days)
--- This call's window and limit: ARGV[5...7] and ARGV[9] (scripts.cc's WindowParams).
+-- This call's window and limit: ARGV[5...7] and ARGV[9] (algorithm_scripts.cc's WindowParams).
 local function window_args()
   window_us, window_r, limit = param(5), param(6), param(7)
   calendar = ARGS[9]

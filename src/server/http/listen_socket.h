@@ -1,4 +1,4 @@
-// server/http/listener.h (internal): the listening socket the workers share.
+// server/http/listen_socket.h (internal): the listening socket the workers share.
 //
 // Each worker accepts through its own acceptor, holding its own descriptor of the one socket (a dup), so a thread
 // busy in a handler does not hold up new connections (which worker then serves one is worker.h's choice), and

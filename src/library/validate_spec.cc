@@ -1,3 +1,5 @@
+// library/validate_spec.cc: the public LimitSpec's checks (ratekeeper/params.h: validate, each error naming its
+// parameter) and the algorithms' names both ways.
 #include "ratekeeper/params.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// cli/simulate.h: `ratekeeper simulate`, a scenario's traffic through one limiter on a simulated clock.
+// cli/simulate_command.h: `ratekeeper simulate`, a scenario's traffic through one limiter on a simulated clock.
 //
 //   ratekeeper simulate examples/scenarios/convergence.yaml [--algorithm gcra --limit 5 ...] > out.csv
 //   time,client,attempted,allowed,remaining,retry_after,delay,estimate

@@ -1,4 +1,4 @@
-// core/params.h: the user's LimitSpec turned into each algorithm's precomputed parameters.
+// core/derived_params.h: the user's LimitSpec turned into each algorithm's precomputed parameters.
 #pragma once
 
 #include <cstdint>

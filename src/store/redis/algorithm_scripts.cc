@@ -1,5 +1,5 @@
-// store/redis/scripts.cc: each algorithm's Lua text, its ARGV and the decoding of its reply (scripts.h).
-#include "store/redis/scripts.h"
+// store/redis/algorithm_scripts.cc: each algorithm's Lua text, its ARGV and the decoding of its reply (algorithm_scripts.h).
+#include "store/redis/algorithm_scripts.h"
 
 #include <bit>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include "base/number_text.h"
 #include "core/numeric.h"
 #include "core/algorithms.h"
-#include "core/params.h"
+#include "core/derived_params.h"
 #include "store/redis/lua_sources.h"
 
 namespace rk::redis {
@@ -64,7 +64,7 @@ struct Table {
         case Algorithm::kSlidingWindow: body = script_text(a, {lua::kWindows, lua::kSlidingWindow}); break;
       }
       // Each algorithm's text ends with its decide(keys, args): run at once by an EVAL script, registered by a
-      // function library (script.h).
+      // function library (lua_script.h).
       function[i] = function_name(name, body);
       text[i] = body + "return decide(KEYS, ARGV)\n";
       library[i] = "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] +

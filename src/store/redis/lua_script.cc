@@ -1,6 +1,6 @@
-// store/redis/script.cc: FCALL of a loaded function, EVALSHA by the digest Redis answered, EVAL without either
-// (script.h).
-#include "store/redis/script.h"
+// store/redis/lua_script.cc: FCALL of a loaded function, EVALSHA by the digest Redis answered, EVAL without either
+// (lua_script.h).
+#include "store/redis/lua_script.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "cli/simulate.h"
+#include "cli/simulate_command.h"
 
 #include <cstdint>
 #include <cmath>

@@ -1,6 +1,6 @@
 // The decision scripts (src/store/redis/lua/) in a real redis-server, on promises a single decision makes: what the
 // differential test (tests/differential/) compares within a tolerance, asserted exactly here. And their replies as
-// the C++ side reads them (store/redis/scripts.h), without a server.
+// the C++ side reads them (store/redis/algorithm_scripts.h), without a server.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,7 +11,7 @@
 
 #include "support/redis_process.h"
 #include "store/redis/remote.h"
-#include "store/redis/scripts.h"
+#include "store/redis/algorithm_scripts.h"
 #include "store/remote/remote_store.h"
 
 namespace rk::redis {

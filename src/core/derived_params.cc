@@ -1,4 +1,4 @@
-#include "core/params.h"
+#include "core/derived_params.h"
 
 #include <cmath>
 

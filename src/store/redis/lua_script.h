@@ -1,4 +1,4 @@
-// store/redis/script.h: a Lua script run in Redis, as a function (FCALL) where Redis has them (7.0 on) and by its
+// store/redis/lua_script.h: a Lua script run in Redis, as a function (FCALL) where Redis has them (7.0 on) and by its
 // digest (EVALSHA) elsewhere. Both are loaded in the handshake of every connection (client.h): no round trip of
 // their own, and nothing hashed here.
 //

@@ -1,4 +1,4 @@
-// yaml/params.h: an algorithm's optional parameters (core/registry.h: half_life, burst, capacity, count_refused,
+// yaml/read_params.h: an algorithm's optional parameters (core/registry.h: half_life, burst, capacity, count_refused,
 // align) read into a LimitSpec with each one's type, as rules files and scenarios both write them.
 //
 //   for (core::Param p : core::kAllParams) {

@@ -1,4 +1,4 @@
-#include "server/http/listener.h"
+#include "server/http/listen_socket.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

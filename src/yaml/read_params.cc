@@ -1,5 +1,5 @@
-// yaml/params.cc: an algorithm's optional parameters read from YAML (yaml/params.h).
-#include "yaml/params.h"
+// yaml/read_params.cc: an algorithm's optional parameters read from YAML (yaml/read_params.h).
+#include "yaml/read_params.h"
 
 namespace rk::yaml {
 

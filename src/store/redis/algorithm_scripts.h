@@ -1,4 +1,4 @@
-// store/redis/scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
+// store/redis/algorithm_scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
 // its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
 //
 //   const auto& s = rk::redis::script_for(rk::Algorithm::kEarrrl);
