@@ -116,7 +116,14 @@ def image_test():
         if not re.search(r"localhost/ratekeeper(-redis)?:%s: (up to date|[0-9.]+ MB)" % re.escape(VERSION), out):
             fail("scripts/image printed: " + out)
     tag = "localhost/ratekeeper:" + VERSION
-    config = json.loads(podman("image", "inspect", tag).stdout)[0]["Config"]
+    inspect = json.loads(podman("image", "inspect", tag).stdout)[0]
+    config = inspect["Config"]
+    # The size docs/deploy.md gives, within 10% of this build's (a dev build's; the binary varies a little).
+    with open(os.path.join(SRC, "docs/deploy.md")) as f:
+        m = re.search(r"Its size\s+is printed: ([0-9.]+) MB", f.read())
+    if not m or abs(float(m.group(1)) * 1e6 - inspect["Size"]) > 0.1 * inspect["Size"]:
+        fail("docs/deploy.md gives the image's size as %s MB; scripts/image built %.1f MB"
+             % (m and m.group(1), inspect["Size"] / 1e6))
     if config.get("User") != "%d:%d" % (UID, UID) or config.get("Entrypoint") != ["/usr/bin/ratekeeper"]:
         fail("the image's user and entrypoint: %s %s" % (config.get("User"), config.get("Entrypoint")))
     files = podman("run", "--rm", "--entrypoint", "/usr/bin/ratekeeper", tag, "version").stdout
@@ -148,6 +155,7 @@ def image_test():
 # ---- gRPC and HTTP against an address
 
 _pb = None
+_pb_dir = tempfile.mkdtemp(prefix="rk-deploy-pb2-")
 
 
 def grpc_modules():
@@ -156,8 +164,7 @@ def grpc_modules():
     if _pb is None:
         import grpc_test
         grpc_test.PROTO_DIR = os.path.join(SRC, "proto")
-        out = tempfile.mkdtemp(prefix="rk-deploy-pb2-")
-        _pb = grpc_test.generate(out)
+        _pb = grpc_test.generate(_pb_dir)
     return _pb
 
 
@@ -389,7 +396,10 @@ def main():
             fail("%s is missing (scripts/deps installs it)" % tool)
     setup_podman()
     t0 = time.monotonic()
-    {"image": image_test, "container": container_test, "kubernetes": kubernetes_test}[args.what]()
+    try:
+        {"image": image_test, "container": container_test, "kubernetes": kubernetes_test}[args.what]()
+    finally:
+        shutil.rmtree(_pb_dir, ignore_errors=True)
     print("deploy %s: passed in %.1f s" % (args.what, time.monotonic() - t0))
 
 
