@@ -212,7 +212,7 @@ class RollingTest(unittest.TestCase):
             for r in (a, b):
                 code, took = r.stop()
                 self.assertEqual(code, 0, r.output())
-                self.assertLess(took, 5.0, "past --shutdown-grace " + GRACE)
+                self.assertLess(took, 6.0, "past --shutdown-grace " + GRACE + " (and a second for the exit)")
                 r.start()
                 wait_until(lambda: lb.ready[r], "the balancer to see replica %d again" % r.http_port)
                 time.sleep(0.3)  # load on both again before the next restart
