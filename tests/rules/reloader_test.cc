@@ -82,7 +82,7 @@ void kubelet_write(const fs::path& dir, const std::map<std::string, std::string>
   }
 }
 
-class ReloaderTest : public ::testing::Test {
+class ConfigMapReloadTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("rk-reloader-" + std::to_string(::getpid()) + "-" +
@@ -129,7 +129,7 @@ void check_whole_version(const RuleSet& set, Seen& seen) {
   ++seen.loads;
 }
 
-TEST_F(ReloaderTest, AHundredKubeletSwapsUnderLoadGiveAHundredReloadsOfWholeVersions) {
+TEST_F(ConfigMapReloadTest, AHundredKubeletSwapsUnderLoadGiveAHundredReloadsOfWholeVersions) {
   kubelet_write(dir_, version(0), 0);
   Seen seen;
   auto clock = std::make_shared<ManualClock>();  // never ticks: the steady counter counts every hit
@@ -183,7 +183,7 @@ TEST_F(ReloaderTest, AHundredKubeletSwapsUnderLoadGiveAHundredReloadsOfWholeVers
       << hits.load() << " hits";
 }
 
-TEST_F(ReloaderTest, AMissingRulesFolderAtStartIsAnErrorNamingIt) {
+TEST_F(ConfigMapReloadTest, AMissingRulesFolderAtStartIsAnErrorNamingIt) {
   const std::string missing = (dir_ / "rules").string();
   Reloader r(missing, BuildOptions{});
   const auto errors = r.load_now();
@@ -192,7 +192,7 @@ TEST_F(ReloaderTest, AMissingRulesFolderAtStartIsAnErrorNamingIt) {
   EXPECT_EQ(r.current(), nullptr);
 }
 
-TEST_F(ReloaderTest, ARulesFolderGoneOrLeadingNowhereLaterKeepsTheLastGoodRules) {
+TEST_F(ConfigMapReloadTest, ARulesFolderGoneOrLeadingNowhereLaterKeepsTheLastGoodRules) {
   const fs::path mount = dir_ / "rules";
   fs::create_directory(mount);
   kubelet_write(mount, version(0), 0);
