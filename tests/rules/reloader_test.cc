@@ -33,6 +33,9 @@ using namespace std::chrono_literals;
 constexpr auto kReloadDeadline = 60s;
 constexpr int kSwaps = 100;
 constexpr int kFillers = 12;  // unchanged files, so that a read takes a while and a swap lands inside one
+// Between the writer's steps, as between a busy kubelet's: long enough that the reloader (polling every 1 ms) sees
+// the volume between any two of them.
+constexpr auto kStepPause = 1ms;
 
 std::string rules(const std::string& domain, int limit) {
   return "domain: " + domain + "\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " +
@@ -54,8 +57,8 @@ std::map<std::string, std::string> version(int n) {
 // One update, in the order of Kubernetes' AtomicWriter.Write (pkg/volume/util/atomic_writer.go): the payload
 // written into a new folder "..<UTC time>.<suffix>", a link "name -> ..data/name" made for each new file, a link
 // "..data_tmp" to the new folder renamed over "..data" (the one atomic step), links of files no longer in the
-// payload removed, the previous folder deleted. Each file is written in two halves with a pause between: a reader
-// that looked into the new folder before the swap would find half a file.
+// payload removed, the previous folder deleted; a pause after each step. Each file is written in two halves with a
+// yield between: a reader that looked into the new folder before the swap would find half a file.
 void kubelet_write(const fs::path& dir, const std::map<std::string, std::string>& payload, int n) {
   const fs::path data = dir / "..data";
   std::error_code ec;
@@ -68,16 +71,20 @@ void kubelet_write(const fs::path& dir, const std::map<std::string, std::string>
     std::this_thread::yield();
     f << text.substr(text.size() / 2);
   }
+  std::this_thread::sleep_for(kStepPause);
   for (const auto& [name, text] : payload) {
     if (!fs::is_symlink(dir / name)) fs::create_symlink(fs::path("..data") / name, dir / name);
   }
+  std::this_thread::sleep_for(kStepPause);
   fs::create_directory_symlink(stamp, dir / "..data_tmp");
   fs::rename(dir / "..data_tmp", data);
+  std::this_thread::sleep_for(kStepPause);
   if (!old.empty()) {
     for (const auto& entry : fs::directory_iterator(dir / old)) {
       const std::string name = entry.path().filename().string();
       if (!payload.contains(name)) fs::remove(dir / name);
     }
+    std::this_thread::sleep_for(kStepPause);
     fs::remove_all(dir / old);
   }
 }
