@@ -24,15 +24,15 @@ std::string kind_of(mode_t mode) {
   return "an unknown kind of file";
 }
 
-// What `name` is, if not a regular file: its kind, and through which symbolic link.
-ConfigError not_regular(const std::string& name, mode_t mode) {
+// What `file` is, if not a regular file: its kind, and through which symbolic link.
+ConfigError not_regular(const ListedFile& file, mode_t mode) {
   std::string what = kind_of(mode);
   std::error_code ec;
-  if (std::filesystem::is_symlink(name, ec)) {
-    const std::string target = std::filesystem::read_symlink(name, ec).string();
+  if (std::filesystem::is_symlink(file.path, ec)) {
+    const std::string target = std::filesystem::read_symlink(file.path, ec).string();
     if (!ec) what = "a symbolic link to " + target + ", " + what;
   }
-  return {{name, 0, 0},
+  return {{file.name, 0, 0},
           what + ", not a regular file: refused unread (a rules file is a regular file, or a symbolic link to one)"};
 }
 
@@ -43,18 +43,19 @@ ConfigError cannot_open(const std::string& name, int error) {
 // One file's text, or the error that refuses it. stat() first, so that a special file is never opened; then the
 // opened descriptor's own fstat(), since the name may have been swapped in between; O_NONBLOCK, so that even then a
 // FIFO's open does not wait for a writer.
-std::optional<ConfigError> read_file(const std::string& name, std::string& text) {
+std::optional<ConfigError> read_file(const ListedFile& file, std::string& text) {
+  const std::string& name = file.name;
   struct stat st {};
-  if (::stat(name.c_str(), &st) != 0) return cannot_open(name, errno);
-  if (!S_ISREG(st.st_mode)) return not_regular(name, st.st_mode);
-  const int fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (::stat(file.path.c_str(), &st) != 0) return cannot_open(name, errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(file, st.st_mode);
+  const int fd = ::open(file.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return cannot_open(name, errno);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   if (::fstat(fd, &st) != 0) return cannot_open(name, errno);
-  if (!S_ISREG(st.st_mode)) return not_regular(name, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return not_regular(file, st.st_mode);
   if (static_cast<std::uintmax_t>(st.st_size) > kMaxRulesFileBytes) {
     return ConfigError{{name, 0, 0}, over_the_limit(static_cast<std::uintmax_t>(st.st_size))};
   }
@@ -81,42 +82,100 @@ std::optional<ConfigError> read_file(const std::string& name, std::string& text)
   return std::nullopt;
 }
 
+// A folder's *.yaml and *.yml entries, read from `from` and named under `shown`.
+void list_folder(const std::filesystem::path& from, const std::filesystem::path& shown,
+                 std::vector<ListedFile>& files, std::error_code& ec) {
+  for (std::filesystem::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string ext = it->path().extension().string();
+    if (ext != ".yaml" && ext != ".yml") continue;
+    files.push_back({(shown / it->path().filename()).string(), it->path().string()});
+  }
+}
+
+// How Kubernetes names the link to a volume's current version (its AtomicWriter).
+constexpr const char* kDataLink = "..data";
+
+// A file's line of the stamp: its name, where it is read from, and its stat() (no file opened).
+std::string stamp_of(const std::vector<ListedFile>& files, const std::vector<ConfigError>& errors) {
+  std::string stamp;
+  for (const ListedFile& f : files) {
+    struct stat st {};
+    stamp += f.name + " " + f.path;
+    if (::stat(f.path.c_str(), &st) == 0) {
+      stamp += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+               std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+    } else {
+      stamp += ":missing";
+    }
+    stamp += "\n";
+  }
+  for (const ConfigError& e : errors) stamp += e.to_string() + "\n";
+  return stamp;
+}
+
 }  // namespace
 
 std::string over_the_limit(std::uintmax_t bytes) {
   return "the file is " + std::to_string(bytes) + " bytes, over the limit of " + std::to_string(kMaxRulesFileBytes);
 }
 
-std::vector<std::string> list_rules_files(const std::string& path, std::vector<ConfigError>& errors) {
+std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors) {
   namespace fs = std::filesystem;
-  std::vector<std::string> files;
+  std::vector<ListedFile> files;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string ext = it->path().extension().string();
-      if (ext == ".yaml" || ext == ".yml") files.push_back(it->path().string());
+    const fs::path data = fs::path(path) / kDataLink;
+    if (fs::is_symlink(data, ec)) {
+      // Resolved once: every file of this listing is of the version "..data" names now.
+      const fs::path target = fs::read_symlink(data, ec);
+      if (!ec) list_folder(target.is_absolute() ? target : fs::path(path) / target, path, files, ec);
+      if (ec) {
+        errors.push_back({{data.string(), 0, 0},
+                          "cannot read the folder it links to (" + target.string() + "): " + ec.message()});
+      }
+    } else {
+      list_folder(path, path, files, ec);
+      if (ec) errors.push_back({{path, 0, 0}, "cannot read the directory: " + ec.message()});
     }
-    std::sort(files.begin(), files.end());
-    if (ec) errors.push_back({{path, 0, 0}, "cannot read the directory: " + ec.message()});
+    std::sort(files.begin(), files.end(), [](const ListedFile& a, const ListedFile& b) { return a.name < b.name; });
   } else if (fs::exists(path, ec)) {
-    files.push_back(path);  // whatever it is: read_rules_files says if it is not a regular file
+    files.push_back({path, path});  // whatever it is: read_rules_files says if it is not a regular file
   } else {
     errors.push_back({{path, 0, 0}, "no such file or directory"});
   }
   return files;
 }
 
-std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out) {
+std::string rules_stamp(const std::string& path) {
   std::vector<ConfigError> errors;
-  for (std::string& name : list_rules_files(path, errors)) {
-    std::string text;
-    if (auto refused = read_file(name, text)) {
-      errors.push_back(std::move(*refused));
-      continue;
+  const std::vector<ListedFile> files = list_rules_files(path, errors);
+  return stamp_of(files, errors);
+}
+
+std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out, std::string* stamp) {
+  for (int attempt = 1;; ++attempt) {
+    out.clear();
+    std::vector<ConfigError> errors;
+    const std::vector<ListedFile> files = list_rules_files(path, errors);
+    const std::string before = stamp_of(files, errors);
+    for (const ListedFile& f : files) {
+      std::string text;
+      if (auto refused = read_file(f, text)) {
+        errors.push_back(std::move(*refused));
+        continue;
+      }
+      out.push_back({f.name, std::move(text)});
     }
-    out.push_back({std::move(name), std::move(text)});
+    std::string after = rules_stamp(path);
+    if (after == before || attempt == kReadAttempts) {
+      if (after != before) {
+        errors.push_back({{path, 0, 0}, "the rules files changed while they were read, each of " +
+                                            std::to_string(kReadAttempts) + " times; read again when they change"});
+      }
+      if (stamp) *stamp = std::move(after);
+      return errors;
+    }
   }
-  return errors;
 }
 
 }  // namespace rk::rules

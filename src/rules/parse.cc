@@ -73,9 +73,9 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
 }  // namespace
 
 std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
-                                    const LoadOptions& options, std::vector<RulesFile>* read) {
+                                    const LoadOptions& options, std::vector<RulesFile>* read, std::string* stamp) {
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = read_rules_files(path, files);
+  std::vector<ConfigError> errors = read_rules_files(path, files, stamp);
   std::map<std::string, std::size_t> domains;  // domain -> its index in out
   for (const RulesFile& file : files) {
     const std::string& f = file.name;

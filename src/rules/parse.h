@@ -27,9 +27,11 @@ struct LoadOptions {
 // Loads a file, or every *.yaml / *.yml file of a directory (one domain a file unless merge_domains, sorted by
 // name), as read_rules_files (rules/files.h) reads them: an entry that is not a regular file, or is too big, is an
 // error naming it. Returns every error; `out` is meaningful only if none. `read`, if given, gets the files as
-// parsed (the reloader's version is a hash of them).
+// parsed (the reloader's version is a hash of them); `stamp`, if given, their rules_stamp() (the reloader's poll
+// compares it with what is on disk).
 std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
-                                    const LoadOptions& options = {}, std::vector<RulesFile>* read = nullptr);
+                                    const LoadOptions& options = {}, std::vector<RulesFile>* read = nullptr,
+                                    std::string* stamp = nullptr);
 
 // Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB (kMaxRulesFileBytes, rules/files.h),
 // descriptors nested deeper than 16 levels, or more than 100,000 descriptors in a file are refused.

@@ -1,9 +1,6 @@
 #include "rules/reloader.h"
 
 #include "base/content_hash.h"
-
-#include <sys/stat.h>
-
 #include "rules/files.h"
 
 namespace rk::rules {
@@ -13,36 +10,17 @@ Reloader::Reloader(std::string path, BuildOptions options, ReloadEvents events, 
 
 Reloader::~Reloader() { stop(); }
 
-// Names, sizes, modification times and inodes (stat() only: no file is opened): cheap to read every poll; a change
-// means "read the files".
-std::string Reloader::disk_fingerprint() const {
-  std::vector<ConfigError> errors;
-  std::string fp;
-  for (const std::string& f : list_rules_files(path_, errors)) {
-    struct stat st {};
-    fp += f;
-    if (::stat(f.c_str(), &st) == 0) {
-      fp += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-            std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
-    } else {
-      fp += ":missing";
-    }
-    fp += "\n";
-  }
-  for (const ConfigError& e : errors) fp += e.to_string() + "\n";
-  return fp;
-}
-
 std::vector<ConfigError> Reloader::load_now() {
   std::lock_guard lock(mu_);
-  return load_locked(disk_fingerprint());
+  return load_locked();
 }
 
-std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
-  last_seen_ = fingerprint;
+// last_seen_ is the stamp of the files as read, not as polled: a change between the poll and the read is loaded
+// now and not again at the next poll.
+std::vector<ConfigError> Reloader::load_locked() {
   std::vector<DomainConfig> domains;
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = load_rules(path_, domains, load_, &files);
+  std::vector<ConfigError> errors = load_rules(path_, domains, load_, &files, &last_seen_);
   if (!errors.empty()) {
     if (events_.on_failure) events_.on_failure(errors);
     return errors;
@@ -59,9 +37,8 @@ std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
 
 bool Reloader::poll_once() {
   std::lock_guard lock(mu_);
-  const std::string fp = disk_fingerprint();
-  if (fp == last_seen_) return false;
-  load_locked(fp);
+  if (rules_stamp(path_) == last_seen_) return false;
+  load_locked();
   return true;
 }
 

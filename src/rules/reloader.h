@@ -1,10 +1,10 @@
 // rules/reloader.h: the active RuleSet, and live reload from disk with last-known-good semantics.
 //
-// The path (a file or a directory of *.yaml / *.yml, listed and read by rules/files.h) is polled; when what is on
-// disk changes, the new rules are parsed, validated and built off to the side, then swapped in with one pointer
-// exchange. A broken file (or a special one, or one too big) never replaces good rules: the previous set stays
-// active and the errors are reported to on_failure (logged and counted by the caller). Requests in flight keep the
-// set they started with.
+// The path (a file or a directory of *.yaml / *.yml, listed and read by rules/files.h, one version at a time even
+// while Kubernetes swaps a ConfigMap's "..data") is polled; when what is on disk changes (its rules_stamp), the new
+// rules are parsed, validated and built off to the side, then swapped in with one pointer exchange. A broken file
+// (or a special one, or one too big) never replaces good rules: the previous set stays active and the errors are
+// reported to on_failure (logged and counted by the caller). Requests in flight keep the set they started with.
 //
 // Thread safety: current() may be called from any thread at any time; load_now() and the poll thread serialise on
 // an internal mutex.
@@ -49,8 +49,7 @@ class Reloader {
   void stop();
 
  private:
-  std::string disk_fingerprint() const;
-  std::vector<ConfigError> load_locked(const std::string& fingerprint);
+  std::vector<ConfigError> load_locked();
 
   const std::string path_;
   const BuildOptions options_;
@@ -59,7 +58,7 @@ class Reloader {
   std::atomic<std::shared_ptr<const RuleSet>> current_;
 
   std::mutex mu_;            // serialises loads
-  std::string last_seen_;    // fingerprint of the last attempted load, good or bad
+  std::string last_seen_;    // rules_stamp() of the files the last load read, good or bad
   base::Periodic poll_;  // the polling thread, once started
 };
 

@@ -141,6 +141,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from harness import free_port  # noqa: E402  (one way to pick a port, shared with the integration tests)
 
 
+def stop_at_once(p):
+    """SIGTERM, then SIGINT: the second signal ends serve's drain (--drain), so that it stops at once. Two of one
+    signal might arrive as one, while the first is still pending."""
+    p.send_signal(signal.SIGTERM)
+    p.send_signal(signal.SIGINT)
+
+
 def http(method, url, body=None, timeout=10):
     req = urllib.request.Request(url, data=body, method=method,
                                  headers={"Content-Type": "application/json"} if body is not None else {})
@@ -187,9 +194,9 @@ class Servers:
         return p, h, a
 
     def stop_serve(self, p, what):
-        p.send_signal(signal.SIGTERM)
+        stop_at_once(p)
         try:
-            rc = p.wait(timeout=20)  # drains up to 5 s
+            rc = p.wait(timeout=20)  # requests in flight finish within 5 s
         except subprocess.TimeoutExpired:
             raise Failure(f"{what}: still running 20 s after SIGTERM")
         if rc != 0:
@@ -222,7 +229,7 @@ class Servers:
     def stop(self):
         for p in self.procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+                stop_at_once(p)
         for p in self.procs:
             try:
                 p.wait(timeout=10)

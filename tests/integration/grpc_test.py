@@ -80,7 +80,7 @@ class GrpcTest(unittest.TestCase):
         cls.proc = subprocess.Popen([BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % free_port(),
                                      "--admin", "127.0.0.1:%d" % cls.admin_port,
                                      "--grpc", "127.0.0.1:%d" % cls.grpc_port, "--merge-domains",
-                                     "--grpc-max-watch-streams", str(MAX_WATCH)],
+                                     "--grpc-max-watch-streams", str(MAX_WATCH), "--drain", "0s"],
                                     stdout=cls.log, stderr=subprocess.STDOUT)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.grpc_port)
         grpc.channel_ready_future(cls.channel).result(timeout=20)

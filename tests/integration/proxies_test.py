@@ -141,7 +141,7 @@ class ProxyCase:
         argv = shlex.split(self.with_ports(self.serve_line).rstrip("&").strip())
         argv[0] = BINARY
         # The admin listener's default port is another port to swap.
-        argv += ["--admin", "127.0.0.1:%d" % free_port()]
+        argv += ["--admin", "127.0.0.1:%d" % free_port(), "--drain", "0s"]  # stopped at once at the end
         self.rk_log = open(os.path.join(self.dir, "ratekeeper.log"), "w+")
         self.addCleanup(self.rk_log.close)
         self.ratekeeper = subprocess.Popen(argv, cwd=ROOT, stdout=self.rk_log, stderr=subprocess.STDOUT)

@@ -944,7 +944,7 @@ class DocsTlsExampleTest(unittest.TestCase):
                 line = line.replace("6380", str(tls_port))
                 if line.startswith("ratekeeper serve"):
                     args = shlex.split(line)[2:] + ["--http", "127.0.0.1:%d" % http_port,
-                                                    "--admin", "127.0.0.1:%d" % admin_port]
+                                                    "--admin", "127.0.0.1:%d" % admin_port, "--drain", "0s"]
                     procs.append(subprocess.Popen([BINARY, "serve", *args], cwd=d, stdout=log, stderr=log))
                 elif line.endswith("&"):
                     procs.append(subprocess.Popen(["bash", "-c", "exec " + line[:-1]], cwd=d, stdout=log,

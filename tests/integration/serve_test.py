@@ -566,6 +566,22 @@ class CheckConfigTest(unittest.TestCase):
             self.assertIn('"rules rejected"', r.stderr)
             self.assertNotIn("keeping the last good rules", r.stderr)
 
+    def test_serve_refuses_to_start_on_a_rules_folder_missing_or_leading_nowhere(self):
+        with tempfile.TemporaryDirectory() as d:
+            missing = os.path.join(d, "rules")
+            mount = os.path.join(d, "mount")  # a ConfigMap's volume whose "..data" names a folder that is gone
+            os.mkdir(mount)
+            os.symlink("..2026_11_29_03_12_27.1", os.path.join(mount, "..data"))
+            for config, error in ((missing, missing + ": no such file or directory"),
+                                  (mount, os.path.join(mount, "..data") + ": cannot read the folder it links to "
+                                   "(..2026_11_29_03_12_27.1): No such file or directory")):
+                r = subprocess.run([BINARY, "serve", "--config", config, "--http", "127.0.0.1:%d" % free_port(),
+                                    "--admin", "127.0.0.1:%d" % free_port()], capture_output=True, text=True,
+                                   timeout=30)
+                self.assertEqual(r.returncode, 1)
+                self.assertIn(json.dumps(error), r.stderr)
+                self.assertIn("the rules in " + config + " are not valid", r.stderr)
+
 
 class SpecialFilesTest(unittest.TestCase):
     """An entry of the rules folder that is not a regular file (a FIFO, a symbolic link to /dev/zero) or is over

@@ -81,7 +81,7 @@ class Serve:
     """`ratekeeper serve --config DIR/rules.yaml --http 127.0.0.1:P --admin ADDRESS:Q EXTRA...`, its output in a log
     in DIR (a new temporary directory unless `d` is given: then the caller owns it); with `config`, that file or
     directory of rules instead; with `open_files`, its RLIMIT_NOFILE (soft and hard). Ready once wait_ready()
-    returns."""
+    returns. It stops at once on SIGTERM (--drain 0s) unless `extra` gives --drain."""
 
     def __init__(self, binary, rules_text, extra=(), d=None, admin_address="127.0.0.1", config=None,
                  open_files=None):
@@ -94,7 +94,8 @@ class Serve:
         self.log = open(os.path.join(self.dir, "log-%d" % self.http_port), "w+")
         self.proc = subprocess.Popen(
             [binary, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
-             "--admin", "%s:%d" % (admin_address, self.admin_port), *self.more_args(), *extra],
+             "--admin", "%s:%d" % (admin_address, self.admin_port), *self.more_args(),
+             *([] if "--drain" in extra else ["--drain", "0s"]), *extra],
             stdout=self.log, stderr=subprocess.STDOUT,
             preexec_fn=None if open_files is None else lambda: resource.setrlimit(
                 resource.RLIMIT_NOFILE, (open_files, open_files)))

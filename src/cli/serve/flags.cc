@@ -201,6 +201,15 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
               text(f.state_key_file));
   flags.value("--state-interval", "DUR", "how often --state-file is saved (default 30s)",
               duration(f.state_interval, std::chrono::seconds(1), std::chrono::hours(24), "a duration from 1s to 24h"));
+  flags.value("--drain", "DUR",
+              "after SIGTERM or SIGINT, report not ready and keep answering this long\n"
+              "before stopping; a second signal ends it (default 5s; 0s: stop at once)",
+              duration(f.drain, Nanos{0}, std::chrono::minutes(10), "a duration from 0s to 10m"));
+  flags.value("--shutdown-grace", "DUR",
+              "exit within this long of SIGTERM or SIGINT, the drain included; at least\n"
+              "--drain + 2s (default 25s: under Kubernetes' 30s terminationGracePeriodSeconds)",
+              duration(f.shutdown_grace, std::chrono::seconds(2), std::chrono::minutes(15),
+                       "a duration from 2s to 15m"));
 }
 
 void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
@@ -318,6 +327,12 @@ std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, 
   cli::FlagSet on_top(kServeUsage);
   add_serve_flags(on_top, f);
   on_top.parse(args);
+  // Requests in flight, the last state save and the exit need time after the drain, within the grace.
+  if (f.shutdown_grace < f.drain + kAfterDrain) {
+    errors.push_back("--shutdown-grace: " + format_seconds(f.shutdown_grace) + "s is less than --drain (" +
+                     format_seconds(f.drain) + "s) + " + format_seconds(kAfterDrain) +
+                     "s: requests in flight, the state file and the exit need time after the drain");
+  }
   return errors;
 }
 

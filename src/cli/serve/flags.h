@@ -49,6 +49,11 @@ struct ServeFlags {
   std::string state_file;  // empty: the in-process store starts fresh at every start
   std::string state_key_file;  // the state file's HMAC-SHA256 key; empty: the file carries a CRC alone
   Nanos state_interval = std::chrono::seconds(30);
+  // After SIGTERM or SIGINT: not ready, still answering, for `drain` (what a load balancer takes to stop sending:
+  // Kubernetes' endpoints and the proxies that watch them, a few seconds); then stopped within `shutdown_grace` of
+  // the signal, whatever is unfinished (docs/service.md, "Stopping").
+  Nanos drain = std::chrono::seconds(5);
+  Nanos shutdown_grace = std::chrono::seconds(25);
   Nanos header_timeout = std::chrono::seconds(10);
   std::string redis;  // empty: every domain in memory
   bool redis_local_clock = false;
@@ -72,6 +77,10 @@ struct ServeFlags {
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
 };
+
+// What --shutdown-grace must leave after --drain: requests in flight finish, the state file is saved, the process
+// exits.
+inline constexpr Nanos kAfterDrain = std::chrono::seconds(2);
 
 // `serve --help`'s first lines.
 extern const char* const kServeUsage;

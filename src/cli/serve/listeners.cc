@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "base/secret_file.h"
 #include "logging/log.h"
@@ -194,6 +195,12 @@ std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, co
 struct Listeners::Grpc {};
 #endif
 
+std::chrono::milliseconds finish_timeout(const ServeFlags& flags) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(flags.shutdown_grace - flags.drain) -
+                    std::chrono::seconds(1);
+  return std::clamp<std::chrono::milliseconds>(left, std::chrono::seconds(1), std::chrono::seconds(5));
+}
+
 bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
                       std::string& error) {
   server::http::ServerOptions& public_options = options.public_http;
@@ -227,6 +234,7 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
   public_options.busy_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.busy_idle_timeout);
   public_options.header_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(flags.header_timeout);
   admin_options.threads = 1;
+  public_options.drain_timeout = admin_options.drain_timeout = finish_timeout(flags);
   // The admin listener speaks TLS too when it is configured: its token, rules and hot keys must not cross the
   // network in the clear either.
   if (!tls_files(flags, public_options.tls, error)) return false;
@@ -236,7 +244,7 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
 
 Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service,
                      ServeMetrics& metrics, const server::api::Hooks& hooks)
-    : grpc_(std::make_unique<Grpc>()) {
+    : grpc_(std::make_unique<Grpc>()), finish_(finish_timeout(flags)) {
   const server::http::ServerOptions& public_options = options.public_http;
   const server::http::ServerOptions& admin_options = options.admin_http;
   if (public_options.tls) tls_seen_ = stamps(*public_options.tls);  // before the servers read the files
@@ -300,13 +308,23 @@ void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, Serve
 
 Listeners::~Listeners() { stop(); }
 
+void Listeners::not_ready() {
+#ifdef RK_HAVE_GRPC
+  if (grpc_->server) grpc_->server->set_serving(false);
+#endif
+}
+
+// All at once, so that stopping takes finish_ at most: gRPC's GOAWAY sends Envoy to another replica while the HTTP
+// listeners finish their requests in flight.
 void Listeners::stop() {
   tls_watch_.stop();
+  std::thread public_http([this] { public_server_->stop(); });
+  std::thread admin_http([this] { admin_server_->stop(); });
 #ifdef RK_HAVE_GRPC
-  if (grpc_->server) grpc_->server->stop();
+  if (grpc_->server) grpc_->server->stop(finish_);
 #endif
-  public_server_->stop();
-  admin_server_->stop();
+  public_http.join();
+  admin_http.join();
 }
 
 }  // namespace rk::cli::serve

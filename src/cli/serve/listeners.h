@@ -6,7 +6,8 @@
 //   if (!listener_options(flags, open_files, options, error)) ...      // exit 2: nothing started
 //   Listeners listeners(flags, options, service, metrics, hooks);      // throws: exit 1
 //   ...
-//   listeners.stop();   // stops accepting; requests in flight finish
+//   listeners.not_ready();  // gRPC health NOT_SERVING (the HTTP probes ask Hooks::ready); still answering
+//   listeners.stop();   // stops accepting, gRPC connections get GOAWAY; requests in flight finish
 #pragma once
 
 #include <chrono>
@@ -47,12 +48,17 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
                       std::string& error);
 
+// How long stopping lets requests in flight finish: 5 s, or what --shutdown-grace leaves after --drain less a second
+// for the state file and the exit (at least a second: the flags keep kAfterDrain between them).
+std::chrono::milliseconds finish_timeout(const ServeFlags& flags);
+
 class Listeners {
  public:
   // Listens and starts serving; throws std::runtime_error saying why it cannot (a port in use).
   Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service, ServeMetrics& metrics,
             const server::api::Hooks& hooks);
   ~Listeners();
+  void not_ready();
   void stop();
 
  private:
@@ -60,6 +66,7 @@ class Listeners {
   void reload_tls_if_rotated(const server::http::TlsFiles& files, ServeMetrics& metrics);
   std::unique_ptr<server::http::Server> public_server_, admin_server_;
   std::unique_ptr<Grpc> grpc_;
+  std::chrono::milliseconds finish_;  // finish_timeout()
   std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only
   base::Periodic tls_watch_;  // last member: stopped first, while the servers are alive
 };

@@ -1,13 +1,19 @@
 // cli/serve/serve.cc: `ratekeeper serve` from start to drain: flags read, rules loaded, the store chosen, the
-// service and its listeners started, then SIGTERM or SIGINT awaited and everything stopped in order.
+// service and its listeners started, then SIGTERM or SIGINT awaited, the drain, and everything stopped in order.
 #include "cli/serve/serve.h"
 
 #include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "base/periodic.h"
 #include "dashboard/routes.h"
@@ -176,17 +182,66 @@ void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
   }
 }
 
-// Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
-void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::remote::RemoteStore* remote,
-           store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
+// A second signal during the drain ends it; false when `d` passed without one.
+bool signalled_within(const sigset_t& signals, Nanos d) {
+  const auto end = std::chrono::steady_clock::now() + d;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(end - std::chrono::steady_clock::now());
+    if (left <= Nanos{0}) return false;
+    const timespec wait{.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000),
+                        .tv_nsec = static_cast<long>(left.count() % 1'000'000'000)};
+    if (sigtimedwait(&signals, nullptr, &wait) > 0) return true;  // else EAGAIN (time is up) or EINTR: look again
+  }
+}
+
+// Past --shutdown-grace from the first signal, the process exits whatever is unfinished (a store that does not
+// answer, a state file on a stuck disk): before the orchestrator's SIGKILL, and saying so.
+class GraceWatch {
+ public:
+  explicit GraceWatch(Nanos grace)
+      : thread_([this, end = std::chrono::steady_clock::now() + grace, grace] {
+          std::unique_lock lock(mu_);
+          if (cv_.wait_until(lock, end, [this] { return done_; })) return;
+          logging::log(logging::Level::kError, "shutdown grace passed; exiting unfinished",
+                       {{"shutdown_grace", format_seconds(grace) + "s"}});
+          logging::report_held_lines();
+          std::_Exit(1);
+        }) {}
+  ~GraceWatch() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the rest is made
+};
+
+// Until SIGTERM or SIGINT; then not ready at once (the probes and gRPC health), still answering for --drain while
+// load balancers stop sending (a second signal ends it early); then what feeds the service stops, callers first, so
+// that requests in flight finish, and the state file is saved last; all within --shutdown-grace of the signal.
+void drain(const sigset_t& signals, const ServeFlags& flags, std::atomic<bool>& draining, Listeners& listeners,
+           store::remote::RemoteStore* remote, store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper,
+           StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
-  logging::log(logging::Level::kInfo, "draining", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  GraceWatch watch(flags.shutdown_grace);
   draining = true;
+  listeners.not_ready();
+  logging::log(logging::Level::kInfo, "draining",
+               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"drain", format_seconds(flags.drain) + "s"},
+                {"shutdown_grace", format_seconds(flags.shutdown_grace) + "s"}});
+  if (signalled_within(signals, flags.drain)) logging::log(logging::Level::kInfo, "drain ended by a second signal");
   listeners.stop();
   if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
   if (batcher) batcher->close();  // sends what was recorded since its last batch
-  reloader.stop();
+  reloader.stop();  // a reload under way finishes first
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
   logging::report_held_lines();
@@ -270,7 +325,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 1;
   }
   Sweeper sweeper(*reloader, flags.sweep_interval);
-  drain(signals, draining, *listeners, remote.get(), batcher.get(), *reloader, sweeper, saver.get());
+  drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, sweeper, saver.get());
   return 0;
 }
 

@@ -264,13 +264,13 @@ void GrpcServer::reload_tls() {
   if (impl_->tls) impl_->tls->install(*server::tls::read_tls_files(tls_files(impl_->options)));
 }
 
-void GrpcServer::stop() {
+void GrpcServer::stop(std::chrono::milliseconds finish) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->server || impl_->stopped) return;
   impl_->stopped = true;
   impl_->acceptor->stop();   // no new connection; those open are the server's to close
   impl_->health.shut_down();  // watchers hear NOT_SERVING and their streams end, so Shutdown need not wait for them
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  impl_->server->Shutdown(std::chrono::system_clock::now() + finish);  // GOAWAY to every connection
   for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted
   for (auto& t : impl_->threads) t.join();
 }

@@ -9,6 +9,7 @@
 // thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,7 +69,9 @@ class GrpcServer {
   ~GrpcServer();
   void start();  // throws std::runtime_error if it cannot listen
   int port() const;
-  void stop();   // finishes calls in flight; idempotent
+  // Stops accepting, sends every connection GOAWAY, lets calls in flight finish for up to `finish` (then cancels
+  // them) and joins the threads; idempotent.
+  void stop(std::chrono::milliseconds finish = std::chrono::seconds(5));
   void set_serving(bool serving);  // the health service's answer
   // With TLS, after start(), from any thread: a pair read and checked (server::tls::read_tls_files, one read the HTTPS
   // listeners take too) for new connections; reload_tls() reads GrpcOptions' files for it (throws TlsFileError).
