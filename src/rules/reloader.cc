@@ -40,9 +40,19 @@ std::vector<ConfigError> Reloader::load_now() {
 
 std::vector<ConfigError> Reloader::load_locked(const std::string& fingerprint) {
   last_seen_ = fingerprint;
-  std::vector<DomainConfig> domains;
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = load_rules(path_, domains, load_, &files);
+  return apply_locked(files, read_rules_files(path_, files));
+}
+
+std::vector<ConfigError> Reloader::load_files(const std::vector<RulesFile>& files) {
+  std::lock_guard lock(mu_);
+  return apply_locked(files, {});
+}
+
+// `errors`: those of reading `files`, to which the parse's are added.
+std::vector<ConfigError> Reloader::apply_locked(const std::vector<RulesFile>& files, std::vector<ConfigError> errors) {
+  std::vector<DomainConfig> domains;
+  for (ConfigError& e : parse_rules_files(files, domains, load_)) errors.push_back(std::move(e));
   if (!errors.empty()) {
     if (events_.on_failure) events_.on_failure(errors);
     return errors;

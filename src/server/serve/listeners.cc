@@ -300,6 +300,14 @@ void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics&
 
 Listeners::~Listeners() { stop(); }
 
+void Listeners::set_grpc_serving(bool serving) {
+#ifdef RK_HAVE_GRPC
+  if (grpc_->server) grpc_->server->set_serving(serving);
+#else
+  (void)serving;
+#endif
+}
+
 void Listeners::stop() {
   tls_watch_.stop();
 #ifdef RK_HAVE_GRPC

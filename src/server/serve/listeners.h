@@ -54,6 +54,8 @@ class Listeners {
             const api::Hooks& hooks);
   ~Listeners();
   void stop();
+  // gRPC health's answer (SERVING from the start); ignored once stopped, and without --grpc. From any thread.
+  void set_grpc_serving(bool serving);
 
  private:
   struct Grpc;  // empty without gRPC
