@@ -247,6 +247,8 @@ class XdsTest(unittest.TestCase):
         v1 = [config("edge", "edge", ("foo", "", "MINUTE", 2), ("bar", "", "MINUTE", 5))]
         self.ack(cp, "1", v1)
         wait_until(lambda: s.status("/readyz") == 200, "ready after the first push")
+        wait_until(lambda: s.health(pb.health.HealthCheckRequest(service=""), timeout=10).status ==
+                   pb.health.HealthCheckResponse.SERVING, "gRPC health to follow")
         self.assertEqual([s.decide("edge", ("foo", "x"))[0] for _ in range(3)], ["OK", "OK", "OVER_LIMIT"])
         self.assertEqual(s.decide("edge", ("bar", "x"))[1].limit_remaining, 4)
 

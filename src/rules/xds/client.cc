@@ -27,6 +27,8 @@ constexpr auto kConnectTimeout = std::chrono::seconds(20);
 constexpr auto kStopCheck = std::chrono::milliseconds(100);
 // A push holds up to every domain's rules: as large as a directory of rules files may be.
 constexpr int kMaxPushBytes = 64 << 20;
+// A refusal's error_detail names problems up to this many bytes.
+constexpr std::size_t kMaxErrorDetail = 64 << 10;
 // google.rpc.Code INVALID_ARGUMENT, the code of a refused push's error_detail.
 constexpr int kInvalidArgument = 3;
 
@@ -50,6 +52,21 @@ std::shared_ptr<grpc::ChannelCredentials> credentials(const XdsOptions& o) {
     ssl.pem_private_key = pem_file("--xds-tls-key", o.tls_key);
   }
   return grpc::SslCredentials(ssl);
+}
+
+// Every error, "; "-separated, within kMaxErrorDetail bytes: the rest counted, so that a NACK always fits in a
+// message the control plane takes.
+std::string joined(const std::vector<ConfigError>& errors) {
+  std::string out;
+  std::size_t shown = 0;
+  for (const ConfigError& e : errors) {
+    const std::string one = e.to_string();
+    if (out.size() + one.size() > kMaxErrorDetail) break;
+    out += (out.empty() ? "" : "; ") + one;
+    ++shown;
+  }
+  if (shown < errors.size()) out += "; and " + std::to_string(errors.size() - shown) + " more";
+  return out;
 }
 
 discovery::DiscoveryRequest request(const std::string& version, const std::string& nonce) {
@@ -141,7 +158,7 @@ bool connect(grpc::Channel& channel, const std::function<bool()>& stopping) {
 
 }  // namespace
 
-void Client::session(grpc::Channel& channel) {
+void Client::session(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ClientContext context;
   for (const auto& [key, value] : options_.headers) context.AddMetadata(key, value);
   {
@@ -149,7 +166,7 @@ void Client::session(grpc::Channel& channel) {
     if (stopping_) return;
     stream_ = &context;  // a cancel before the call starts cancels it as it starts
   }
-  auto stub = discovery::AggregatedDiscoveryService::NewStub(std::shared_ptr<grpc::Channel>(&channel, [](auto*) {}));
+  auto stub = discovery::AggregatedDiscoveryService::NewStub(channel);
   auto stream = stub->StreamAggregatedResources(&context);
   if (events_.on_connected) events_.on_connected(true);
   const std::string resumed = applied_version();
@@ -162,9 +179,7 @@ void Client::session(grpc::Channel& channel) {
   while (open && stream->Read(&push)) {
     std::vector<RulesFile> files;
     std::string error = response_to_files(push, files);
-    if (error.empty()) {
-      for (const ConfigError& e : rules_.load_files(files)) error += (error.empty() ? "" : "; ") + e.to_string();
-    }
+    if (error.empty()) error = joined(rules_.load_files(files));
     std::string version;
     {
       std::lock_guard lock(mu_);
@@ -205,7 +220,7 @@ void Client::run() {
     Nanos delay{};
     if (up) {
       failures = 0;
-      session(*channel);
+      session(channel);
       delay = options_.retry_interval;
     } else {
       delay = options_.backoff_initial;  // doubled per failure before this one, up to the maximum

@@ -60,7 +60,7 @@ class Client {
 
  private:
   void run();
-  void session(grpc::Channel& channel);  // one stream, until it ends or stop()
+  void session(const std::shared_ptr<grpc::Channel>& channel);  // one stream, until it ends or stop()
   bool wait(Nanos delay);  // false once stopping
 
   Reloader& rules_;

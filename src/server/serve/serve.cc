@@ -16,6 +16,7 @@
 #include "rules/reloader.h"
 #ifdef RK_HAVE_GRPC
 #include "rules/xds/client.h"
+#include "server/grpc/log_routing.h"
 #else
 namespace rk::rules::xds {
 class Client {};
@@ -122,6 +123,7 @@ std::unique_ptr<rules::xds::Client> start_xds(const ServeFlags& flags, rules::Re
                                               ServeMetrics& metrics, std::string& error) {
   if (flags.xds.server.empty()) return nullptr;
 #ifdef RK_HAVE_GRPC
+  grpcapi::route_grpc_logs();  // a failed handshake with the control plane is logged as ours are, held back
   try {
     metrics.xds_connected(false);
     auto client = std::make_unique<rules::xds::Client>(
