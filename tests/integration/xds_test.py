@@ -459,6 +459,9 @@ class XdsTest(unittest.TestCase):
         code, err = run("--config", "/nonexistent", "--xds-server", "127.0.0.1:1")
         self.assertEqual(code, 2)
         self.assertIn("--config and --xds-server are alternatives", err)
+        code, err = run("--xds-server", "127.0.0.1:1", "--state-file", "/tmp/rk-xds-state")
+        self.assertEqual(code, 2)
+        self.assertIn("--state-file: not with --xds-server", err)
         code, err = run("--xds-server", "127.0.0.1:1", "--xds-node-metadata", "[1]", "--http", "127.0.0.1:0",
                         "--admin", "127.0.0.1:0")
         self.assertEqual(code, 2)

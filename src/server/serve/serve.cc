@@ -49,6 +49,11 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
   if (errors.empty() && flags.config.empty() && flags.xds.server.empty()) {
     errors.push_back("--config (rules files) or --xds-server (a control plane) is required");
   }
+  // The state file is restored into the rules present at the start; pushed rules arrive later.
+  if (errors.empty() && !flags.state_file.empty() && !flags.xds.server.empty()) {
+    errors.push_back("--state-file: not with --xds-server (a state is restored into the rules present at the start, "
+                     "and pushed rules come later)");
+  }
   if (errors.empty() && !flags.config.empty() && !flags.xds.server.empty()) {
     errors.push_back("--config and --xds-server are alternatives: the rules come from files or from the control "
                      "plane, give one");
