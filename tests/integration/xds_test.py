@@ -62,11 +62,12 @@ def config(name, domain, *descriptors):
 class ControlPlane:
     """An ADS server on 127.0.0.1:`port`: every DiscoveryRequest received goes to `requests` (with the stream's gRPC
     metadata in `metadata`); push() sends a DiscoveryResponse on the newest stream. With `snapshot` (version,
-    configs), a stream whose first request does not carry that version gets it at once, as go-control-plane's
-    snapshot cache answers."""
+    configs), a stream of node `snapshot_node` whose first request does not carry that version gets it at once, as
+    go-control-plane's snapshot cache answers."""
 
-    def __init__(self, port=None, credentials=None, snapshot=None):
+    def __init__(self, port=None, credentials=None, snapshot=None, snapshot_node="rk-test"):
         self.port = port or free_port()
+        self.snapshot_node = snapshot_node
         self.requests = queue.Queue()
         self.metadata = []
         self.streams = []
@@ -95,7 +96,8 @@ class ControlPlane:
         def read():
             try:
                 for r in requests:
-                    if not first.is_set() and self.snapshot and r.version_info != self.snapshot[0]:
+                    if (not first.is_set() and self.snapshot and r.version_info != self.snapshot[0]
+                            and r.node.id == self.snapshot_node):
                         out.put(self.response(*self.snapshot))
                     first.set()
                     self.requests.put(r)
@@ -305,7 +307,7 @@ class XdsTest(unittest.TestCase):
 
     def test_upstream_example_config_server(self):
         """envoyproxy/ratelimit's examples/xds-sotw-config-server: its snapshot (version 1, two domains) served to
-        node "test-node" as its README runs it, and decisions as its integration tests expect."""
+        its default node id, "test-node-id", and decisions on it."""
         U = pb.conf
         rl = pb.conf.RateLimitConfig(name="rl", domain="rl")
         d = rl.descriptors.add(key="category", value="account")
@@ -333,8 +335,8 @@ class XdsTest(unittest.TestCase):
         rl.descriptors.add(key="qux").rate_limit.unlimited = True
         mongo = config("mongo_cps", "mongo_cps", ("database", "users", "SECOND", 500),
                        ("database", "default", "SECOND", 500))
-        cp = self.plane(snapshot=("1", [mongo, rl]))
-        s = self.serve(cp.port, "--xds-node-id", "test-node")
+        cp = self.plane(snapshot=("1", [mongo, rl]), snapshot_node="test-node-id")
+        s = self.serve(cp.port, "--xds-node-id", "test-node-id")
         ack = cp.next_request()
         ack = ack if ack.response_nonce else cp.next_request()
         self.assertEqual((ack.version_info, ack.HasField("error_detail")), ("1", False))
