@@ -42,6 +42,15 @@ inline constexpr Name kConfigReloads{"ratekeeper_config_reloads_total", "Rules r
 // gauge, no labels.
 inline constexpr Name kConfigLastReloadSuccess{"ratekeeper_config_last_reload_success_timestamp_seconds",
                                                "When the active rules were loaded (Unix time)."};
+// counter {result}: applied or refused (NACKed, the rules in force kept); with --xds-server only.
+inline constexpr Name kXdsPushes{"ratekeeper_xds_pushes_total",
+                                 "Rules pushed by the xDS control plane, by result (applied, refused)."};
+// gauge, no labels; with --xds-server only.
+inline constexpr Name kXdsConnected{"ratekeeper_xds_connected",
+                                    "1 while the stream to the xDS control plane is open, else 0."};
+// gauge {version}, always 1: the version_info of the last push applied; with --xds-server only, once one is.
+inline constexpr Name kXdsVersion{"ratekeeper_xds_applied_version_info",
+                                  "Always 1; the version_info of the last push applied is a label."};
 // counter {result}: success or failure (the files kept as they were: unreadable, or a key not matching).
 inline constexpr Name kTlsReloads{"ratekeeper_tls_reloads_total",
                                   "Rotated TLS certificate files read for the HTTP listeners, by result."};

@@ -76,6 +76,14 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
                                     const LoadOptions& options, std::vector<RulesFile>* read, std::string* stamp) {
   std::vector<RulesFile> files;
   std::vector<ConfigError> errors = read_rules_files(path, files, stamp);
+  for (ConfigError& e : parse_rules_files(files, out, options)) errors.push_back(std::move(e));
+  if (read) *read = std::move(files);
+  return errors;
+}
+
+std::vector<ConfigError> parse_rules_files(const std::vector<RulesFile>& files, std::vector<DomainConfig>& out,
+                                           const LoadOptions& options) {
+  std::vector<ConfigError> errors;
   std::map<std::string, std::size_t> domains;  // domain -> its index in out
   for (const RulesFile& file : files) {
     const std::string& f = file.name;
@@ -102,7 +110,6 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
                                            "' has none to share through"});
     }
   }
-  if (read) *read = std::move(files);
   return errors;
 }
 

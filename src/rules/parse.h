@@ -33,6 +33,12 @@ std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainC
                                     const LoadOptions& options = {}, std::vector<RulesFile>* read = nullptr,
                                     std::string* stamp = nullptr);
 
+// Parses rules files already read (a directory's, or what a control plane pushed, each resource as a file: see
+// rules/xds/convert.h), with load_rules' checks: one domain a file unless merge_domains, and the without_redis check.
+// Returns every error; `out` is meaningful only if none.
+std::vector<ConfigError> parse_rules_files(const std::vector<RulesFile>& files, std::vector<DomainConfig>& out,
+                                           const LoadOptions& options = {});
+
 // Maximum sizes, documented in docs/rules.md: a rules file over 16 MiB (kMaxRulesFileBytes, rules/files.h),
 // descriptors nested deeper than 16 levels, or more than 100,000 descriptors in a file are refused.
 inline constexpr int kMaxDepth = 16;

@@ -18,9 +18,20 @@ std::vector<ConfigError> Reloader::load_now() {
 // last_seen_ is the stamp of the files as read, not as polled: a change between the poll and the read is loaded
 // now and not again at the next poll.
 std::vector<ConfigError> Reloader::load_locked() {
-  std::vector<DomainConfig> domains;
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = load_rules(path_, domains, load_, &files, &last_seen_);
+  std::vector<ConfigError> errors = read_rules_files(path_, files, &last_seen_);
+  return apply_locked(files, std::move(errors));
+}
+
+std::vector<ConfigError> Reloader::load_files(const std::vector<RulesFile>& files) {
+  std::lock_guard lock(mu_);
+  return apply_locked(files, {});
+}
+
+// `errors`: those of reading `files`, to which the parse's are added.
+std::vector<ConfigError> Reloader::apply_locked(const std::vector<RulesFile>& files, std::vector<ConfigError> errors) {
+  std::vector<DomainConfig> domains;
+  for (ConfigError& e : parse_rules_files(files, domains, load_)) errors.push_back(std::move(e));
   if (!errors.empty()) {
     if (events_.on_failure) events_.on_failure(errors);
     return errors;

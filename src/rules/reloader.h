@@ -6,8 +6,11 @@
 // (or a special one, or one too big) never replaces good rules: the previous set stays active and the errors are
 // reported to on_failure (logged and counted by the caller). Requests in flight keep the set they started with.
 //
-// Thread safety: current() may be called from any thread at any time; load_now() and the poll thread serialise on
-// an internal mutex.
+// Rules may also come from elsewhere (a control plane over xDS, rules/xds/client.h): load_files() takes them as
+// rules files already read, through the same checks, swap and events; the path is then not used.
+//
+// Thread safety: current() may be called from any thread at any time; load_now(), load_files() and the poll thread
+// serialise on an internal mutex.
 #pragma once
 
 #include <atomic>
@@ -39,6 +42,10 @@ class Reloader {
   // Loads what is on disk now. Returns the errors (empty on success, and then the new set is active).
   std::vector<ConfigError> load_now();
 
+  // Loads `files` (named as the errors should name them) instead of what is on disk, as load_now() would load
+  // them: the errors (none: the new set is active, unchanged rules keeping their counters).
+  std::vector<ConfigError> load_files(const std::vector<RulesFile>& files);
+
   std::shared_ptr<const RuleSet> current() const { return current_.load(std::memory_order_acquire); }
 
   // Reloads if what is on disk changed since the last attempt, good or bad. True if it tried.
@@ -50,6 +57,7 @@ class Reloader {
 
  private:
   std::vector<ConfigError> load_locked();
+  std::vector<ConfigError> apply_locked(const std::vector<RulesFile>& files, std::vector<ConfigError> errors);
 
   const std::string path_;
   const BuildOptions options_;

@@ -1,6 +1,8 @@
 // cli/serve/flags.cc: serve's flags (name, default, help, check), and the command line read over the settings.
 #include "cli/serve/flags.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "server/http/server.h"
@@ -10,7 +12,7 @@
 
 namespace rk::cli::serve {
 
-const char* const kServeUsage = "usage: ratekeeper serve --config PATH [flags]\n";
+const char* const kServeUsage = "usage: ratekeeper serve (--config PATH | --xds-server HOST:PORT) [flags]\n";
 
 namespace {
 
@@ -286,6 +288,70 @@ void add_forward_auth_flags(cli::FlagSet& flags, ServeFlags& f) {
                f.path_case_insensitive);
 }
 
+// Rules over xDS (docs/envoy-gateway.md): envoyproxy/ratelimit's CONFIG_GRPC_XDS_* and XDS_CLIENT_BACKOFF_*.
+void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
+  rules::xds::XdsOptions& x = f.xds;
+  flags.value("--xds-server", "HOST:PORT",
+              "take the rules from this xDS control plane (ADS, State of the World)\ninstead of --config",
+              text(x.server));
+  flags.value("--xds-node-id", "ID", "the node id sent to the control plane (default: default)", text(x.node_id));
+  flags.value("--xds-node-metadata", "JSON", "the node's metadata, a JSON object", text(x.node_metadata));
+  flags.value("--xds-headers", "K=V,..", "gRPC metadata sent on the xDS stream", [&x](const std::string& v) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    for (const std::string& item : split_commas(v)) {
+      const std::size_t eq = item.find('=');
+      std::string key = item.substr(0, eq);
+      for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const bool key_ok = !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") ==
+                                              std::string::npos;
+      const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      const bool value_ok = std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+      if (eq == std::string::npos || !key_ok || !value_ok) {
+        return is_not(item, "a header name=value (a name of letters, digits, '-', '_', '.'; a printable value)");
+      }
+      headers.emplace_back(std::move(key), value);
+    }
+    x.headers = std::move(headers);
+    return std::string();
+  });
+  flags.toggle("--xds-tls", "TLS to the control plane (with the system's CAs unless --xds-tls-ca)", x.tls);
+  flags.value("--xds-tls-ca", "FILE", "the CAs (PEM) the control plane's certificate must chain to (implies TLS)",
+              text(x.tls_ca));
+  flags.value("--xds-tls-cert", "FILE", "this server's client certificate (PEM) for mutual TLS (implies TLS)",
+              text(x.tls_cert));
+  flags.value("--xds-tls-key", "FILE", "its private key (PEM)", text(x.tls_key));
+  flags.value("--xds-tls-san", "NAME",
+              "the name the control plane's certificate must carry (default: the host of\n--xds-server)",
+              text(x.tls_san));
+  const auto at_least_1ms = [](Nanos& out) {
+    return duration(out, std::chrono::milliseconds(1), std::chrono::hours(24), "a duration from 1ms to 24h");
+  };
+  flags.value("--xds-retry-interval", "DUR", "reopen a stream that ended after this (default 3s)",
+              at_least_1ms(x.retry_interval));
+  flags.value("--xds-backoff-initial", "DUR", "after a failed connection attempt, wait this (default 10s)",
+              at_least_1ms(x.backoff_initial));
+  flags.value("--xds-backoff-max", "DUR", "doubling with each failure up to this (default 60s)",
+              at_least_1ms(x.backoff_max));
+  flags.value("--xds-backoff-random-factor", "F", "each wait spread by +-F of itself (0 to 1; default 0.5)",
+              [&x](const std::string& v) {
+                double r = -1;
+                const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+                if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+                  return is_not(v, "a number from 0 to 1");
+                }
+                x.backoff_random_factor = r;
+                return std::string();
+              });
+  flags.value("--xds-backoff-jitter", "on|off", "spread the waits (default on)", [&x](const std::string& v) {
+    if (v != "on" && v != "off") return is_not(v, "on or off");
+    x.backoff_jitter = v == "on";
+    return std::string();
+  });
+  flags.toggle("--ready-without-rules",
+               "report ready before the control plane's first push (until then every\nrequest is OK)",
+               f.ready_without_rules);
+}
+
 }  // namespace
 
 void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
@@ -301,6 +367,7 @@ void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
   add_rule_flags(flags, f);
   add_redis_flags(flags, f);
   add_forward_auth_flags(flags, f);
+  add_xds_flags(flags, f);
   flags.value("--log-level", "LEVEL", "debug, info (default) or error", [&f](const std::string& v) {
     logging::Level l;
     if (!logging::parse_log_level(v, l)) return is_not(v, "debug, info or error");

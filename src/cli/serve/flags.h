@@ -17,6 +17,7 @@
 #include "logging/log.h"
 #include "ratekeeper/units.h"
 #include "rules/reloader.h"
+#include "rules/xds/options.h"
 #include "server/api/forward_auth.h"
 
 namespace rk::cli::serve {
@@ -76,6 +77,8 @@ struct ServeFlags {
   std::string admin_token_file;  // the admin listener's bearer token
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
+  rules::xds::XdsOptions xds;  // --xds-*: rules from a control plane instead of --config (docs/envoy-gateway.md)
+  bool ready_without_rules = false;  // ready before the first push (every request OK until rules arrive)
 };
 
 // What --shutdown-grace must leave after --drain: requests in flight finish, the state file is saved, the process

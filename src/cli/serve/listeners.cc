@@ -308,6 +308,14 @@ void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, Serve
 
 Listeners::~Listeners() { stop(); }
 
+void Listeners::set_grpc_serving(bool serving) {
+#ifdef RK_HAVE_GRPC
+  if (grpc_->server) grpc_->server->set_serving(serving);
+#else
+  (void)serving;
+#endif
+}
+
 void Listeners::not_ready() {
 #ifdef RK_HAVE_GRPC
   if (grpc_->server) grpc_->server->set_serving(false);

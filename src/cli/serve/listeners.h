@@ -60,6 +60,8 @@ class Listeners {
   ~Listeners();
   void not_ready();
   void stop();
+  // gRPC health's answer (SERVING from the start); ignored once stopped, and without --grpc. From any thread.
+  void set_grpc_serving(bool serving);
 
  private:
   struct Grpc;  // empty without gRPC

@@ -20,6 +20,14 @@
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
+#ifdef RK_HAVE_GRPC
+#include "rules/xds/client.h"
+#include "server/grpc/log_routing.h"
+#else
+namespace rk::rules::xds {
+class Client {};
+}  // namespace rk::rules::xds
+#endif
 #include "cli/serve/fd_budget.h"
 #include "cli/serve/flags.h"
 #include "cli/serve/listeners.h"
@@ -43,7 +51,19 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
     std::cout << serve_help();
     return 0;
   }
-  if (errors.empty() && flags.config.empty()) errors.push_back("--config is required");
+  // Rules come from files or from a control plane, never both: which rule would win is not a question to answer.
+  if (errors.empty() && flags.config.empty() && flags.xds.server.empty()) {
+    errors.push_back("--config (rules files) or --xds-server (a control plane) is required");
+  }
+  // The state file is restored into the rules present at the start; pushed rules arrive later.
+  if (errors.empty() && !flags.state_file.empty() && !flags.xds.server.empty()) {
+    errors.push_back("--state-file: not with --xds-server (a state is restored into the rules present at the start, "
+                     "and pushed rules come later)");
+  }
+  if (errors.empty() && !flags.config.empty() && !flags.xds.server.empty()) {
+    errors.push_back("--config and --xds-server are alternatives: the rules come from files or from the control "
+                     "plane, give one");
+  }
   if (errors.empty()) {
     if (flags.log_level) logging::set_log_level(*flags.log_level);
     return -1;
@@ -106,6 +126,34 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
   return std::make_unique<rules::Reloader>(flags.config, build, std::move(events),
                                            rules::LoadOptions{.merge_domains = flags.merge_domains,
                                                               .without_redis = flags.redis.empty()});
+}
+
+// --xds-server's client, started (null without it); null with `error` for a TLS file or metadata it refuses, or
+// when built without gRPC.
+std::unique_ptr<rules::xds::Client> start_xds(const ServeFlags& flags, rules::Reloader& reloader,
+                                              ServeMetrics& metrics, std::string& error) {
+  if (flags.xds.server.empty()) return nullptr;
+#ifdef RK_HAVE_GRPC
+  server::grpc::route_grpc_logs();  // a failed handshake with the control plane is logged as ours are, held back
+  try {
+    metrics.xds_connected(false);
+    auto client = std::make_unique<rules::xds::Client>(
+        reloader, flags.xds,
+        rules::xds::XdsEvents{
+            .on_connected = [&metrics](bool up) { metrics.xds_connected(up); },
+            .on_push = [&metrics](bool applied, const std::string& version,
+                                  const std::string&) { metrics.xds_pushed(applied, version); }});
+    client->start();
+    return client;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+#else
+  (void)reloader;
+  (void)metrics;
+  error = "--xds-server: this ratekeeper was built without gRPC";
+#endif
+  return nullptr;
 }
 
 store::redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
@@ -227,7 +275,8 @@ class GraceWatch {
 // load balancers stop sending (a second signal ends it early); then what feeds the service stops, callers first, so
 // that requests in flight finish, and the state file is saved last; all within --shutdown-grace of the signal.
 void drain(const sigset_t& signals, const ServeFlags& flags, std::atomic<bool>& draining, Listeners& listeners,
-           store::remote::RemoteStore* remote, store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper,
+           store::remote::RemoteStore* remote, store::batched::Batcher* batcher, rules::Reloader& reloader,
+           rules::xds::Client* xds, Sweeper& sweeper,
            StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
@@ -241,6 +290,11 @@ void drain(const sigset_t& signals, const ServeFlags& flags, std::atomic<bool>& 
   listeners.stop();
   if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
   if (batcher) batcher->close();  // sends what was recorded since its last batch
+#ifdef RK_HAVE_GRPC
+  if (xds) xds->stop();
+#else
+  (void)xds;
+#endif
   reloader.stop();  // a reload under way finishes first
   sweeper.stop();
   if (saver) saver->stop();  // after the listeners: no decision is lost between the save and the exit
@@ -271,11 +325,18 @@ int run_serve(const std::vector<std::string>& args) {
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
   const auto reloader = make_reloader(flags, clock, metrics);
-  if (!reloader->load_now().empty()) {
-    std::cerr << "ratekeeper serve: the rules in " << flags.config << " are not valid (see above); not starting\n";
-    return 1;
+  if (flags.xds.server.empty()) {
+    if (!reloader->load_now().empty()) {
+      std::cerr << "ratekeeper serve: the rules in " << flags.config << " are not valid (see above); not starting\n";
+      return 1;
+    }
+    reloader->start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
   }
-  reloader->start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
+  const auto xds = start_xds(flags, *reloader, metrics, error);
+  if (!xds && !error.empty()) {
+    std::cerr << "ratekeeper serve: " << error << "\n";
+    return 2;
+  }
   std::shared_ptr<store::remote::RemoteStore> remote;
   if (!(remote = connect_redis(flags, error)) && !error.empty()) {
     // An error about a TLS or password file names its own flag; the rest are about the URL.
@@ -314,7 +375,10 @@ int run_serve(const std::vector<std::string>& args) {
   }
   std::atomic<bool> draining{false};
   server::api::Hooks hooks = metrics.hooks();
-  hooks.ready = [&] { return !draining.load() && reloader->current() != nullptr; };
+  // Before the control plane's first push there are no rules: not ready, unless told to answer OK until then.
+  hooks.ready = [&] {
+    return !draining.load() && (reloader->current() != nullptr || flags.ready_without_rules);
+  };
   // The dashboard's page, JSON and what-ifs on the admin listener, behind its own-page checks and token.
   listener.admin_routes.push_back(dashboard::admin_routes(service, tracker, hooks));
   std::unique_ptr<Listeners> listeners;
@@ -324,8 +388,15 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << e.what() << "\n";
     return 1;
   }
+  // With rules over xDS, readiness changes at the first push: gRPC health follows it (looked at every 100 ms).
+  base::Periodic grpc_health;
+  if (!flags.xds.server.empty()) {
+    listeners->set_grpc_serving(hooks.ready());
+    grpc_health.start(std::chrono::milliseconds(100), [&] { listeners->set_grpc_serving(hooks.ready()); });
+  }
   Sweeper sweeper(*reloader, flags.sweep_interval);
-  drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, sweeper, saver.get());
+  drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, xds.get(), sweeper,
+        saver.get());
   return 0;
 }
 

@@ -66,6 +66,25 @@ void ServeMetrics::rules_loaded(const rules::RuleSet& set) {
 
 void ServeMetrics::rules_rejected() { reload_failed_.inc(); }
 
+void ServeMetrics::xds_connected(bool connected) {
+  for (const char* result : {"applied", "refused"}) {  // both series from the start, at 0
+    registry_.counter(n::kXdsPushes.name, n::kXdsPushes.help, {{"result", result}});
+  }
+  registry_.gauge(n::kXdsConnected.name, n::kXdsConnected.help).set(connected ? 1 : 0);
+}
+
+void ServeMetrics::xds_pushed(bool applied, const std::string& version) {
+  registry_.counter(n::kXdsPushes.name, n::kXdsPushes.help, {{"result", applied ? "applied" : "refused"}}).inc();
+  if (!applied) return;
+  std::lock_guard lock(xds_mu_);
+  if (xds_version_id_ && version == xds_version_) return;
+  if (xds_version_id_) registry_.unregister(*xds_version_id_);
+  xds_version_ = version;
+  xds_version_id_ = registry_.gauge_fn(n::kXdsVersion.name, n::kXdsVersion.help, {{"version", version}}, [] {
+    return 1.0;
+  });
+}
+
 void ServeMetrics::watch_remote(const service::Service& service) {
   const service::RemoteStats& rs = service.remote_stats();
   registry_.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +32,9 @@ class ServeMetrics {
   // The rules in force: reload counters and time, and per rule its store's keys and evictions.
   void rules_loaded(const rules::RuleSet& set);
   void rules_rejected();
+  // Rules over xDS: the stream's state, and each push applied or refused (`version`: the last applied one).
+  void xds_connected(bool connected);
+  void xds_pushed(bool applied, const std::string& version);
   // The Redis store's calls, failures and fallbacks, and the breaker's state; `service` outlives this object.
   void watch_remote(const service::Service& service);
 
@@ -58,6 +63,9 @@ class ServeMetrics {
   metrics::Histogram* grpc_latency_;  // null without --grpc
   std::mutex rule_metrics_mu_;
   std::vector<std::uint64_t> rule_metric_ids_;  // guarded by rule_metrics_mu_: the series of the rules in force
+  std::mutex xds_mu_;
+  std::optional<std::uint64_t> xds_version_id_;  // guarded by xds_mu_: the applied version's series
+  std::string xds_version_;                      // guarded by xds_mu_
 };
 
 // The `result` label of one descriptor's decision: ok, over_limit, shadow_over_limit, no_rule or unlimited.
