@@ -71,6 +71,14 @@ struct ServeFlags {
   std::string admin_token_file;  // the admin listener's bearer token
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
+  // Statistics as envoyproxy/ratelimit sends them (docs/envoy-gateway.md, "Statistics").
+  std::string statsd;            // host:port of a statsd daemon; empty: none sent
+  std::string statsd_tags;       // "k:v,k2:v2" (EXTRA_TAGS), checked when read
+  Nanos stats_flush_interval = std::chrono::seconds(10);
+  bool stats_flush_interval_given = false;
+  std::string prometheus;        // ADDR:PORT of a listener serving the metrics alone; empty: none
+  std::string prometheus_path = "/metrics";
+  bool grpc_metadata = false;    // RateLimitResponse.dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA
 };
 
 // `serve --help`'s first lines.

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct ListenerOptions {
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
   std::vector<api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
+  std::optional<http::ServerOptions> prometheus_http;  // --prometheus: the metrics alone, at --prometheus-path
 };
 
 // How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC
@@ -58,7 +60,7 @@ class Listeners {
  private:
   struct Grpc;  // empty without gRPC
   void reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics);
-  std::unique_ptr<http::Server> public_server_, admin_server_;
+  std::unique_ptr<http::Server> public_server_, admin_server_, prometheus_server_;
   std::unique_ptr<Grpc> grpc_;
   std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only
   base::Periodic tls_watch_;  // last member: stopped first, while the servers are alive
