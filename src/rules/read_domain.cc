@@ -40,7 +40,9 @@ void scalar_json(const YAML::Node& n, std::string& out) {
     if (s.empty() || s == "~") return void(out += "null");
     double v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc{} && end == s.data() + s.size() && std::isfinite(v)) return void(out += base::shortest_number(v));
+    if (ec == std::errc{} && end == s.data() + s.size() && std::isfinite(v)) {
+      return void(out += base::shortest_number(v));
+    }
   }
   base::append_json_string(out, s);
 }

@@ -80,7 +80,9 @@ TEST(StatsdLines, ATimersSamplesAreOneLinePerPowerOfTwoWithExactRates) {
 
 TEST(StatsdLines, PackedIntoDatagramsOfWholeLinesWithinTheSize) {
   std::string lines;
-  for (int i = 0; i < 200; ++i) append_counter(lines, "ratelimit.service.rate_limit.domain.key_" + std::to_string(i), 1);
+  for (int i = 0; i < 200; ++i) {
+    append_counter(lines, "ratelimit.service.rate_limit.domain.key_" + std::to_string(i), 1);
+  }
   const auto datagrams = pack(lines, kMaxDatagramBytes);
   ASSERT_GT(datagrams.size(), 1u);
   std::string joined;
