@@ -120,6 +120,40 @@ inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode
                                        "envoyproxy/ratelimit's shadow_mode: hits over the limit of a shadow_mode rule, "
                                        "let through."};
 
+// The rest of what Envoy Gateway's statsd_exporter mapping makes of upstream's statsd names (docs/envoy-gateway.md),
+// computed from the counters above: counters, no labels; the requests {grpc_method}; the errors {err_type}:
+// service_error (gRPC requests refused as bad) and, with --redis, redis_error (descriptors Redis did not decide).
+inline constexpr Name kEnvoyConfigLoadSuccess{"ratelimit_service_config_load_success",
+                                              "envoyproxy/ratelimit's config_load_success: rules loaded."};
+inline constexpr Name kEnvoyConfigLoadError{"ratelimit_service_config_load_error",
+                                            "envoyproxy/ratelimit's config_load_error: rules refused."};
+inline constexpr Name kEnvoyTotalRequests{"ratelimit_service_total_requests",
+                                          "envoyproxy/ratelimit's total_requests: gRPC calls, by method."};
+inline constexpr Name kEnvoyShouldRateLimitError{
+    "ratelimit_service_should_rate_limit_error",
+    "envoyproxy/ratelimit's should_rate_limit errors: service_error (requests refused as bad), redis_error "
+    "(descriptors Redis did not decide)."};
+
+// counter {result}: sent or dropped (refused by the kernel, rejected by a down daemon's port, or the address not
+// resolved). With --statsd only.
+inline constexpr Name kStatsdDatagrams{"ratekeeper_statsd_datagrams_total",
+                                       "Datagrams of statistics for --statsd, by result (sent, dropped)."};
+
+// envoyproxy/ratelimit's statsd names (gostats' scopes), sent by --statsd (metrics/statsd.h): each descriptor's
+// five counters under kStatsdRateLimit + <sanitized stats key> + "." + the stat's name, the service's and the gRPC
+// server's own under the names below.
+inline constexpr std::string_view kStatsdRateLimit = "ratelimit.service.rate_limit.";
+inline constexpr std::array<std::string_view, 5> kStatsdDescriptorStats = {"total_hits", "over_limit", "near_limit",
+                                                                           "within_limit", "shadow_mode"};
+inline constexpr std::string_view kStatsdConfigLoadSuccess = "ratelimit.service.config_load_success";
+inline constexpr std::string_view kStatsdConfigLoadError = "ratelimit.service.config_load_error";
+// Requests the Redis store did not decide (decided by the domain's failure policy), and requests refused as bad.
+inline constexpr std::string_view kStatsdRedisError = "ratelimit.service.call.should_rate_limit.redis_error";
+inline constexpr std::string_view kStatsdServiceError = "ratelimit.service.call.should_rate_limit.service_error";
+// counter, and timer (milliseconds) of ShouldRateLimit calls, as upstream's gRPC interceptor names them.
+inline constexpr std::string_view kStatsdTotalRequests = "ratelimit_server.ShouldRateLimit.total_requests";
+inline constexpr std::string_view kStatsdResponseTime = "ratelimit_server.ShouldRateLimit.response_time";
+
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
@@ -128,6 +162,7 @@ inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKe
                                     kRemoteTlsFailures, kRemoteSpins, kRemoteFallbacks, kBreakerState, kBreakerOpened,
                                     kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
-                                    kEnvoyShadowMode};
+                                    kEnvoyShadowMode, kEnvoyConfigLoadSuccess, kEnvoyConfigLoadError,
+                                    kEnvoyTotalRequests, kEnvoyShouldRateLimitError, kStatsdDatagrams};
 
 }  // namespace rk::metrics::names

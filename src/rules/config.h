@@ -55,6 +55,9 @@ struct Descriptor {
   bool detailed_metric = false;
   bool value_to_metric = false;
   bool share_threshold = false;
+  // `metadata:` as JSON ("" for none): what gRPC answers put in dynamic_metadata when the descriptor passed
+  // (--grpc-response-metadata). Scalars keep YAML's reading: true/false, null, numbers; quoted ones are strings.
+  std::string metadata;
   std::vector<Descriptor> descriptors;
   SourcePos pos;
 };

@@ -1,9 +1,13 @@
 // rules/read_domain.cc: a rules file's top level (domain, its settings) and its tree of descriptors, each a
 // key, an optional value, flags, an optional rate_limit (read_rate_limit.cc) and nested descriptors. Sizes are
 // bounded (rules/parse.h: kMaxDepth, kMaxDescriptors) so that a file cannot exhaust the stack or memory.
+#include <charconv>
+#include <cmath>
 #include <map>
 #include <utility>
 
+#include "base/json_string.h"
+#include "base/number_text.h"
 #include "rules/parse.h"
 #include "rules/reader.h"
 
@@ -25,6 +29,48 @@ class DescriptorWalk {
   RulesReader& r_;
   std::size_t count_ = 0;
 };
+
+constexpr int kMaxMetadataDepth = 32;
+
+// A YAML scalar as JSON: plain true/false, null and numbers as themselves, the rest (and anything quoted) a string.
+void scalar_json(const YAML::Node& n, std::string& out) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() != "!") {
+    if (s == "true" || s == "false" || s == "null") return void(out += s);
+    if (s.empty() || s == "~") return void(out += "null");
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc{} && end == s.data() + s.size() && std::isfinite(v)) {
+      return void(out += base::shortest_number(v));
+    }
+  }
+  base::append_json_string(out, s);
+}
+
+// `metadata:` as JSON text; false if nested deeper than kMaxMetadataDepth.
+bool metadata_json(const YAML::Node& n, int depth, std::string& out) {
+  if (depth > kMaxMetadataDepth) return false;
+  if (n.IsMap() || n.IsSequence()) {
+    out += n.IsMap() ? '{' : '[';
+    bool first = true;
+    for (const auto& item : n) {
+      if (!first) out += ',';
+      first = false;
+      if (n.IsMap()) {
+        base::append_json_string(out, item.first.Scalar());
+        out += ':';
+        if (!metadata_json(item.second, depth + 1, out)) return false;
+      } else if (!metadata_json(item, depth + 1, out)) {
+        return false;
+      }
+    }
+    out += n.IsMap() ? '}' : ']';
+    return true;
+  }
+  if (n.IsScalar()) scalar_json(n, out);
+  else out += "null";
+  return true;
+}
 
 void DescriptorWalk::descriptors(const YAML::Node& list, const std::string& where, int depth,
                                  std::vector<Descriptor>& out) {
@@ -79,7 +125,11 @@ void DescriptorWalk::descriptor(const YAML::Node& n, const std::string& where, i
     read_rate_limit(r_, n["rate_limit"], here + ".rate_limit", *out.rate_limit);
   }
   flags(n, here, out);
-  if (n["metadata"] && !n["metadata"].IsMap()) r_.fail(n["metadata"], here + ".metadata: expected a map");
+  if (n["metadata"] && !n["metadata"].IsMap()) {
+    r_.fail(n["metadata"], here + ".metadata: expected a map");
+  } else if (n["metadata"] && !metadata_json(n["metadata"], 0, out.metadata)) {
+    r_.fail(n["metadata"], here + ".metadata: nested deeper than " + std::to_string(kMaxMetadataDepth) + " levels");
+  }
   if (n["descriptors"]) {
     if (depth >= kMaxDepth) {
       r_.fail(n["descriptors"], here + ": descriptors nested deeper than " + std::to_string(kMaxDepth) + " levels");

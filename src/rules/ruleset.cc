@@ -67,6 +67,7 @@ struct Builder {
       rule->limit = &*d.rate_limit;
       rule->shadow_mode = d.shadow_mode || domain.shadow_mode;
       rule->quota_mode = d.quota_mode;
+      rule->metadata = d.metadata;
       if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
         rule->identity = domain.domain + "\n" + identity + "\n" +
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);

@@ -29,6 +29,7 @@ struct Rule {
   const RateLimit* limit;   // into the set's DomainConfig
   bool shadow_mode;         // the descriptor's or its domain's
   bool quota_mode;
+  std::string metadata;     // the descriptor's, as JSON ("" for none: Descriptor::metadata)
   std::shared_ptr<Limiter> limiter;  // null for unlimited and blocked rules
   std::string identity;
   std::string store_prefix;  // "rk:<hash of identity>:": the rule's keys in a shared store (Redis) start with it

@@ -1,5 +1,6 @@
-# Installs tests/integration/package-lock.json's packages (playwright-core) into DIR, once: skipped while DIR holds the
-# same lock file and the package, so reruns need no network. Run by ctest as the fixture of integration.ui:
+# Installs tests/integration/package-lock.json's packages (playwright-core, statsd) into DIR, once: skipped while DIR
+# holds the same lock file and the packages, so reruns need no network. Run by ctest as the fixture of
+# integration.ui and integration.statsd:
 #   cmake -DNPM=/usr/bin/npm -DSRC=tests/integration -DDIR=build/dev/tests/ui-node -P npm_ci.cmake
 foreach(var NPM SRC DIR)
   if(NOT ${var})
@@ -8,10 +9,11 @@ foreach(var NPM SRC DIR)
 endforeach()
 
 file(READ ${SRC}/package-lock.json wanted)
-if(EXISTS ${DIR}/package-lock.json AND EXISTS ${DIR}/node_modules/playwright-core/package.json)
+if(EXISTS ${DIR}/package-lock.json AND EXISTS ${DIR}/node_modules/playwright-core/package.json
+   AND EXISTS ${DIR}/node_modules/statsd/package.json)
   file(READ ${DIR}/package-lock.json have)
   if(have STREQUAL wanted)
-    message(STATUS "playwright-core already installed in ${DIR}")
+    message(STATUS "playwright-core and statsd already installed in ${DIR}")
     return()
   endif()
 endif()
@@ -22,5 +24,5 @@ file(COPY ${SRC}/package.json ${SRC}/package-lock.json DESTINATION ${DIR})
 execute_process(COMMAND ${NPM} ci --no-audit --no-fund --prefer-offline --ignore-scripts
                 WORKING_DIRECTORY ${DIR} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "npm ci in ${DIR} failed (${rc}): playwright-core could not be installed")
+  message(FATAL_ERROR "npm ci in ${DIR} failed (${rc}): the packages could not be installed")
 endif()

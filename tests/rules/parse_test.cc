@@ -62,6 +62,24 @@ TEST_P(ConfigErrorFile, GivesItsExactMessage) {
 }
 
 // serve without --redis: `sharing: batched` is an error at its line (the file alone cannot know).
+// `metadata:` kept as JSON for gRPC's dynamic_metadata: YAML's plain scalars as JSON's types, quoted ones strings.
+TEST(Metadata, KeptAsJsonWithYamlsScalarTypes) {
+  DomainConfig d;
+  const auto errors = parse_domain("m.yaml", R"(domain: d
+descriptors:
+  - key: k
+    metadata: {name: service_1, weight: 2, ratio: 0.5, on: true, none: null, quoted: "2", list: [a, 1], nested: {x: y}}
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: plain
+    rate_limit: {unit: second, requests_per_unit: 1}
+)", d);
+  ASSERT_TRUE(errors.empty()) << errors[0].to_string();
+  EXPECT_EQ(d.descriptors[0].metadata,
+            R"({"name":"service_1","weight":2,"ratio":0.5,"on":true,"none":null,"quoted":"2","list":["a",1],)"
+            R"("nested":{"x":"y"}})");
+  EXPECT_EQ(d.descriptors[1].metadata, "");
+}
+
 TEST(ConfigError, BatchedSharingWithoutRedis) {
   const std::string dir = ::testing::TempDir() + "/batched_without_redis";
   std::filesystem::create_directories(dir);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "metrics/statsd.h"
 #include "server/http/server.h"
 #include "cli/serve/settings.h"
 #include "cli/serve/state_file.h"
@@ -350,6 +351,45 @@ void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.toggle("--ready-without-rules",
                "report ready before the control plane's first push (until then every\nrequest is OK)",
                f.ready_without_rules);
+void add_stats_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--statsd", "HOST:PORT",
+              "send envoyproxy/ratelimit's statistics to this statsd daemon over UDP\n(default: none)",
+              [&f](const std::string& v) {
+                std::string host;
+                std::uint16_t port = 0;
+                if (!metrics::statsd::split_host_port(v, host, port)) {
+                  return is_not(v, "HOST:PORT (a port from 1 to 65535; [v6]:PORT)");
+                }
+                f.statsd = v;
+                return std::string();
+              });
+  flags.value("--statsd-tags", "TAGS", "tags on every statsd name: \"k1:v1,k2:v2\" (EXTRA_TAGS; default: none)",
+              [&f](const std::string& v) {
+                std::string error;
+                if (!metrics::statsd::parse_tags(v, error)) return is_not(v, "k1:v1,k2:v2 (" + error + ")");
+                f.statsd_tags = v;
+                return std::string();
+              });
+  flags.value("--stats-flush-interval", "DUR", "how often --statsd is sent (default 10s)",
+              given(f.stats_flush_interval_given,
+                    duration(f.stats_flush_interval, std::chrono::milliseconds(10), std::chrono::hours(1),
+                             "a duration from 10ms to 1h")));
+  flags.value("--prometheus", "ADDR:PORT",
+              "also serve the metrics, and nothing else, on this plain HTTP listener\n"
+              "(USE_PROMETHEUS; no token asked; default: none)",
+              text(f.prometheus));
+  flags.value("--prometheus-path", "PATH", "the path --prometheus serves them at (default /metrics)",
+              [&f](const std::string& v) {
+                if (v.empty() || v.front() != '/' || v.find_first_of("?# \t") != std::string::npos) {
+                  return is_not(v, "a path starting with '/'");
+                }
+                f.prometheus_path = v;
+                return std::string();
+              });
+  flags.toggle("--grpc-response-metadata",
+               "put the domain, descriptors and hits of each request in gRPC answers'\n"
+               "dynamic_metadata (RESPONSE_DYNAMIC_METADATA)",
+               f.grpc_metadata);
 }
 
 }  // namespace
@@ -368,6 +408,7 @@ void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
   add_redis_flags(flags, f);
   add_forward_auth_flags(flags, f);
   add_xds_flags(flags, f);
+  add_stats_flags(flags, f);
   flags.value("--log-level", "LEVEL", "debug, info (default) or error", [&f](const std::string& v) {
     logging::Level l;
     if (!logging::parse_log_level(v, l)) return is_not(v, "debug, info or error");

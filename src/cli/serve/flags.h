@@ -79,6 +79,14 @@ struct ServeFlags {
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
   rules::xds::XdsOptions xds;  // --xds-*: rules from a control plane instead of --config (docs/envoy-gateway.md)
   bool ready_without_rules = false;  // ready before the first push (every request OK until rules arrive)
+  // Statistics as envoyproxy/ratelimit sends them (docs/envoy-gateway.md, "Statistics").
+  std::string statsd;            // host:port of a statsd daemon; empty: none sent
+  std::string statsd_tags;       // "k:v,k2:v2" (EXTRA_TAGS), checked when read
+  Nanos stats_flush_interval = std::chrono::seconds(10);
+  bool stats_flush_interval_given = false;
+  std::string prometheus;        // ADDR:PORT of a listener serving the metrics alone; empty: none
+  std::string prometheus_path = "/metrics";
+  bool grpc_metadata = false;    // RateLimitResponse.dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA
 };
 
 // What --shutdown-grace must leave after --drain: requests in flight finish, the state file is saved, the process

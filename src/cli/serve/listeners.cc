@@ -170,6 +170,7 @@ std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, co
       service,
       server::grpc::GrpcOptions{.address = flags.grpc,
                            .response_headers = flags.grpc_headers,
+                           .response_metadata = flags.grpc_metadata,
                            .max_message_bytes = flags.grpc_max_message_bytes,
                            .max_streams_per_connection = flags.grpc_max_streams_per_connection,
                            .max_watch_streams = flags.grpc_max_watch_streams,
@@ -225,6 +226,17 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
     error = options.budget.error;
     return false;
   }
+  if (!flags.prometheus.empty()) {
+    server::http::ServerOptions& p = options.prometheus_http.emplace();
+    // ":9090", upstream's PROMETHEUS_ADDR default, is every IPv4 address.
+    const std::string address = flags.prometheus.starts_with(':') ? "0.0.0.0" + flags.prometheus : flags.prometheus;
+    if (!split_address(address, p.address, p.port)) {
+      error = "--prometheus: '" + flags.prometheus + "' is not ADDR:PORT (like 0.0.0.0:9090)";
+      return false;
+    }
+    p.threads = 1;
+    p.max_connections = options.budget.admin_max;
+  }
   public_options.threads = flags.threads;
   public_options.max_connections = options.budget.http_max;
   public_options.fd_ceiling = options.budget.fd_ceiling;
@@ -260,6 +272,14 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                                                  admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();
+  if (options.prometheus_http) {
+    prometheus_server_ = std::make_unique<server::http::Server>(*options.prometheus_http,
+                                                        server::api::metrics_routes(hooks, flags.prometheus_path), events);
+    prometheus_server_->start();
+    logging::log(logging::Level::kInfo, "serving metrics",
+                 {{"prometheus", options.prometheus_http->address + ":" + std::to_string(prometheus_server_->port()) +
+                                     flags.prometheus_path}});
+  }
 #ifdef RK_HAVE_GRPC
   if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options.budget, service, metrics);
 #endif
@@ -331,6 +351,7 @@ void Listeners::stop() {
 #ifdef RK_HAVE_GRPC
   if (grpc_->server) grpc_->server->stop(finish_);
 #endif
+  if (prometheus_server_) prometheus_server_->stop();
   public_http.join();
   admin_http.join();
 }

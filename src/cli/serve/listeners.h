@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct ListenerOptions {
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
   std::vector<server::api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
+  std::optional<server::http::ServerOptions> prometheus_http;  // --prometheus: the metrics alone, at --prometheus-path
 };
 
 // How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC
@@ -66,7 +68,7 @@ class Listeners {
  private:
   struct Grpc;  // empty without gRPC
   void reload_tls_if_rotated(const server::http::TlsFiles& files, ServeMetrics& metrics);
-  std::unique_ptr<server::http::Server> public_server_, admin_server_;
+  std::unique_ptr<server::http::Server> public_server_, admin_server_, prometheus_server_;
   std::unique_ptr<Grpc> grpc_;
   std::chrono::milliseconds finish_;  // finish_timeout()
   std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only

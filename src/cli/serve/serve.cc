@@ -19,6 +19,7 @@
 #include "dashboard/routes.h"
 #include "dashboard/tracker.h"
 #include "logging/log.h"
+#include "metrics/statsd.h"
 #include "rules/reloader.h"
 #ifdef RK_HAVE_GRPC
 #include "rules/xds/client.h"
@@ -209,6 +210,31 @@ bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& 
   return true;
 }
 
+// --statsd-tags and --stats-flush-interval mean something with --statsd only, --prometheus-path with --prometheus.
+std::string stats_flags_error(const ServeFlags& flags) {
+  if (flags.statsd.empty() && !flags.statsd_tags.empty()) return "--statsd-tags: given without --statsd";
+  if (flags.statsd.empty() && flags.stats_flush_interval_given) return "--stats-flush-interval: given without --statsd";
+  if (flags.prometheus.empty() && flags.prometheus_path != "/metrics") {
+    return "--prometheus-path: given without --prometheus";
+  }
+  return {};
+}
+
+// --statsd's sink over serve's counters (null without it), started.
+std::unique_ptr<metrics::statsd::Sink> start_statsd(const ServeFlags& flags, ServeMetrics& metrics) {
+  if (flags.statsd.empty()) return nullptr;
+  std::string error;
+  auto sink = std::make_unique<metrics::statsd::Sink>(
+      metrics::statsd::SinkOptions{.address = flags.statsd,
+                                   .tags = *metrics::statsd::parse_tags(flags.statsd_tags, error),  // checked
+                                   .interval = flags.stats_flush_interval},
+      [&metrics](metrics::statsd::Emitter& out) { metrics.statsd_lines(out); });
+  metrics.watch_statsd(sink->stats());
+  sink->start();
+  logging::log(logging::Level::kInfo, "sending statistics to statsd", {{"statsd", flags.statsd}});
+  return sink;
+}
+
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
 std::shared_ptr<store::batched::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
   return std::make_shared<store::batched::Batcher>(
@@ -320,6 +346,10 @@ int run_serve(const std::vector<std::string>& args) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
+  if (error = stats_flags_error(flags); !error.empty()) {
+    std::cerr << "ratekeeper serve: " << error << "\n";
+    return 2;
+  }
   log_fd_budget(files, listener.budget);
   const sigset_t signals = block_stop_signals();
   auto clock = std::make_shared<SystemClock>();
@@ -363,6 +393,7 @@ int run_serve(const std::vector<std::string>& args) {
     metrics.watch_remote(service);
     logging::log(logging::Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});
   }
+  const auto statsd = start_statsd(flags, metrics);
   // Restored before the listeners open, so that no decision is made on a key that is about to be restored.
   std::unique_ptr<StateSaver> saver;
   if (!flags.state_file.empty()) {
@@ -397,6 +428,7 @@ int run_serve(const std::vector<std::string>& args) {
   Sweeper sweeper(*reloader, flags.sweep_interval);
   drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, xds.get(), sweeper,
         saver.get());
+  if (statsd) statsd->stop();  // a last flush: what the drain's decisions counted
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // cli/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
 #include "cli/serve/serve_metrics.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -41,6 +42,31 @@ ServeMetrics::ServeMetrics(bool with_grpc)
       auth_latency_(latency_for(registry_, "auth")),
       grpc_latency_(with_grpc ? latency_for(registry_, "grpc") : nullptr) {
   registry_.gauge(n::kBuildInfo.name, n::kBuildInfo.help, {{"version", rk_version()}}).set(1);
+  // What Envoy Gateway's mapping of upstream's statsd names gives, over the same counters (no second count).
+  registry_.counter_fn(n::kEnvoyConfigLoadSuccess.name, n::kEnvoyConfigLoadSuccess.help, {},
+                       [this] { return reload_ok_.value(); });
+  registry_.counter_fn(n::kEnvoyConfigLoadError.name, n::kEnvoyConfigLoadError.help, {},
+                       [this] { return reload_failed_.value(); });
+  if (with_grpc) {
+    registry_.counter_fn(n::kEnvoyTotalRequests.name, n::kEnvoyTotalRequests.help,
+                         {{"grpc_method", "ShouldRateLimit"}}, [this] { return grpc_totals().all; });
+    registry_.counter_fn(n::kEnvoyShouldRateLimitError.name, n::kEnvoyShouldRateLimitError.help,
+                         {{"err_type", "service_error"}}, [this] { return grpc_totals().refused; });
+  }
+}
+
+ServeMetrics::GrpcTotals ServeMetrics::grpc_totals() {
+  GrpcTotals t;
+  std::lock_guard lock(grpc_mu_);
+  for (const auto& [code, c] : grpc_codes_) {
+    t.all += c->value();
+    if (code != "OK") t.refused += c->value();
+  }
+  return t;
+}
+
+std::uint64_t ServeMetrics::redis_errors() const {
+  return remote_stats_ ? remote_stats_->unavailable.load() + remote_stats_->errors.load() : 0;
 }
 
 void ServeMetrics::rules_loaded(const rules::RuleSet& set) {
@@ -87,6 +113,9 @@ void ServeMetrics::xds_pushed(bool applied, const std::string& version) {
 
 void ServeMetrics::watch_remote(const service::Service& service) {
   const service::RemoteStats& rs = service.remote_stats();
+  remote_stats_ = &rs;
+  registry_.counter_fn(n::kEnvoyShouldRateLimitError.name, n::kEnvoyShouldRateLimitError.help,
+                       {{"err_type", "redis_error"}}, [this] { return redis_errors(); });
   registry_.counter_fn(n::kRemoteCalls.name, n::kRemoteCalls.help, {}, [&rs] { return rs.calls.load(); });
   registry_.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "unavailable"}},
                        [&rs] { return rs.unavailable.load(); });
@@ -186,10 +215,17 @@ void ServeMetrics::bad_request(std::string_view protocol, std::string_view reaso
 }
 
 void ServeMetrics::grpc_answered(std::string_view code) {
-  registry_
-      .counter(n::kGrpcRequests.name, n::kGrpcRequests.help,
-               {{"method", "ShouldRateLimit"}, {"code", std::string(code)}})
-      .inc();
+  thread_local std::unordered_map<std::string, metrics::Counter*> cache;  // as decided()'s
+  metrics::Counter*& c = cache[std::string(code)];
+  if (!c) {
+    c = &registry_.counter(n::kGrpcRequests.name, n::kGrpcRequests.help,
+                           {{"method", "ShouldRateLimit"}, {"code", std::string(code)}});
+    std::lock_guard lock(grpc_mu_);
+    if (std::none_of(grpc_codes_.begin(), grpc_codes_.end(), [&](const auto& e) { return e.second == c; })) {
+      grpc_codes_.emplace_back(code, c);
+    }
+  }
+  c->inc();
   if (code != "OK") bad_request("grpc", "invalid_argument");
 }
 
@@ -198,8 +234,41 @@ void ServeMetrics::tls_reloaded(bool ok) {  // rare: the registry's lock each ti
 }
 
 std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double near_limit_ratio) {
-  return std::make_shared<metrics::envoy::DescriptorStats>(
-      registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});
+  if (!descriptor_stats_) {
+    descriptor_stats_ = std::make_shared<metrics::envoy::DescriptorStats>(
+        registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});
+  }
+  return descriptor_stats_;
+}
+
+void ServeMetrics::statsd_lines(metrics::statsd::Emitter& out) {
+  if (descriptor_stats_) {
+    for (const auto* k : descriptor_stats_->keys_since(statsd_keys_.size())) statsd_keys_.push_back(k);
+  }
+  std::string name;
+  for (const metrics::envoy::KeyCounters* k : statsd_keys_) {
+    const metrics::Counter* counters[] = {&k->total, &k->over, &k->near, &k->within, &k->shadow};
+    for (std::size_t i = 0; i < n::kStatsdDescriptorStats.size(); ++i) {
+      name.assign(n::kStatsdRateLimit).append(k->key).append(1, '.').append(n::kStatsdDescriptorStats[i]);
+      out.counter(name, counters[i]->value());
+    }
+  }
+  out.counter(n::kStatsdConfigLoadSuccess, reload_ok_.value());
+  out.counter(n::kStatsdConfigLoadError, reload_failed_.value());
+  if (remote_stats_) out.counter(n::kStatsdRedisError, redis_errors());
+  if (grpc_latency_) {
+    const GrpcTotals t = grpc_totals();
+    out.counter(n::kStatsdTotalRequests, t.all);
+    out.counter(n::kStatsdServiceError, t.refused);
+    out.timer(n::kStatsdResponseTime, *grpc_latency_);
+  }
+}
+
+void ServeMetrics::watch_statsd(const metrics::statsd::SinkStats& stats) {
+  registry_.counter_fn(n::kStatsdDatagrams.name, n::kStatsdDatagrams.help, {{"result", "sent"}},
+                       [&stats] { return stats.sent.load(); });
+  registry_.counter_fn(n::kStatsdDatagrams.name, n::kStatsdDatagrams.help, {{"result", "dropped"}},
+                       [&stats] { return stats.dropped.load(); });
 }
 
 }  // namespace rk::cli::serve

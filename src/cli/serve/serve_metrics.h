@@ -18,7 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics/envoy/descriptor_stats.h"
 #include "metrics/registry.h"
+#include "metrics/statsd.h"
 #include "rules/ruleset.h"
 #include "server/api/routes.h"
 #include "service/service.h"
@@ -49,9 +51,21 @@ class ServeMetrics {
     if (grpc_connections_) grpc_connections_->add(delta);
   }
   // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), to be fed every decision.
+  // Made once: the first call's ratio holds.
   std::shared_ptr<service::DecisionObserver> descriptor_stats(double near_limit_ratio);
 
+  // --statsd: upstream's statsd names over the counters above (metrics/names.h), for a metrics::statsd::Sink's
+  // source; and that sink's datagrams, counted. On the sink's thread only.
+  void statsd_lines(metrics::statsd::Emitter& out);
+  void watch_statsd(const metrics::statsd::SinkStats& stats);
+
  private:
+  struct GrpcTotals {
+    std::uint64_t all = 0, refused = 0;  // ShouldRateLimit calls; those answered with another code than OK
+  };
+  GrpcTotals grpc_totals();
+  std::uint64_t redis_errors() const;
+
   metrics::Registry registry_;
   metrics::Counter& reload_ok_;
   metrics::Counter& reload_failed_;
@@ -61,6 +75,11 @@ class ServeMetrics {
   metrics::Histogram* http_latency_;
   metrics::Histogram* auth_latency_;
   metrics::Histogram* grpc_latency_;  // null without --grpc
+  std::shared_ptr<metrics::envoy::DescriptorStats> descriptor_stats_;  // set once, before any decision
+  const service::RemoteStats* remote_stats_ = nullptr;                // with --redis; set before any decision
+  std::vector<const metrics::envoy::KeyCounters*> statsd_keys_;       // the sink's thread only: the keys seen
+  std::mutex grpc_mu_;
+  std::vector<std::pair<std::string, metrics::Counter*>> grpc_codes_;  // under grpc_mu_: ShouldRateLimit's, by code
   std::mutex rule_metrics_mu_;
   std::vector<std::uint64_t> rule_metric_ids_;  // guarded by rule_metrics_mu_: the series of the rules in force
   std::mutex xds_mu_;

@@ -8,20 +8,12 @@
 
 namespace rk::metrics::envoy {
 
-struct DescriptorStats::Series {
-  Counter* total;
-  Counter* over;
-  Counter* near;
-  Counter* within;
-  Counter* shadow;
-};
-
 // One rule's series, by its stats key: kept across reloads (and after the rule goes), so that a rule's value
 // series never exceed max_value_series however often the rules change.
 struct DescriptorStats::RuleStats {
-  Series own;
+  KeyCounters* own = nullptr;
   std::mutex mu;
-  std::unordered_map<std::string, Series> values;  // under mu: by "domain\nkey1\nkey2", at most max_value_series
+  std::unordered_map<std::string, KeyCounters*> values;  // under mu: by sanitized key, at most max_value_series
 };
 
 // A rule of the bound rule set.
@@ -65,14 +57,39 @@ DescriptorStats::DescriptorStats(Registry& registry, DescriptorStatsOptions opti
 
 DescriptorStats::~DescriptorStats() = default;
 
-DescriptorStats::Series DescriptorStats::register_series(const Labels& l) {
+// The counters of one sanitized stats key, made on first use; its Prometheus series (the sum of the keys with the
+// same labels) registered again over the group it joins.
+KeyCounters& DescriptorStats::counters_for(const std::string& key) {
+  std::lock_guard lock(keys_mu_);
+  if (auto it = by_name_.find(key); it != by_name_.end()) return *it->second;
+  KeyCounters& k = *keys_.emplace_back(std::make_unique<KeyCounters>());
+  k.key = key;
+  by_name_.emplace(key, &k);
+  const Labels l = prometheus_labels(key);
+  auto& group = groups_[l.domain + '\n' + l.key1 + '\n' + l.key2];
+  auto members = std::make_shared<std::vector<const KeyCounters*>>(group ? *group : std::vector<const KeyCounters*>{});
+  members->push_back(&k);
+  group = members;
   namespace n = names;
   const metrics::Labels labels = {{"domain", l.domain}, {"key1", l.key1}, {"key2", l.key2}};
-  return {&registry_.counter(n::kEnvoyTotalHits.name, n::kEnvoyTotalHits.help, labels),
-          &registry_.counter(n::kEnvoyOverLimit.name, n::kEnvoyOverLimit.help, labels),
-          &registry_.counter(n::kEnvoyNearLimit.name, n::kEnvoyNearLimit.help, labels),
-          &registry_.counter(n::kEnvoyWithinLimit.name, n::kEnvoyWithinLimit.help, labels),
-          &registry_.counter(n::kEnvoyShadowMode.name, n::kEnvoyShadowMode.help, labels)};
+  for (auto [name, member] : {std::pair{n::kEnvoyTotalHits, &KeyCounters::total},
+                              {n::kEnvoyOverLimit, &KeyCounters::over}, {n::kEnvoyNearLimit, &KeyCounters::near},
+                              {n::kEnvoyWithinLimit, &KeyCounters::within},
+                              {n::kEnvoyShadowMode, &KeyCounters::shadow}}) {
+    registry_.counter_fn(name.name, name.help, labels, [members = group, member] {
+      std::uint64_t sum = 0;
+      for (const KeyCounters* c : *members) sum += (c->*member).value();
+      return sum;
+    });
+  }
+  return k;
+}
+
+std::vector<const KeyCounters*> DescriptorStats::keys_since(std::size_t from) const {
+  std::lock_guard lock(keys_mu_);
+  std::vector<const KeyCounters*> out;
+  for (std::size_t i = from; i < keys_.size(); ++i) out.push_back(keys_[i].get());
+  return out;
 }
 
 // Indexes a new rule set's rules, keeping the series of the rules it still has.
@@ -92,7 +109,7 @@ void DescriptorStats::bind(const std::shared_ptr<const rules::RuleSet>& set) {
     auto& stats = by_key_[key];
     if (!stats) {
       stats = std::make_shared<RuleStats>();
-      stats->own = register_series(prometheus_labels(sanitize_stat_name(key)));
+      stats->own = &counters_for(sanitize_stat_name(key));
     }
     r->stats = stats;
     by_rule_[rule.get()] = std::move(r);
@@ -101,17 +118,17 @@ void DescriptorStats::bind(const std::shared_ptr<const rules::RuleSet>& set) {
 }
 
 // The series of one request's labels, or the rule's own once it has max_value_series of them.
-DescriptorStats::Series& DescriptorStats::series_for(const PerRule& r, std::string_view counter_key) {
+KeyCounters& DescriptorStats::series_for(const PerRule& r, std::string_view counter_key) {
   const auto values = rules::split_key_parts(counter_key);
-  if (!values || values->size() != r.path.levels.size()) return r.stats->own;
-  const Labels l = prometheus_labels(sanitize_stat_name(
-      request_stats_key(r.domain, r.path.levels, r.path.detailed_metric, *values)));
-  std::string id = l.domain + '\n' + l.key1 + '\n' + l.key2;
+  if (!values || values->size() != r.path.levels.size()) return *r.stats->own;
+  std::string key = sanitize_stat_name(request_stats_key(r.domain, r.path.levels, r.path.detailed_metric, *values));
   RuleStats& stats = *r.stats;
   std::lock_guard lock(stats.mu);
-  if (auto it = stats.values.find(id); it != stats.values.end()) return it->second;
-  if (stats.values.size() >= options_.max_value_series) return stats.own;
-  return stats.values.emplace(std::move(id), register_series(l)).first->second;
+  if (auto it = stats.values.find(key); it != stats.values.end()) return *it->second;
+  if (stats.values.size() >= options_.max_value_series) return *stats.own;
+  KeyCounters& k = counters_for(key);
+  stats.values.emplace(std::move(key), &k);
+  return k;
 }
 
 void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule,
@@ -129,10 +146,10 @@ void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, 
   if (it == by_rule_.end()) return;
   const PerRule& r = *it->second;
   const Hits h = count_hits(status, options_.near_limit_ratio);
-  const Series& s = r.has_values ? series_for(r, key) : r.stats->own;
+  KeyCounters& s = r.has_values ? series_for(r, key) : *r.stats->own;
   // Only the counters that move: each is a cache line other threads are bumping too.
-  for (auto [c, n] : {std::pair{s.total, h.total}, {s.over, h.over}, {s.near, h.near}, {s.within, h.within},
-                      {s.shadow, h.shadow}}) {
+  for (auto [c, n] : {std::pair{&s.total, h.total}, {&s.over, h.over}, {&s.near, h.near}, {&s.within, h.within},
+                      {&s.shadow, h.shadow}}) {
     if (n) c->inc(n);
   }
 }

@@ -14,13 +14,19 @@
 // values of every later set are counted in the rule's own series, as if the options were off. So clients can add
 // at most rules x max_value_series x 5 series, whatever they send.
 //
+// Each stats key (upstream's whole name, sanitized) has five counters of its own (KeyCounters), the ones statsd
+// sends under that name (keys_since()); the Prometheus series, which keep only the key's first three parts as
+// labels, are computed at scrape time as the sum of the keys that share them. So a decision is counted once.
+//
 // Thread safety: observe() may run on any number of threads. Like the dashboard's Tracker, a shared lock guards
 // the index of the current rule set's rules, taken exclusively when a new set is first seen; each rule's value
-// series have their own mutex; counters are atomics.
+// series have their own mutex; the list of keys has its own, taken only when a key is new and by keys_since();
+// counters are atomics.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -50,6 +56,12 @@ struct Hits {
 // (fail_open, fail_closed): total only, as upstream counts a request its Redis failed.
 Hits count_hits(const service::DescriptorStatus& status, double near_limit_ratio);
 
+// One stats key's five counters, under upstream's name for them.
+struct KeyCounters {
+  std::string key;  // sanitized (sanitize_stat_name): "<domain>.<part>...", as upstream's statsd names hold it
+  Counter total, over, near, within, shadow;
+};
+
 class DescriptorStats final : public service::DecisionObserver {
  public:
   explicit DescriptorStats(Registry& registry, DescriptorStatsOptions options = {});
@@ -58,13 +70,16 @@ class DescriptorStats final : public service::DecisionObserver {
   void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
                const service::DescriptorStatus& status, Nanos now) override;
 
+  // The stats keys counted so far, from the `from`th on, in the order they appeared; never removed, and each
+  // pointer valid for this object's life.
+  std::vector<const KeyCounters*> keys_since(std::size_t from) const;
+
  private:
-  struct Series;
   struct RuleStats;
   struct PerRule;
   void bind(const std::shared_ptr<const rules::RuleSet>& set);
-  Series& series_for(const PerRule& r, std::string_view counter_key);
-  Series register_series(const Labels& labels);
+  KeyCounters& series_for(const PerRule& r, std::string_view counter_key);
+  KeyCounters& counters_for(const std::string& sanitized_key);
 
   Registry& registry_;
   DescriptorStatsOptions options_;
@@ -72,6 +87,11 @@ class DescriptorStats final : public service::DecisionObserver {
   std::weak_ptr<const rules::RuleSet> bound_;                            // under mu_: the set by_rule_ indexes
   std::unordered_map<const rules::Rule*, std::unique_ptr<PerRule>> by_rule_;  // under mu_
   std::unordered_map<std::string, std::shared_ptr<RuleStats>> by_key_;       // under mu_: by the rule's stats key
+  mutable std::mutex keys_mu_;
+  std::vector<std::unique_ptr<KeyCounters>> keys_;                   // under keys_mu_, in order of appearance
+  std::unordered_map<std::string, KeyCounters*> by_name_;             // under keys_mu_: by KeyCounters::key
+  // under keys_mu_: by "domain\nkey1\nkey2", the keys one Prometheus series sums (replaced, never changed)
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<const KeyCounters*>>> groups_;
 };
 
 }  // namespace rk::metrics::envoy

@@ -20,7 +20,19 @@ namespace {
 
 using nlohmann::json;
 
+void write_metrics(const Hooks& hooks, server::http::Response& res) {
+  res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  res.body = hooks.metrics();
+}
+
 }  // namespace
+
+server::http::Handler metrics_routes(Hooks hooks, std::string path) {
+  return [hooks = std::move(hooks), path = std::move(path)](const server::http::Request& req, server::http::Response& res) {
+    if (req.path == path && hooks.metrics) return write_metrics(hooks, res);
+    error(res, hooks, "prometheus", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
+  };
+}
 
 server::http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
   for (std::string& h : admin.hosts) h = base::ascii_lower(h);
@@ -37,11 +49,7 @@ server::http::Handler admin_routes(service::Service& service, Hooks hooks, Admin
         return;
       }
     }
-    if (req.path == "/metrics" && hooks.metrics) {
-      res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      res.body = hooks.metrics();
-      return;
-    }
+    if (req.path == "/metrics" && hooks.metrics) return write_metrics(hooks, res);
     if (req.path == "/v1/rules") {
       res.body = rules_json(service.rules().get());
       return;

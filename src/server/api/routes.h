@@ -68,6 +68,10 @@ struct AdminOptions {
 server::http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
 server::http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin = {});
 
+// The metrics alone at `path` (--prometheus's listener: no token, no other route), as the admin listener's /metrics
+// answers; 404 elsewhere.
+server::http::Handler metrics_routes(Hooks hooks, std::string path);
+
 // GET /v1/rules: the active rules as JSON (version, load time, every rule and its parameters).
 std::string rules_json(const rules::RuleSet* set);
 

@@ -1,6 +1,7 @@
 #include "server/grpc/rls_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
@@ -106,6 +107,50 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
   }
 }
 
+const char* unit_text(envoy::type::v3::RateLimitUnit u) {
+  return envoy::type::v3::RateLimitUnit_Name(u).c_str();
+}
+
+// Merges `from` into `into`: a key `into` has already keeps its value, unless both are structs, merged in turn
+// (upstream's mergeMetadata: the first descriptor to pass wins).
+void merge(google::protobuf::Struct& into, const google::protobuf::Struct& from) {
+  for (const auto& [key, value] : from.fields()) {
+    auto it = into.mutable_fields()->find(key);
+    if (it == into.mutable_fields()->end()) {
+      (*into.mutable_fields())[key] = value;
+    } else if (it->second.has_struct_value() && value.has_struct_value()) {
+      merge(*it->second.mutable_struct_value(), value.struct_value());
+    }
+  }
+}
+
+// RateLimitResponse.dynamic_metadata as upstream fills it (GrpcOptions::response_metadata).
+void metadata_to_proto(const pb::RateLimitRequest& request, const service::CheckResponse& r,
+                       google::protobuf::Struct& out) {
+  auto& fields = *out.mutable_fields();
+  fields["domain"].set_string_value(request.domain());
+  auto* list = fields["descriptors"].mutable_list_value();
+  for (const Descriptor& d : request.descriptors()) {
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    auto* entries = f["entries"].mutable_list_value();
+    for (const auto& e : d.entries()) entries->add_values()->set_string_value(e.key() + "=" + e.value());
+    if (d.has_limit()) {
+      // Go's text form of the override (upstream writes descriptor.Limit.String()).
+      f["limit"].set_string_value("requests_per_unit:" + std::to_string(d.limit().requests_per_unit()) +
+                                  " unit:" + unit_text(d.limit().unit()));
+    }
+    if (d.has_hits_addend()) f["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+  }
+  if (request.hits_addend() != 0) fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  google::protobuf::Struct passed;
+  for (const service::DescriptorStatus& st : r.statuses) {
+    if (st.unlimited || st.code == service::Code::kOverLimit || !st.rule || st.rule->metadata.empty()) continue;
+    google::protobuf::Struct m;
+    if (google::protobuf::util::JsonStringToMessage(st.rule->metadata, &m).ok()) merge(passed, m);
+  }
+  if (passed.fields_size() > 0) *fields["metadata"].mutable_struct_value() = std::move(passed);
+}
+
 }  // namespace
 
 // The async API with one completion queue per thread: cheaper per call than the callback API's thread hops. The
@@ -124,11 +169,12 @@ struct GrpcServer::Impl {
     service::CheckRequest check;
     if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
     std::string domain = check.domain;
-    service.check_async(std::move(check), [this, start, &response, finish, domain = std::move(domain)](
+    service.check_async(std::move(check), [this, start, &request, &response, finish, domain = std::move(domain)](
                                               service::CheckResult result) mutable {
       if (auto* e = std::get_if<service::RequestError>(&result)) return finish(invalid(*e));
       const auto& r = std::get<service::CheckResponse>(result);
       to_proto(r, options.response_headers, response);
+      if (options.response_metadata) metadata_to_proto(request, r, *response.mutable_dynamic_metadata());
       if (hooks.decided) hooks.decided(domain, r, std::chrono::steady_clock::now() - start);
       if (hooks.answered) hooks.answered("OK");
       finish(::grpc::Status::OK);

@@ -25,6 +25,10 @@ namespace rk::server::grpc {
 struct GrpcOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free one (see port())
   bool response_headers = false;        // add the RateLimit header fields to response_headers_to_add
+  // Fill RateLimitResponse.dynamic_metadata as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA: the
+  // request's domain, its descriptors (entries as "key=value", an override as text, its hits_addend), the request's
+  // hits_addend when not 0, and "metadata": the rules files' `metadata:` of the descriptors that passed, merged.
+  bool response_metadata = false;
   int threads = 2;                      // threads, each polling its own completion queue
   // Bounds on what clients can make the server hold. A request is decoded whole before it is answered, so each
   // stream in flight may hold one message; Watch streams hold theirs for as long as they are open.

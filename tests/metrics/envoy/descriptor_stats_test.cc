@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -420,6 +421,48 @@ descriptors:
   reloader_->load_now();
   for (int i = 0; i < 100; ++i) check("d", {{"ip", "192.0.2." + std::to_string(i)}});
   EXPECT_EQ(series(names::kEnvoyTotalHits.name), 2u + 2u * 50u);
+}
+
+// Each stats key has its own counters (what statsd sends under upstream's whole name, keys_since()); the Prometheus
+// series of the keys that share their first three parts is their sum, counted once.
+TEST_F(EnvoyStats, EachStatsKeyCountsApartAndPrometheusSumsThoseSharingTheirLabels) {
+  service(R"(
+domain: d
+descriptors:
+  - key: host
+    value: api.example.com
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: host
+    value: api.example.org
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c
+            detailed_metric: true
+            rate_limit: {unit: minute, requests_per_unit: 100}
+)");
+  check("d", {{"host", "api.example.com"}});
+  check("d", {{"host", "api.example.com"}});
+  check("d", {{"host", "api.example.org"}});
+  check("d", {{"a", "1"}, {"b", "2"}, {"c", "x"}});
+  check("d", {{"a", "1"}, {"b", "2"}, {"c", "y"}});
+  std::map<std::string, std::uint64_t> totals;
+  for (const KeyCounters* k : stats_->keys_since(0)) totals[k->key] = k->total.value();
+  EXPECT_EQ(totals, (std::map<std::string, std::uint64_t>{{"d.host_api.example.com", 2},
+                                                          {"d.host_api.example.org", 1},
+                                                          {"d.a.b.c", 0},  // the rule's own key
+                                                          {"d.a_1.b_2.c_x", 1},
+                                                          {"d.a_1.b_2.c_y", 1}}));
+  EXPECT_EQ(value(names::kEnvoyTotalHits.name, "d", "host_api", "example"), 3);
+  EXPECT_EQ(value(names::kEnvoyTotalHits.name, "d", "a_1", "b_2"), 2);
+  // From an index on: what a flusher has not seen yet.
+  const std::size_t seen = stats_->keys_since(0).size();
+  EXPECT_TRUE(stats_->keys_since(seen).empty());
+  check("d", {{"a", "1"}, {"b", "2"}, {"c", "z"}});
+  ASSERT_EQ(stats_->keys_since(seen).size(), 1u);
+  EXPECT_EQ(stats_->keys_since(seen)[0]->key, "d.a_1.b_2.c_z");
 }
 
 }  // namespace
