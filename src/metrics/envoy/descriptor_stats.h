@@ -58,6 +58,11 @@ class DescriptorStats final : public service::DecisionObserver {
   void observe(const std::shared_ptr<const rules::RuleSet>& set, const rules::Rule& rule, std::string_view key,
                const service::DescriptorStatus& status, Nanos now) override;
 
+  // Every rule's own counters as upstream's debug listener prints them at /stats, one `name: value` line each,
+  // sorted: "ratelimit.service.rate_limit.edge.user.total_hits: 3" (a request's values' series are counted in
+  // the Prometheus series alone).
+  std::vector<std::string> stats_lines() const;
+
  private:
   struct Series;
   struct RuleStats;

@@ -1,6 +1,7 @@
 // server/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
 #include "server/serve/serve_metrics.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -179,8 +180,20 @@ void ServeMetrics::tls_reloaded(bool ok) {  // rare: the registry's lock each ti
 }
 
 std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double near_limit_ratio) {
-  return std::make_shared<metrics::envoy::DescriptorStats>(
+  descriptor_stats_ = std::make_shared<metrics::envoy::DescriptorStats>(
       registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});
+  return descriptor_stats_;
+}
+
+std::string ServeMetrics::upstream_stats_text() const {
+  std::vector<std::string> lines;
+  if (descriptor_stats_) lines = descriptor_stats_->stats_lines();
+  lines.push_back("ratelimit.service.config_load_success: " + std::to_string(reload_ok_.value()));
+  lines.push_back("ratelimit.service.config_load_error: " + std::to_string(reload_failed_.value()));
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
 }
 
 }  // namespace rk::serve

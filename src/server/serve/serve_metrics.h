@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +22,10 @@
 #include "rules/ruleset.h"
 #include "server/api/routes.h"
 #include "service/service.h"
+
+namespace rk::metrics::envoy {
+class DescriptorStats;
+}  // namespace rk::metrics::envoy
 
 namespace rk::serve {
 
@@ -45,9 +51,13 @@ class ServeMetrics {
   }
   // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), to be fed every decision.
   std::shared_ptr<service::DecisionObserver> descriptor_stats(double near_limit_ratio);
+  // The debug listener's /stats (--debug): those counters and the rules' loads under upstream's names, one
+  // `name: value` line each, sorted.
+  std::string upstream_stats_text() const;
 
  private:
   metrics::Registry registry_;
+  std::shared_ptr<metrics::envoy::DescriptorStats> descriptor_stats_;  // once descriptor_stats() made it
   metrics::Counter& reload_ok_;
   metrics::Counter& reload_failed_;
   metrics::Gauge& reload_time_;
