@@ -373,10 +373,12 @@ void xds(Env& e, bool used) {
     (void)e.integer("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 1, 1LL << 31, "not a size in bytes");
     e.note("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES not applied: the xDS client takes gRPC's default largest message");
   }
+  for (const auto& [var, flag] : files) (void)e.text(var);  // read either way
   if (!used) {
-    for (std::string_view v : {"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_METADATA",
-                               "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "CONFIG_GRPC_XDS_SERVER_USE_TLS"}) {
-      if (e.given(v)) e.note(std::string(v) + " not used: CONFIG_TYPE is FILE (as upstream)");
+    for (const auto& v : kVariables) {
+      if ((v.name.starts_with("CONFIG_GRPC_XDS_") || v.name.starts_with("XDS_CLIENT_")) && e.given(v.name)) {
+        e.note(std::string(v.name) + " not used: CONFIG_TYPE is FILE (as upstream)");
+      }
     }
     return;
   }

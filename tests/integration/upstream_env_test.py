@@ -208,6 +208,19 @@ class EnvoyGatewaysEnvironment(unittest.TestCase):
     def test_what_was_accepted_without_a_flag_is_logged(self):
         self.assertIn("GRPC_SERVER_TLS_CA_CERT not read", self.server.output())
 
+    def test_the_refusals_docs_envoy_gateway_md_shows(self):
+        with open(os.path.join(HERE, "..", "..", "docs", "envoy-gateway.md")) as f:
+            doc = f.read()
+        block = doc.split("<!-- docs-test: by tests/integration/upstream_env_test.py -->\n```text\n", 1)[1]
+        lines = block.split("```", 1)[0].splitlines()
+        self.assertGreaterEqual(len(lines), 3)
+        for line in lines:
+            name, value = line[len("ratelimit: "):].split(": ", 1)[0].split("=", 1)
+            r = subprocess.run([self.link], env=dict(self.env, **{name: value}), capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(line + "\n", r.stderr)
+
     def test_bad_values_stop_the_start_naming_the_variable(self):
         for name, value in (("PORT", "abc"), ("GRPC_MAX_CONNECTION_AGE", "soon"), ("BACKEND_TYPE", "memcache")):
             env = dict(self.env, **{name: value})

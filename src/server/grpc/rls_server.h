@@ -51,12 +51,12 @@ struct GrpcOptions {
   std::vector<std::string> per_ip_exempt;
   int busy_idle_timeout_ms = 5000;
   int idle_timeout_ms = 60000;
+  int fd_ceiling = 0;
   // A connection older than max_connection_age_ms (0: no limit) is sent GOAWAY, its age drawn per connection
   // within ±10% of it (gRPC's own jitter, GRPC_ARG_MAX_CONNECTION_AGE_MS), so that clients reconnect, spread over
   // servers added since; calls still open max_connection_age_grace_ms after it (0: no limit) are cut.
   int max_connection_age_ms = 0;
   int max_connection_age_grace_ms = 0;
-  int fd_ceiling = 0;
 };
 
 struct GrpcHooks {
