@@ -122,7 +122,7 @@ void add_security_flags(cli::FlagSet& flags, ServeFlags& f) {
               text(f.tls_client_ca));
   flags.value("--grpc-tls-cert", "FILE",
               "the gRPC listener's own certificate chain (PEM, with --grpc-tls-key): gRPC\n"
-              "speaks TLS with it and --tls-* apply to the HTTP and admin listeners alone",
+              "speaks TLS with it, and --tls-cert is the HTTP and admin listeners' alone",
               text(f.grpc_tls_cert));
   flags.value("--grpc-tls-key", "FILE", "the private key of --grpc-tls-cert (PEM, unencrypted)", text(f.grpc_tls_key));
   flags.value("--grpc-tls-client-ca", "FILE",
