@@ -9,6 +9,7 @@ import importlib
 import os
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -271,6 +272,19 @@ class GrpcTlsOfItsOwn(unittest.TestCase):
         with self.certs.channel(self.grpc_port) as channel:
             with self.assertRaises(grpc.RpcError):
                 should(channel)(request("rl", "foo", "none"), timeout=5)
+
+    def test_a_rotated_grpc_certificate_is_served_to_new_connections(self):
+        def serial():
+            ctx = ssl.create_default_context(cafile=self.certs.path("ca.crt"))
+            ctx.load_cert_chain(self.certs.path("client.crt"), self.certs.path("client.key"))
+            ctx.set_alpn_protocols(["h2"])
+            with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=10) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                    return int(tls.getpeercert()["serialNumber"], 16)
+        self.assertEqual(serial(), 1)
+        subprocess.run(["sh", MAKE_CERTS, self.certs.dir, "server", "7"], check=True)
+        wait_until(lambda: serial() == 7, "the rotated gRPC certificate", seconds=20, retry_on=(OSError,))
+        self.assertEqual(get(self.http_port, "/healthcheck"), (200, "OK"))  # still plain
 
     def test_grpc_tls_flags_need_grpc(self):
         r = subprocess.run([BINARY, "serve", "--config", os.path.join(self.dir, "rules.yaml"),
