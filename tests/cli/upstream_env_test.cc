@@ -170,6 +170,16 @@ TEST(UpstreamEnv, RulesStatsAndTracing) {
   EXPECT_EQ(arg(t, "--service-name"), "envoy-ratelimit");
 }
 
+TEST(UpstreamEnv, PrometheusOnPort9090MovesTheAdminListenerOutOfItsWay) {
+  const UpstreamEnv t = translate_upstream_env({{"USE_PROMETHEUS", "true"}}, any_flag);
+  EXPECT_TRUE(t.errors.empty()) << joined(t.errors);
+  EXPECT_EQ(arg(t, "--prometheus"), "0.0.0.0:9090");
+  EXPECT_EQ(arg(t, "--admin"), "127.0.0.1:9091");
+  const UpstreamEnv off = translate_upstream_env({{"USE_PROMETHEUS", "true"}, {"DISABLE_STATS", "true"}}, any_flag);
+  EXPECT_EQ(arg(off, "--prometheus"), "<absent>");
+  EXPECT_EQ(arg(off, "--statsd"), "<absent>");
+}
+
 TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
   const UpstreamEnv t = translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
                                                 {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "a:1,b:2"},

@@ -175,6 +175,8 @@ http::ServerEvents admin_events(ServeMetrics& metrics, const http::ServerEvents&
   return events;
 }
 
+constexpr std::size_t kDebugMaxConnections = 16;
+
 // envoyproxy/ratelimit's debug listener, what of it users read: / (the endpoints), /rlconfig, /stats. Plain text,
 // GET only; it shows no secret, but the rules and counters: loopback unless told otherwise.
 http::Handler debug_routes(service::Service& service, ServeMetrics& metrics) {
@@ -311,7 +313,8 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
       return false;
     }
     options.debug_http->threads = 1;
-    options.debug_http->max_connections = options.budget.admin_max;
+    // A few readers at a time; its descriptors come from the process's own share, as the admin listener's extra do.
+    options.debug_http->max_connections = std::min<std::size_t>(kDebugMaxConnections, options.budget.admin_max);
   }
   return admin_token(flags, options, options.admin_token, error);
 }
