@@ -252,10 +252,12 @@ std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, const L
                                                               flags.grpc_max_connection_age_grace) : 0},
       hooks);
   server->start();
+  const char* tls_state = tls.cert.empty()           ? "off"
+                          : !tls.client_ca.empty()    ? "on, client certificates"
+                          : "on";
   logging::log(logging::Level::kInfo, "serving gRPC",
                {{"grpc", flags.grpc.substr(0, flags.grpc.rfind(':')) + ":" + std::to_string(server->port())},
-                {"tls", tls.cert.empty() ? "off" : tls.client_ca.empty() ? "on" : "on, client certificates"},
-                {"tls_files", options.grpc_tls ? "its own (--grpc-tls-cert)" : tls.cert.empty() ? "" : "--tls-cert"}});
+                {"tls", std::string(tls_state) + (options.grpc_tls ? " (--grpc-tls-cert)" : "")}});
   return server;
 }
 

@@ -1,6 +1,7 @@
 // server/serve/listeners.h: serve's listeners: the public HTTP one (decision API, forward-auth), the admin one
 // (metrics, rules, dashboard, admin API) and, with --grpc, Envoy's rate-limit gRPC API, started and stopped as one;
-// with --tls-cert, all three speak TLS, and rotated certificate files are picked up while serving.
+// with --tls-cert, all three speak TLS (gRPC its own with --grpc-tls-cert), and rotated certificate files are
+// picked up while serving; with --debug, envoyproxy/ratelimit's debug listener (/rlconfig, /stats) too.
 //
 //   ListenerOptions options;
 //   if (!listener_options(flags, open_files, options, error)) ...      // exit 2: nothing started
