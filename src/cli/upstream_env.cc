@@ -303,6 +303,13 @@ void listeners(Env& e) {
                                   {"GRPC_CLIENT_TLS_CACERT", "--grpc-tls-client-ca"},
                                   {"GRPC_CLIENT_TLS_SAN", "--grpc-tls-client-san"}};
   if (e.boolean("GRPC_SERVER_USE_TLS")) {
+    // Never plaintext where TLS was asked for.
+    if (e.text("GRPC_SERVER_TLS_CERT").empty() || e.text("GRPC_SERVER_TLS_KEY").empty()) {
+      e.refuse("GRPC_SERVER_USE_TLS", "needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY");
+    }
+    if (!e.text("GRPC_CLIENT_TLS_SAN").empty() && e.text("GRPC_CLIENT_TLS_CACERT").empty()) {
+      e.refuse("GRPC_CLIENT_TLS_SAN", "needs GRPC_CLIENT_TLS_CACERT, the CAs a client certificate is verified by");
+    }
     for (const auto& [var, flag] : files) {
       if (std::string v = e.text(var); !v.empty()) e.flag({var}, flag, v);
     }

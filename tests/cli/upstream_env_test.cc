@@ -94,6 +94,19 @@ TEST(UpstreamEnv, GrpcTlsGoesToTheGrpcListenerAloneAndOnlyWithUseTls) {
             std::string::npos);
 }
 
+TEST(UpstreamEnv, TlsAskedForWithoutItsFilesIsRefusedNotServedPlain) {
+  const UpstreamEnv t = translate_upstream_env({{"GRPC_SERVER_USE_TLS", "true"}}, any_flag);
+  ASSERT_EQ(t.errors.size(), 1u) << joined(t.errors);
+  EXPECT_EQ(t.errors[0], "GRPC_SERVER_USE_TLS=true: needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY");
+  const UpstreamEnv san = translate_upstream_env({{"GRPC_SERVER_USE_TLS", "true"},
+                                                  {"GRPC_SERVER_TLS_CERT", "/c"},
+                                                  {"GRPC_SERVER_TLS_KEY", "/k"},
+                                                  {"GRPC_CLIENT_TLS_SAN", "envoy"}},
+                                                 any_flag);
+  ASSERT_EQ(san.errors.size(), 1u) << joined(san.errors);
+  EXPECT_TRUE(san.errors[0].starts_with("GRPC_CLIENT_TLS_SAN=envoy: needs GRPC_CLIENT_TLS_CACERT")) << san.errors[0];
+}
+
 TEST(UpstreamEnv, RedisUrlsByType) {
   struct Case {
     std::map<std::string, std::string> env;
@@ -267,6 +280,22 @@ TEST(UpstreamEnv, EveryVariableOfTheTableIsRead) {
     EXPECT_EQ(e.find("not by this translation"), std::string::npos) << e;
   }
   EXPECT_EQ(upstream_variables().size(), 114u);  // settings.go's envconfig tags
+}
+
+// docs/envoy-gateway.md's table has a row for each variable, in the table's order, with its default.
+TEST(UpstreamEnv, TheDocsTableListsEveryVariable) {
+  std::ifstream in(std::string(RK_TESTDATA) + "/../../docs/envoy-gateway.md");
+  ASSERT_TRUE(in);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("| `")) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), upstream_variables().size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const UpstreamVariable& v = upstream_variables()[i];
+    const std::string def = v.upstream_default.empty() ? "" : "`" + std::string(v.upstream_default) + "`";
+    EXPECT_TRUE(rows[i].starts_with("| `" + std::string(v.name) + "` | " + def + " |")) << rows[i];
+  }
 }
 
 TEST(UpstreamEnv, GoDurations) {
