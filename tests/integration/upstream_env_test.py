@@ -129,8 +129,9 @@ class Server:
 class EnvoyGatewaysEnvironment(unittest.TestCase):
     """Envoy Gateway's variables as it sets them, but for what a test on one machine must change: the rules come from
     a folder (CONFIG_TYPE=FILE, RUNTIME_ROOT in a temporary directory; Envoy Gateway pushes them over xDS), the
-    certificate paths are the test's, the listeners are on free loopback ports, and there is no Redis (REDIS_*
-    left out: their translation is the unit test's)."""
+    certificate paths are the test's, the listeners are on free loopback ports, and Redis is a redis-server of the
+    test's on loopback, TLS only, asking for a client certificate and the password (REDIS_TLS_CACERT added: Envoy
+    Gateway's Redis has a certificate the system trusts)."""
 
     @classmethod
     def setUpClass(cls):
@@ -145,8 +146,15 @@ class EnvoyGatewaysEnvironment(unittest.TestCase):
         env.update(CONFIG_TYPE="FILE", RUNTIME_ROOT=os.path.join(cls.dir, "data"),
                    GRPC_SERVER_TLS_CERT=cls.certs.path("server.crt"), GRPC_SERVER_TLS_KEY=cls.certs.path("server.key"),
                    GRPC_SERVER_TLS_CA_CERT=cls.certs.path("ca.crt"))
-        for name in [n for n in env if n.startswith("REDIS_")]:
-            del env[name]
+        cls.redis_port = free_port()
+        c = cls.certs.path
+        cls.redis = Server(cls.dir, [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", "0",
+                                     "--tls-port", str(cls.redis_port), "--bind", "127.0.0.1", "--save", "",
+                                     "--appendonly", "no", "--dir", cls.dir, "--tls-cert-file", c("server.crt"),
+                                     "--tls-key-file", c("server.key"), "--tls-ca-cert-file", c("ca.crt"),
+                                     "--tls-auth-clients", "yes", "--requirepass", env["REDIS_AUTH"]])
+        env.update(REDIS_URL="127.0.0.1:%d" % cls.redis_port, REDIS_TLS_CLIENT_CERT=c("client.crt"),
+                   REDIS_TLS_CLIENT_KEY=c("client.key"), REDIS_TLS_CACERT=c("ca.crt"))
         flags = serve_flags()
         needs = {"USE_PROMETHEUS": "--prometheus", "TRACING_ENABLED": "--otlp-endpoint",
                  "FORCE_START_WITHOUT_INITIAL_CONFIG": "--ready-without-rules"}
@@ -171,13 +179,38 @@ class EnvoyGatewaysEnvironment(unittest.TestCase):
                        retry_on=(OSError,))
         except AssertionError:
             cls.server.stop()
+            cls.redis.stop()
             raise AssertionError("ratelimit did not become healthy:\n" + cls.server.output())
         print("left out for want of a flag in this build: %s" % (", ".join(cls.left_out) or "none"), file=sys.stderr)
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
+        cls.redis.stop()
         shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def redis_keys(self):
+        """DBSIZE of the test's Redis, over TLS with the client certificate and the password."""
+        ctx = ssl.create_default_context(cafile=self.certs.path("ca.crt"))
+        ctx.load_cert_chain(self.certs.path("client.crt"), self.certs.path("client.key"))
+        with socket.create_connection(("127.0.0.1", self.redis_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                password = self.env["REDIS_AUTH"].encode()
+                s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$6\r\nDBSIZE\r\n" % (len(password), password))
+                reply = b""
+                while reply.count(b"\r\n") < 2:
+                    reply += s.recv(4096)
+        first, second = reply.split(b"\r\n")[:2]
+        self.assertEqual(first, b"+OK")
+        return int(second[1:])
+
+    def test_limits_are_shared_through_redis_over_tls(self):
+        self.assertIn("sharing limits through Redis", self.server.output())
+        with self.certs.channel(self.grpc_port) as channel:
+            codes = [rls.RateLimitResponse.Code.Name(should(channel)(request("rl", "foo", "redis"), timeout=10)
+                                                     .overall_code) for _ in range(3)]
+        self.assertEqual(codes, ["OK", "OK", "OVER_LIMIT"])  # a Redis that failed would let all through (fail_open)
+        self.assertGreaterEqual(self.redis_keys(), 1)
 
     def test_the_probe_port_answers_healthcheck_in_plain_http(self):
         self.assertEqual(get(self.http_port, "/healthcheck"), (200, "OK"))

@@ -29,8 +29,8 @@ namespace rk::serve {
 // What the listeners are made of, from the flags.
 struct ListenerOptions {
   http::ServerOptions public_http, admin_http;
-  std::optional<http::TlsFiles> grpc_tls;
-  std::optional<http::ServerOptions> debug_http;  // --debug: upstream's debug listener (/rlconfig, /stats)  // --grpc-tls-*: gRPC's own files; none: gRPC takes public_http's
+  std::optional<http::TlsFiles> grpc_tls;  // --grpc-tls-*: gRPC's own files; none: gRPC takes public_http's
+  std::optional<http::ServerOptions> debug_http;  // --debug: upstream's debug listener (/rlconfig, /stats)
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
   std::vector<api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
@@ -43,8 +43,8 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag
 // (and the file), for: an address that is not ADDR:PORT; --grpc in a build without gRPC; --tls-key without
 // --tls-cert or the reverse, --tls-client-ca without them (likewise --grpc-tls-*, which also need --grpc, and
-// --grpc-tls-client-san without --grpc-tls-client-ca), a --debug address that is not ADDR:PORT, a TLS file unreadable or not PEM, a key that does not
-// match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
+// --grpc-tls-client-san without --grpc-tls-client-ca), --grpc-max-connection-age(-grace) without --grpc, a --debug
+// address that is not ADDR:PORT, a TLS file unreadable or not PEM, a key that does not match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
 // character a header cannot carry; an --admin address that is not loopback without --admin-token-file, or with it
 // but without TLS or --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the
 // descriptors the process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
