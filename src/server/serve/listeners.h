@@ -44,10 +44,11 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // (and the file), for: an address that is not ADDR:PORT; --grpc in a build without gRPC; --tls-key without
 // --tls-cert or the reverse, --tls-client-ca without them (likewise --grpc-tls-*, which also need --grpc, and
 // --grpc-tls-client-san without --grpc-tls-client-ca), --grpc-max-connection-age(-grace) without --grpc, a --debug
-// address that is not ADDR:PORT, a TLS file unreadable or not PEM, a key that does not match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
-// character a header cannot carry; an --admin address that is not loopback without --admin-token-file, or with it
-// but without TLS or --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the
-// descriptors the process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
+// address that is not ADDR:PORT, a TLS file unreadable or not PEM, a key that does not match its certificate; an
+// --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a character a header cannot carry;
+// an --admin address that is not loopback without --admin-token-file, or with it but without TLS or
+// --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the descriptors the
+// process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
 bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
                       std::string& error);
 
