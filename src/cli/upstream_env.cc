@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/ascii.h"
+#include "base/json_string.h"
 
 namespace rk::cli {
 
@@ -32,7 +33,7 @@ constexpr UpstreamVariable kVariables[] = {
     {"CONFIG_TYPE", "FILE", "FILE: --config from the RUNTIME_ variables; GRPC_XDS_SOTW: --xds-server and the rest"},
     {"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "true: --ready-without-rules"},
     {"CONFIG_GRPC_XDS_NODE_ID", "default", "--xds-node-id (with GRPC_XDS_SOTW)"},
-    {"CONFIG_GRPC_XDS_NODE_METADATA", "", "--xds-node-metadata (with GRPC_XDS_SOTW)"},
+    {"CONFIG_GRPC_XDS_NODE_METADATA", "", "--xds-node-metadata, k1=v1,k2=v2 as a JSON object of strings"},
     {"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "--xds-server (with GRPC_XDS_SOTW)"},
     {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "--xds-retry-interval (with GRPC_XDS_SOTW)"},
     {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "--xds-headers, k1:v1,k2:v2 as k1=v1,k2=v2"},
@@ -127,8 +128,8 @@ constexpr UpstreamVariable kVariables[] = {
     {"MERGE_DOMAIN_CONFIG", "false", "--merge-domains"},
     {"TRACING_ENABLED", "false", "true: --otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT) and the four below"},
     {"TRACING_SERVICE_NAME", "RateLimit", "--service-name"},
-    {"TRACING_SERVICE_NAMESPACE", "", "accepted, not sent: no flag for it yet"},
-    {"TRACING_SERVICE_INSTANCE_ID", "", "accepted, not sent: no flag for it yet"},
+    {"TRACING_SERVICE_NAMESPACE", "", "accepted, not sent: serve has no flag for it"},
+    {"TRACING_SERVICE_INSTANCE_ID", "", "accepted, not sent: serve has no flag for it"},
     {"TRACING_EXPORTER_PROTOCOL", "http", "--otlp-protocol: http is http/protobuf, grpc is grpc"},
     {"TRACING_SAMPLING_RATE", "1", "--trace-sample-rate"},
 };
@@ -360,8 +361,28 @@ std::string rules_folder(Env& e) {
 
 void xds(Env& e, bool used) {
   // Read (and so checked) either way; given to serve only when the rules come over xDS.
-  const std::string node = e.text("CONFIG_GRPC_XDS_NODE_ID"), metadata = e.text("CONFIG_GRPC_XDS_NODE_METADATA"),
-                    server = e.text("CONFIG_GRPC_XDS_SERVER_URL");
+  const std::string node = e.text("CONFIG_GRPC_XDS_NODE_ID"), server = e.text("CONFIG_GRPC_XDS_SERVER_URL");
+  // upstream's "k1=v1,k2=v2" (string values) as the JSON object --xds-node-metadata takes.
+  std::string metadata;
+  if (const std::string m = e.text("CONFIG_GRPC_XDS_NODE_METADATA"); !m.empty()) {
+    metadata = "{";
+    for (std::size_t at = 0; at <= m.size();) {
+      const std::size_t comma = std::min(m.find(',', at), m.size());
+      const std::string item = m.substr(at, comma - at);
+      const std::size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        e.bad("CONFIG_GRPC_XDS_NODE_METADATA", m, "not a list of key=value pairs (like k1=v1,k2=v2)");
+        metadata.clear();
+        break;
+      }
+      if (metadata.size() > 1) metadata += ',';
+      base::append_json_string(metadata, item.substr(0, eq));
+      metadata += ':';
+      base::append_json_string(metadata, item.substr(eq + 1));
+      at = comma + 1;
+    }
+    if (!metadata.empty()) metadata += '}';
+  }
   const std::string retry = e.duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL");
   std::string headers;
   for (const auto& [k, v] : e.pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")) {

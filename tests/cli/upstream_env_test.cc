@@ -196,6 +196,7 @@ TEST(UpstreamEnv, PrometheusOnPort9090MovesTheAdminListenerOutOfItsWay) {
 TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
   const UpstreamEnv t = translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
                                                 {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "a:1,b:2"},
+                                                {"CONFIG_GRPC_XDS_NODE_METADATA", "zone=eu-1,note=say \"hi\""},
                                                 {"CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"},
                                                 {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"},
                                                 {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "envoy-gateway"},
@@ -206,6 +207,7 @@ TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
   EXPECT_EQ(arg(t, "--xds-server"), "localhost:18000");
   EXPECT_EQ(arg(t, "--xds-node-id"), "default");
   EXPECT_EQ(arg(t, "--xds-headers"), "a=1,b=2");
+  EXPECT_EQ(arg(t, "--xds-node-metadata"), R"({"zone":"eu-1","note":"say \"hi\""})");
   EXPECT_EQ(arg(t, "--xds-retry-interval"), "3000ms");
   EXPECT_EQ(arg(t, "--xds-tls"), "<toggle>");
   EXPECT_EQ(arg(t, "--xds-tls-ca"), "/certs/ca.crt");
@@ -220,10 +222,19 @@ TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
 // Bad input: each stops the start naming the variable and its value.
 TEST(UpstreamEnv, UnparsableValuesNameTheVariableAndValue) {
   const std::pair<std::string, std::string> bad[] = {
-      {"PORT", "abc"},          {"GRPC_PORT", "70000"},          {"GRPC_MAX_CONNECTION_AGE", "soon"},
-      {"SHADOW_MODE", "yes"},   {"NEAR_LIMIT_RATIO", "1.5"},     {"LOG_LEVEL", "loud"},
-      {"REDIS_POOL_SIZE", "x"}, {"STATS_FLUSH_INTERVAL", "-1s"}, {"EXTRA_TAGS", "novalue"},
-      {"CONFIG_TYPE", "REST"},  {"TRACING_SAMPLING_RATE", "2"},  {"XDS_CLIENT_BACKOFF_JITTER", "maybe"},
+      {"PORT", "abc"},
+      {"GRPC_PORT", "70000"},
+      {"GRPC_MAX_CONNECTION_AGE", "soon"},
+      {"SHADOW_MODE", "yes"},
+      {"NEAR_LIMIT_RATIO", "1.5"},
+      {"LOG_LEVEL", "loud"},
+      {"REDIS_POOL_SIZE", "x"},
+      {"STATS_FLUSH_INTERVAL", "-1s"},
+      {"EXTRA_TAGS", "novalue"},
+      {"CONFIG_TYPE", "REST"},
+      {"CONFIG_GRPC_XDS_NODE_METADATA", "novalue"},
+      {"TRACING_SAMPLING_RATE", "2"},
+      {"XDS_CLIENT_BACKOFF_JITTER", "maybe"},
   };
   for (const auto& [name, value] : bad) {
     const UpstreamEnv t = translate_upstream_env({{name, value}}, any_flag);
