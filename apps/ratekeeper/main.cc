@@ -1,4 +1,5 @@
 // ratekeeper: the command-line entry point. Subcommands live in src/cli; this file only dispatches.
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -37,6 +38,13 @@ void usage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
+#ifdef RK_HAVE_SERVER
+  // Invoked as `ratelimit` (envoyproxy/ratelimit's /bin/ratelimit, a link to this binary): configured by upstream's
+  // environment, every argument a serve flag.
+  if (argc > 0 && std::filesystem::path(argv[0]).filename() == "ratelimit") {
+    return rk::cli::serve::run_ratelimit(std::vector<std::string>(argv + 1, argv + argc));
+  }
+#endif
   if (argc < 2) {
     usage(std::cerr);
     return 2;

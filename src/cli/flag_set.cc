@@ -105,6 +105,11 @@ bool FlagSet::is_toggle(const std::string& name) const {
   return o != nullptr && o->get_expected_max() == 0 && o != app_->get_help_ptr();
 }
 
+bool FlagSet::has(const std::string& name) const {
+  const CLI::Option* o = app_->get_option_no_throw(name);
+  return o != nullptr && o != app_->get_help_ptr();
+}
+
 Parsed FlagSet::parse(const std::vector<std::string>& args) {
   Parsed out;
   problems_.clear();

@@ -60,6 +60,8 @@ class FlagSet {
 
   // True for a flag of this set that takes no value (a settings file gives it as true or false).
   bool is_toggle(const std::string& name) const;
+  // True for a flag of this set ("--grpc").
+  bool has(const std::string& name) const;
 
   Parsed parse(const std::vector<std::string>& args);
   std::string help() const;

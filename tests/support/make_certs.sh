@@ -5,6 +5,7 @@
 #   server.crt/.key      the server's, subjectAltName IP:127.0.0.1 and DNS:localhost, serial 1
 #   client.crt/.key      a client's, for mutual TLS
 #   other-ca.crt         another CA, and other.crt/.key, a client's certificate it issued (untrusted by the server)
+#   stranger.crt/.key    a client's from ca, subjectAltName DNS:stranger (a SAN check that wants "client" refuses it)
 # tests/support/make_certs.sh DIR server SERIAL [CA]: a new server key and certificate (serial SERIAL) from ca (or from
 # CA: other-ca), as a certificate manager rotates them: each file written aside and renamed over the old one.
 set -eu
@@ -38,3 +39,4 @@ ca other-ca
 leaf server ca 1 "IP:127.0.0.1,DNS:localhost"
 leaf client ca 2 "DNS:client"
 leaf other other-ca 3 "DNS:other"
+leaf stranger ca 4 "DNS:stranger"

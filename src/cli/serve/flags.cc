@@ -100,6 +100,10 @@ void add_listener_flags(cli::FlagSet& flags, ServeFlags& f) {
               "metrics, rules, admin API (default 127.0.0.1:9090,\nalso Prometheus's default port: move one of them)",
               text(f.admin));
   flags.value("--grpc", "ADDR:PORT", "Envoy's rate-limit gRPC API and gRPC health (off unless given)", text(f.grpc));
+  flags.value("--debug", "ADDR:PORT",
+              "envoyproxy/ratelimit's debug listener: /rlconfig (the rules in its format) and\n"
+              "/stats (its counters as 'name: value' lines); off unless given",
+              text(f.debug));
   flags.toggle("--grpc-response-headers", "add the RateLimit header fields to gRPC answers", f.grpc_headers);
   flags.value("--threads", "N", "HTTP threads per listener (default 2)", whole_number(f.threads, 1, 64));
   flags.value("--header-timeout", "DUR", "a request's head must arrive within this (default 10s)",
@@ -119,6 +123,19 @@ void add_security_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--tls-key", "FILE", "the private key of --tls-cert (PEM, unencrypted)", text(f.tls_key));
   flags.value("--tls-client-ca", "FILE", "require client certificates issued by these CAs (PEM; mutual TLS)",
               text(f.tls_client_ca));
+  flags.value("--grpc-tls-cert", "FILE",
+              "the gRPC listener's own certificate chain (PEM, with --grpc-tls-key): gRPC\n"
+              "speaks TLS with it, and --tls-cert is the HTTP and admin listeners' alone",
+              text(f.grpc_tls_cert));
+  flags.value("--grpc-tls-key", "FILE", "the private key of --grpc-tls-cert (PEM, unencrypted)", text(f.grpc_tls_key));
+  flags.value("--grpc-tls-client-ca", "FILE",
+              "gRPC requires client certificates issued by these CAs (PEM; mutual TLS;\n"
+              "with --grpc-tls-cert)",
+              text(f.grpc_tls_client_ca));
+  flags.value("--grpc-tls-client-san", "NAME",
+              "gRPC refuses a client certificate without this subject alternative name\n"
+              "(DNS, URI, IP or e-mail; needs a client CA)",
+              text(f.grpc_tls_client_san));
   flags.value("--admin-token-file", "FILE",
               "admin requests but /healthz and /readyz need 'Authorization: Bearer <the token\n"
               "in FILE>' (at least 16 bytes); required for an --admin address that is not loopback",
@@ -149,6 +166,16 @@ void add_connection_flags(cli::FlagSet& flags, ServeFlags& f) {
               "gRPC connections at once (default 10000, or fewer if the open files limit\n"
               "is lower)",
               given(f.grpc_max_connections_given, whole_number(f.grpc_max_connections, 1, 1'000'000)));
+  flags.value("--grpc-max-connection-age", "DUR",
+              "gRPC: a connection older than this (±10% jitter) is sent GOAWAY, so that\n"
+              "clients spread over servers added later (default: none)",
+              duration(f.grpc_max_connection_age, std::chrono::milliseconds(100), std::chrono::hours(24 * 365),
+                       "a duration from 100ms to 365d"));
+  flags.value("--grpc-max-connection-age-grace", "DUR",
+              "gRPC: calls still open this long after that GOAWAY are cut (default: none,\n"
+              "they finish)",
+              duration(f.grpc_max_connection_age_grace, std::chrono::milliseconds(1), std::chrono::hours(24 * 365),
+                       "a duration from 1ms to 365d"));
   flags.value("--grpc-max-message-bytes", "N", "gRPC: a larger request is refused (default 65536)",
               whole_number(f.grpc_max_message_bytes, 1024, 64 << 20));
   flags.value("--grpc-max-streams-per-connection", "N", "gRPC: streams at once on one connection (default 256)",
@@ -442,6 +469,13 @@ std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, 
                      "s: requests in flight, the state file and the exit need time after the drain");
   }
   return errors;
+}
+
+bool is_serve_flag(std::string_view flag) {
+  ServeFlags ignored;
+  cli::FlagSet flags(kServeUsage);
+  add_serve_flags(flags, ignored);
+  return flags.has(std::string(flag));
 }
 
 std::string serve_help() {

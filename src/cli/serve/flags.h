@@ -74,6 +74,13 @@ struct ServeFlags {
   std::string tls_cert;          // with tls_key: every listener speaks TLS
   std::string tls_key;
   std::string tls_client_ca;     // and asks for client certificates issued by these CAs
+  // The gRPC listener's own TLS (--grpc-tls-*): given, gRPC takes these and not --tls-*, which then apply to the
+  // HTTP and admin listeners alone; so gRPC may speak mutual TLS while the probe port stays plain.
+  std::string grpc_tls_cert, grpc_tls_key, grpc_tls_client_ca;
+  std::string grpc_tls_client_san;  // a client certificate must carry this SAN (DNS, URI, IP or e-mail)
+  Nanos grpc_max_connection_age{0};  // 0: none; else GOAWAY after it (±10% jitter, gRPC's own)
+  Nanos grpc_max_connection_age_grace{0};  // 0: none; else calls still open that long after GOAWAY are cut
+  std::string debug;  // ADDR:PORT of the debug listener (/rlconfig, /stats); empty: none
   std::string admin_token_file;  // the admin listener's bearer token
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
@@ -106,5 +113,8 @@ std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, 
 
 // `serve --help`.
 std::string serve_help();
+
+// Whether `serve` has the flag ("--statsd"): the build's, as `ratelimit`'s environment is translated into them.
+bool is_serve_flag(std::string_view flag);
 
 }  // namespace rk::cli::serve

@@ -13,6 +13,7 @@
 
 #include "base/secret_file.h"
 #include "logging/log.h"
+#include "metrics/envoy/rlconfig.h"
 #include "server/tls/tls_files.h"
 #ifdef RK_HAVE_GRPC
 #include "server/grpc/rls_server.h"
@@ -44,38 +45,70 @@ bool loopback(const std::string& address) {
   return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
 }
 
-const char* flag_of(server::http::TlsFileError::Which which) {
+// The flags naming one listener's TLS files: --tls-* (every listener's) or --grpc-tls-* (gRPC's own).
+struct TlsFlags {
+  const char *cert, *key, *client_ca;
+};
+constexpr TlsFlags kSharedTls{"--tls-cert", "--tls-key", "--tls-client-ca"};
+constexpr TlsFlags kGrpcTls{"--grpc-tls-cert", "--grpc-tls-key", "--grpc-tls-client-ca"};
+
+const char* flag_of(server::http::TlsFileError::Which which, const TlsFlags& names = kSharedTls) {
   switch (which) {
-    case server::http::TlsFileError::Which::kCert: return "--tls-cert";
-    case server::http::TlsFileError::Which::kKey: return "--tls-key";
-    case server::http::TlsFileError::Which::kClientCa: return "--tls-client-ca";
+    case server::http::TlsFileError::Which::kCert: return names.cert;
+    case server::http::TlsFileError::Which::kKey: return names.key;
+    case server::http::TlsFileError::Which::kClientCa: return names.client_ca;
   }
-  return "--tls-cert";
+  return names.cert;
 }
 
-// --tls-cert, --tls-key and --tls-client-ca, together and read: a listener must not start on half of them.
-bool tls_files(const ServeFlags& flags, std::optional<server::http::TlsFiles>& tls, std::string& error) {
-  if (flags.tls_cert.empty() && flags.tls_key.empty()) {
-    if (!flags.tls_client_ca.empty()) {
-      error = "--tls-client-ca " + flags.tls_client_ca + ": needs --tls-cert and --tls-key (client certificates "
-              "are asked for over TLS)";
+// A certificate, its key and client CAs, together and read: a listener must not start on half of them.
+bool tls_files(const std::string& cert, const std::string& key, const std::string& client_ca, const TlsFlags& names,
+               std::optional<server::http::TlsFiles>& tls, std::string& error) {
+  if (cert.empty() && key.empty()) {
+    if (!client_ca.empty()) {
+      error = std::string(names.client_ca) + " " + client_ca + ": needs " + names.cert + " and " + names.key +
+              " (client certificates are asked for over TLS)";
     }
-    return flags.tls_client_ca.empty();
+    return client_ca.empty();
   }
-  if (flags.tls_cert.empty() || flags.tls_key.empty()) {
-    error = flags.tls_cert.empty()
-                ? "--tls-key " + flags.tls_key + ": needs --tls-cert, the certificate it is the key of"
-                : "--tls-cert " + flags.tls_cert + ": needs --tls-key, its private key";
+  if (cert.empty() || key.empty()) {
+    error = cert.empty() ? std::string(names.key) + " " + key + ": needs " + names.cert + ", the certificate it is "
+                               "the key of"
+                         : std::string(names.cert) + " " + cert + ": needs " + names.key + ", its private key";
     return false;
   }
-  server::http::TlsFiles files{.cert = flags.tls_cert, .key = flags.tls_key, .client_ca = flags.tls_client_ca};
+  server::http::TlsFiles files{.cert = cert, .key = key, .client_ca = client_ca};
   try {
     server::http::check_tls_files(files);
   } catch (const server::http::TlsFileError& e) {
-    error = std::string(flag_of(e.which)) + " " + e.what();
+    error = std::string(flag_of(e.which, names)) + " " + e.what();
     return false;
   }
   tls = std::move(files);
+  return true;
+}
+
+// --tls-cert, --tls-key and --tls-client-ca: every listener's, gRPC's too unless it has its own.
+bool tls_files(const ServeFlags& flags, std::optional<server::http::TlsFiles>& tls, std::string& error) {
+  return tls_files(flags.tls_cert, flags.tls_key, flags.tls_client_ca, kSharedTls, tls, error);
+}
+
+// --grpc-tls-*: the gRPC listener's own files, and the SAN its clients' certificates must carry.
+bool grpc_tls_files(const ServeFlags& flags, std::optional<server::http::TlsFiles>& tls, std::string& error) {
+  const bool any = !flags.grpc_tls_cert.empty() || !flags.grpc_tls_key.empty() || !flags.grpc_tls_client_ca.empty() ||
+                   !flags.grpc_tls_client_san.empty();
+  if (any && flags.grpc.empty()) {
+    error = "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca and --grpc-tls-client-san need --grpc";
+    return false;
+  }
+  if (!tls_files(flags.grpc_tls_cert, flags.grpc_tls_key, flags.grpc_tls_client_ca, kGrpcTls, tls, error)) {
+    return false;
+  }
+  if (!flags.grpc_tls_client_san.empty() && flags.grpc_tls_client_ca.empty()) {
+    error = "--grpc-tls-client-san " + flags.grpc_tls_client_san + ": needs --grpc-tls-client-ca (a client " +
+            "certificate's names are checked once it is verified)";
+    return false;
+  }
   return true;
 }
 
@@ -143,6 +176,33 @@ server::http::ServerEvents admin_events(ServeMetrics& metrics, const server::htt
   return events;
 }
 
+constexpr std::size_t kDebugMaxConnections = 16;
+
+// envoyproxy/ratelimit's debug listener, what of it users read: / (the endpoints), /rlconfig, /stats. Plain text,
+// GET only; it shows no secret, but the rules and counters: loopback unless told otherwise.
+server::http::Handler debug_routes(service::Service& service, ServeMetrics& metrics) {
+  return [&service, &metrics](const server::http::Request& req, server::http::Response& res) {
+    res.content_type = "text/plain; charset=utf-8";
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.headers.emplace_back("Allow", "GET, HEAD");
+      res.body = "GET only\n";
+      return;
+    }
+    if (req.path == "/rlconfig") {
+      if (const auto set = service.rules()) res.body = metrics::envoy::rlconfig_text(*set);
+    } else if (req.path == "/stats") {
+      res.body = metrics.upstream_stats_text();
+    } else if (req.path == "/") {
+      res.body = "/rlconfig: print out the currently loaded configuration for debugging\n"
+                 "/stats: print out stats\n";
+    } else {
+      res.status = 404;
+      res.body = "not found: / lists what this listener serves\n";
+    }
+  };
+}
+
 }  // namespace
 
 #ifdef RK_HAVE_GRPC
@@ -157,8 +217,11 @@ int milliseconds(Nanos d) {
                                                  std::numeric_limits<int>::max()));
 }
 
-std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
+std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, const ListenerOptions& options,
                                                 service::Service& service, ServeMetrics& metrics) {
+  const FdBudget& budget = options.budget;
+  // gRPC's own files, or every listener's.
+  const server::http::TlsFiles tls = options.grpc_tls ? *options.grpc_tls : options.public_http.tls.value_or(server::http::TlsFiles{});
   server::grpc::GrpcHooks hooks;
   hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
   hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
@@ -174,20 +237,29 @@ std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, co
                            .max_message_bytes = flags.grpc_max_message_bytes,
                            .max_streams_per_connection = flags.grpc_max_streams_per_connection,
                            .max_watch_streams = flags.grpc_max_watch_streams,
-                           .tls_cert = flags.tls_cert,
-                           .tls_key = flags.tls_key,
-                           .tls_client_ca = flags.tls_client_ca,
+                           .tls_cert = tls.cert,
+                           .tls_key = tls.key,
+                           .tls_client_ca = tls.client_ca,
+                           .tls_client_san = flags.grpc_tls_client_san,
                            .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
                            .handshake_timeout_ms = milliseconds(flags.header_timeout),
                            .max_connections = budget.grpc_max,
                            .max_connections_per_ip = flags.max_connections_per_ip,
                            .per_ip_exempt = flags.per_ip_exempt,
                            .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
-                           .fd_ceiling = budget.fd_ceiling},
+                           .fd_ceiling = budget.fd_ceiling,
+                           .max_connection_age_ms = flags.grpc_max_connection_age.count() ? milliseconds(
+                                                        flags.grpc_max_connection_age) : 0,
+                           .max_connection_age_grace_ms = flags.grpc_max_connection_age_grace.count() ? milliseconds(
+                                                              flags.grpc_max_connection_age_grace) : 0},
       hooks);
   server->start();
+  const char* tls_state = tls.cert.empty()           ? "off"
+                          : !tls.client_ca.empty()    ? "on, client certificates"
+                          : "on";
   logging::log(logging::Level::kInfo, "serving gRPC",
-               {{"grpc", flags.grpc.substr(0, flags.grpc.rfind(':')) + ":" + std::to_string(server->port())}});
+               {{"grpc", flags.grpc.substr(0, flags.grpc.rfind(':')) + ":" + std::to_string(server->port())},
+                {"tls", std::string(tls_state) + (options.grpc_tls ? " (--grpc-tls-cert)" : "")}});
   return server;
 }
 
@@ -251,6 +323,21 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
   // network in the clear either.
   if (!tls_files(flags, public_options.tls, error)) return false;
   admin_options.tls = public_options.tls;
+  if (!grpc_tls_files(flags, options.grpc_tls, error)) return false;
+  if (flags.grpc.empty() && (flags.grpc_max_connection_age.count() || flags.grpc_max_connection_age_grace.count())) {
+    error = "--grpc-max-connection-age and --grpc-max-connection-age-grace need --grpc";
+    return false;
+  }
+  if (!flags.debug.empty()) {
+    options.debug_http.emplace();
+    if (!split_address(flags.debug, options.debug_http->address, options.debug_http->port)) {
+      error = "--debug " + flags.debug + ": not ADDR:PORT (like 127.0.0.1:6070)";
+      return false;
+    }
+    options.debug_http->threads = 1;
+    // A few readers at a time; its descriptors come from the process's own share, as the admin listener's extra do.
+    options.debug_http->max_connections = std::min<std::size_t>(kDebugMaxConnections, options.budget.admin_max);
+  }
   return admin_token(flags, options, options.admin_token, error);
 }
 
@@ -280,12 +367,23 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
                  {{"prometheus", options.prometheus_http->address + ":" + std::to_string(prometheus_server_->port()) +
                                      flags.prometheus_path}});
   }
+  if (options.debug_http) {
+    debug_server_ = std::make_unique<server::http::Server>(*options.debug_http, debug_routes(service, metrics),
+                                                   admin_events(metrics, events));
+    debug_server_->start();
+    logging::log(logging::Level::kInfo, "serving the debug listener",
+                 {{"debug", options.debug_http->address + ":" + std::to_string(debug_server_->port())}});
+  }
 #ifdef RK_HAVE_GRPC
-  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options.budget, service, metrics);
+  if (!flags.grpc.empty()) grpc_->server = start_grpc(flags, options, service, metrics);
 #endif
-  if (public_options.tls) {
-    tls_watch_.start(kTlsRefresh,
-                     [this, files = *public_options.tls, &metrics] { reload_tls_if_rotated(files, metrics); });
+  grpc_own_tls_ = options.grpc_tls.has_value();
+  if (options.grpc_tls) grpc_tls_seen_ = stamps(*options.grpc_tls);
+  if (public_options.tls || options.grpc_tls) {
+    tls_watch_.start(kTlsRefresh, [this, files = public_options.tls, grpc_files = options.grpc_tls, &metrics] {
+      if (files) reload_tls_if_rotated(*files, metrics);
+      if (grpc_files) reload_grpc_tls_if_rotated(*grpc_files, metrics);
+    });
   }
   logging::log(logging::Level::kInfo, "serving",
                {{"http", public_options.address + ":" + std::to_string(public_server_->port())},
@@ -306,7 +404,8 @@ void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, Serve
     auto pem = server::tls::read_tls_files(files);
     auto fresh = public_server_->prepare_tls(pem);
 #ifdef RK_HAVE_GRPC
-    if (grpc_->server) grpc_->server->install_tls(pem);  // first: the one that can fail for want of a disk
+    // First: the one that can fail for want of a disk. Not when gRPC has files of its own.
+    if (grpc_->server && !grpc_own_tls_) grpc_->server->install_tls(pem);
 #endif
     public_server_->install_tls(fresh);
     admin_server_->install_tls(std::move(fresh));
@@ -324,6 +423,31 @@ void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, Serve
     logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
                  {{"error", e.what()}, {"tls_cert", files.cert}, {"tls_key", files.key}});
   }
+}
+
+// gRPC's own files (--grpc-tls-*), read and checked by the same one path, for gRPC alone.
+void Listeners::reload_grpc_tls_if_rotated(const server::http::TlsFiles& files, ServeMetrics& metrics) {
+  std::string now = stamps(files);
+  if (now == grpc_tls_seen_) return;
+  grpc_tls_seen_ = std::move(now);
+#ifdef RK_HAVE_GRPC
+  try {
+    if (grpc_->server) grpc_->server->install_tls(server::tls::read_tls_files(files));
+    metrics.tls_reloaded(true);
+    logging::log(logging::Level::kInfo, "gRPC's TLS certificate files reloaded", {{"grpc_tls_cert", files.cert}});
+  } catch (const server::http::TlsFileError& e) {
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "gRPC's TLS certificate files not reloaded; keeping those in use",
+                 {{"error", std::string(flag_of(e.which, kGrpcTls)) + " " + e.what()}, {"grpc_tls_cert", files.cert}});
+  } catch (const std::exception& e) {
+    grpc_tls_seen_.clear();
+    metrics.tls_reloaded(false);
+    logging::log(logging::Level::kError, "gRPC's TLS certificate files not reloaded; keeping those in use",
+                 {{"error", e.what()}, {"grpc_tls_cert", files.cert}});
+  }
+#else
+  (void)metrics;
+#endif
 }
 
 Listeners::~Listeners() { stop(); }
@@ -352,6 +476,7 @@ void Listeners::stop() {
   if (grpc_->server) grpc_->server->stop(finish_);
 #endif
   if (prometheus_server_) prometheus_server_->stop();
+  if (debug_server_) debug_server_->stop();
   public_http.join();
   admin_http.join();
 }

@@ -5,17 +5,21 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "base/periodic.h"
+#include "cli/upstream_env.h"
 #include "dashboard/routes.h"
 #include "dashboard/tracker.h"
 #include "logging/log.h"
@@ -330,9 +334,14 @@ void drain(const sigset_t& signals, const ServeFlags& flags, std::atomic<bool>& 
 
 }  // namespace
 
-int run_serve(const std::vector<std::string>& args) {
+namespace {
+
+int serve(const std::vector<std::string>& args, const std::vector<std::string>& notes) {
   ServeFlags flags;
   if (const int code = read_flags(args, flags); code >= 0) return code;
+  for (const std::string& note : notes) {
+    logging::log(logging::Level::kInfo, "upstream's environment: accepted without a flag", {{"note", note}});
+  }
   // Every connection takes a file descriptor: the listeners' caps are planned against what the process may open.
   const OpenFiles files = raise_open_files_limit();
   ListenerOptions listener;
@@ -430,6 +439,27 @@ int run_serve(const std::vector<std::string>& args) {
         saver.get());
   if (statsd) statsd->stop();  // a last flush: what the drain's decisions counted
   return 0;
+}
+
+}  // namespace
+
+int run_serve(const std::vector<std::string>& args) { return serve(args, {}); }
+
+int run_ratelimit(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv(*e);
+    const std::size_t eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  cli::UpstreamEnv t = cli::translate_upstream_env(env, is_serve_flag);
+  if (!t.errors.empty()) {
+    for (const std::string& e : t.errors) std::cerr << "ratelimit: " << e << "\n";
+    std::cerr << "ratelimit: envoyproxy/ratelimit's variables as ratekeeper reads them: docs/envoy-gateway.md\n";
+    return 2;
+  }
+  t.args.insert(t.args.end(), args.begin(), args.end());
+  return serve(t.args, t.notes);
 }
 
 }  // namespace rk::cli::serve

@@ -241,6 +241,17 @@ std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double
   return descriptor_stats_;
 }
 
+std::string ServeMetrics::upstream_stats_text() const {
+  std::vector<std::string> lines;
+  if (descriptor_stats_) lines = descriptor_stats_->stats_lines();
+  lines.push_back("ratelimit.service.config_load_success: " + std::to_string(reload_ok_.value()));
+  lines.push_back("ratelimit.service.config_load_error: " + std::to_string(reload_failed_.value()));
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
 void ServeMetrics::statsd_lines(metrics::statsd::Emitter& out) {
   if (descriptor_stats_) {
     for (const auto* k : descriptor_stats_->keys_since(statsd_keys_.size())) statsd_keys_.push_back(k);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,10 @@
 #include "rules/ruleset.h"
 #include "server/api/routes.h"
 #include "service/service.h"
+
+namespace rk::metrics::envoy {
+class DescriptorStats;
+}  // namespace rk::metrics::envoy
 
 namespace rk::cli::serve {
 
@@ -53,6 +58,9 @@ class ServeMetrics {
   // envoyproxy/ratelimit's per-descriptor counters (metrics/envoy/descriptor_stats.h), to be fed every decision.
   // Made once: the first call's ratio holds.
   std::shared_ptr<service::DecisionObserver> descriptor_stats(double near_limit_ratio);
+  // The debug listener's /stats (--debug): those counters and the rules' loads under upstream's names, one
+  // `name: value` line each, sorted.
+  std::string upstream_stats_text() const;
 
   // --statsd: upstream's statsd names over the counters above (metrics/names.h), for a metrics::statsd::Sink's
   // source; and that sink's datagrams, counted. On the sink's thread only.
@@ -67,6 +75,7 @@ class ServeMetrics {
   std::uint64_t redis_errors() const;
 
   metrics::Registry registry_;
+  std::shared_ptr<metrics::envoy::DescriptorStats> descriptor_stats_;  // once descriptor_stats() made it
   metrics::Counter& reload_ok_;
   metrics::Counter& reload_failed_;
   metrics::Gauge& reload_time_;

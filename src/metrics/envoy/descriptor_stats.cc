@@ -1,5 +1,6 @@
 #include "metrics/envoy/descriptor_stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -152,6 +153,21 @@ void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, 
                       {&s.shadow, h.shadow}}) {
     if (n) c->inc(n);
   }
+}
+
+std::vector<std::string> DescriptorStats::stats_lines() const {
+  std::vector<std::string> lines;
+  std::shared_lock lock(mu_);
+  for (const auto& [key, stats] : by_key_) {
+    const Series& s = stats->own;
+    for (const auto& [name, counter] : {std::pair{"total_hits", s.total}, std::pair{"over_limit", s.over},
+                                        std::pair{"near_limit", s.near}, std::pair{"within_limit", s.within},
+                                        std::pair{"shadow_mode", s.shadow}}) {
+      lines.push_back("ratelimit.service.rate_limit." + key + "." + name + ": " + std::to_string(counter->value()));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
 }
 
 }  // namespace rk::metrics::envoy

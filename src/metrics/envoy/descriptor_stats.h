@@ -73,6 +73,10 @@ class DescriptorStats final : public service::DecisionObserver {
   // The stats keys counted so far, from the `from`th on, in the order they appeared; never removed, and each
   // pointer valid for this object's life.
   std::vector<const KeyCounters*> keys_since(std::size_t from) const;
+  // Every rule's own counters as upstream's debug listener prints them at /stats, one `name: value` line each,
+  // sorted: "ratelimit.service.rate_limit.edge.user.total_hits: 3" (a request's values' series are counted in
+  // the Prometheus series alone).
+  std::vector<std::string> stats_lines() const;
 
  private:
   struct RuleStats;

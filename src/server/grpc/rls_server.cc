@@ -236,7 +236,8 @@ server::tls::TlsFiles tls_files(const GrpcOptions& o) {
 std::shared_ptr<::grpc::ServerCredentials> credentials(GrpcServer::Impl& impl) {
   const GrpcOptions& o = impl.options;
   if (o.tls_cert.empty()) return ::grpc::InsecureServerCredentials();
-  impl.tls = std::make_unique<TlsCredentials>(server::tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds);
+  impl.tls = std::make_unique<TlsCredentials>(server::tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds,
+                                              o.tls_client_san);
   return impl.tls->credentials();
 }
 
@@ -269,6 +270,10 @@ void GrpcServer::start() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, impl_->options.max_streams_per_connection);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, impl_->options.handshake_timeout_ms);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, o.idle_timeout_ms);
+  if (o.max_connection_age_ms > 0) builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, o.max_connection_age_ms);
+  if (o.max_connection_age_grace_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, o.max_connection_age_grace_ms);
+  }
   const int threads = std::max(1, impl_->options.threads);
   for (int i = 0; i < threads; ++i) impl_->queues.push_back(builder.AddCompletionQueue());
   impl_->server = builder.BuildAndStart();

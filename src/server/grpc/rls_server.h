@@ -40,6 +40,7 @@ struct GrpcOptions {
   // connections get them within tls_refresh_seconds, connections open keep theirs.
   std::string tls_cert, tls_key;
   std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
+  std::string tls_client_san;  // not empty: and it must carry this subject alternative name (tls_credentials.h)
   unsigned tls_refresh_seconds = 1;
   // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
   // header timeout), so that connections that never finish one hold nothing for long.
@@ -56,6 +57,11 @@ struct GrpcOptions {
   int busy_idle_timeout_ms = 5000;
   int idle_timeout_ms = 60000;
   int fd_ceiling = 0;
+  // A connection older than max_connection_age_ms (0: no limit) is sent GOAWAY, its age drawn per connection
+  // within ±10% of it (gRPC's own jitter, GRPC_ARG_MAX_CONNECTION_AGE_MS), so that clients reconnect, spread over
+  // servers added since; calls still open max_connection_age_grace_ms after it (0: no limit) are cut.
+  int max_connection_age_ms = 0;
+  int max_connection_age_grace_ms = 0;
 };
 
 struct GrpcHooks {

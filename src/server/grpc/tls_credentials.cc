@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -64,10 +68,42 @@ void write_file(const std::string& path, const std::string& text, std::time_t st
   if (::futimens(fd, times) != 0 || ::close(fd) != 0) fail("finish", path, errno);
 }
 
+// A client certificate, already verified against the client CAs, must also name `san` among its subject
+// alternative names (envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN). Synchronous: names are compared whole.
+class SanVerifier final : public ::grpc::experimental::ExternalCertificateVerifier {
+ public:
+  explicit SanVerifier(std::string san) : san_(std::move(san)) {}
+  bool Verify(::grpc::experimental::TlsCustomVerificationCheckRequest* request, std::function<void(::grpc::Status)>,
+              ::grpc::Status* sync_status) override {
+    for (const auto& names : {request->dns_names(), request->uri_names(), request->ip_names(),
+                              request->email_names()}) {
+      for (const ::grpc::string_ref& name : names) {
+        if (std::string_view(name.data(), name.size()) == san_) {
+          *sync_status = ::grpc::Status::OK;
+          return true;
+        }
+      }
+    }
+    *sync_status = ::grpc::Status(::grpc::StatusCode::UNAUTHENTICATED,
+                                "the client certificate does not carry the subject alternative name " + san_);
+    return true;
+  }
+  void Cancel(::grpc::experimental::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  const std::string san_;
+};
+
 }  // namespace
 
-TlsCredentials::TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds)
+TlsCredentials::TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds,
+                               std::string client_san)
     : dir_(private_directory()), client_ca_(!pem->client_ca.empty()) {
+  if (!client_san.empty() && !client_ca_) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    throw std::invalid_argument("a client certificate's subject alternative name is checked only with client CAs");
+  }
   try {
     std::lock_guard lock(mu_);
     write_generation(*pem);  // before the provider: it reads the files once as it is made
@@ -85,6 +121,10 @@ TlsCredentials::TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, u
   if (client_ca_) {
     options.watch_root_certs();
     options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    if (!client_san.empty()) {
+      options.set_certificate_verifier(
+          ::grpc::experimental::ExternalCertificateVerifier::Create<SanVerifier>(std::move(client_san)));
+    }
   }
   credentials_ = gx::TlsServerCredentials(options);
 }

@@ -38,9 +38,11 @@ namespace rk::server::grpc {
 class TlsCredentials {
  public:
   // Writes `pem` as the first generation; gRPC looks for a new one every refresh_seconds. With pem->client_ca, a
-  // client certificate issued by those CAs is required. Throws std::runtime_error if the directory cannot be made
-  // or written.
-  TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds);
+  // client certificate issued by those CAs is required, and with `client_san` one that carries that subject
+  // alternative name too (a DNS name, URI, IP address or e-mail address, compared whole; the handshake fails
+  // otherwise). Throws std::runtime_error if the directory cannot be made or written, std::invalid_argument for a
+  // `client_san` without client CAs.
+  TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds, std::string client_san = "");
   ~TlsCredentials();  // after the server using credentials() is gone: removes the directory
   TlsCredentials(const TlsCredentials&) = delete;
   TlsCredentials& operator=(const TlsCredentials&) = delete;

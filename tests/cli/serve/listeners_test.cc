@@ -83,5 +83,42 @@ TEST_F(AdminTokenOptionsTest, TheAllowingSettingIsTheFlags) {
   EXPECT_EQ(error_for(flags), "");
 }
 
+// The gRPC listener's own TLS (--grpc-tls-*), its connection age and --debug: each flag given without what it needs,
+// or a file it cannot use, stops the start naming the flag. Their behaviour: tests/integration/upstream_env_test.py.
+TEST_F(AdminTokenOptionsTest, GrpcTlsFlagsNeedGrpcTheirPairAndAClientCaForTheSan) {
+  ServeFlags flags;
+  flags.grpc_tls_cert = (dir_ / "none.crt").string();
+  flags.grpc_tls_key = (dir_ / "none.key").string();
+  EXPECT_EQ(error_for(flags),
+            "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca and --grpc-tls-client-san need "
+            "--grpc");
+  flags.grpc = "127.0.0.1:0";
+  EXPECT_EQ(error_for(flags).rfind("--grpc-tls-cert " + flags.grpc_tls_cert + ": ", 0), 0u) << error_for(flags);
+  flags.grpc_tls_key.clear();
+  EXPECT_EQ(error_for(flags), "--grpc-tls-cert " + flags.grpc_tls_cert + ": needs --grpc-tls-key, its private key");
+  flags.grpc_tls_cert.clear();
+  flags.grpc_tls_client_ca = (dir_ / "ca.crt").string();
+  EXPECT_EQ(error_for(flags), "--grpc-tls-client-ca " + flags.grpc_tls_client_ca +
+                                  ": needs --grpc-tls-cert and --grpc-tls-key (client certificates are asked for "
+                                  "over TLS)");
+  flags.grpc_tls_client_ca.clear();
+  flags.grpc_tls_client_san = "envoy";
+  EXPECT_EQ(error_for(flags),
+            "--grpc-tls-client-san envoy: needs --grpc-tls-client-ca (a client certificate's "
+            "names are checked once it is verified)");
+}
+
+TEST_F(AdminTokenOptionsTest, ConnectionAgeNeedsGrpcAndDebugAnAddress) {
+  ServeFlags flags;
+  flags.grpc_max_connection_age = std::chrono::seconds(30);
+  EXPECT_EQ(error_for(flags), "--grpc-max-connection-age and --grpc-max-connection-age-grace need --grpc");
+  flags.grpc = "127.0.0.1:0";
+  EXPECT_EQ(error_for(flags), "");
+  flags.debug = "6070";
+  EXPECT_EQ(error_for(flags), "--debug 6070: not ADDR:PORT (like 127.0.0.1:6070)");
+  flags.debug = "127.0.0.1:6070";
+  EXPECT_EQ(error_for(flags), "");
+}
+
 }  // namespace
 }  // namespace rk::cli::serve
