@@ -2,6 +2,10 @@
 // response), refuses until it has drained, and is bounded (docs/algorithms.md, "Debts").
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "ratekeeper/limiter.h"
 
 namespace rk {
@@ -109,6 +113,43 @@ TEST_P(Debt, WithoutCountRefusedARefusedChargeChangesNothing) {
   Limiter l(s);
   EXPECT_FALSE(l.check_at("k", t0, 15).allowed);
   EXPECT_TRUE(l.peek_at("k", t0, 10).allowed);
+}
+
+// algorithms_common_test.cc's honesty on a random trace of checks and debits, with debts: a refused check is
+// allowed at now + retry_after and (but earrrl) not a nanosecond before; at now + reset_after the key answers as a
+// fresh one; and a clock stepped back never admits what the latest time refuses.
+TEST_P(Debt, DecisionsStayHonestWithDebts) {
+  const Algorithm a = GetParam();
+  Limiter l(debt_spec(a));
+  std::mt19937_64 rng(33);
+  std::int64_t now = 1'000'000'000'000, latest = now;
+  int refused = 0, allowed = 0;
+  for (int i = 0; i < 5000; ++i) {
+    now += static_cast<std::int64_t>(rng() % 150'000'000);
+    const bool back = rng() % 20 == 0;  // a step back of up to 50 ms
+    const std::int64_t t = back ? now - static_cast<std::int64_t>(rng() % 50'000'000) : now;
+    const std::uint64_t cost = rng() % 8 == 0 ? 5 + rng() % 30 : rng() % 10 == 0 ? 0 : 1;
+    const Decision at_latest = l.peek_at("k", Nanos{std::max(t, latest)}, cost);
+    const Decision d = l.check_at("k", Nanos{t}, cost);
+    latest = std::max(latest, t);
+    ASSERT_FALSE(d.allowed && !at_latest.allowed) << i;
+    ASSERT_TRUE(std::isfinite(d.remaining) && d.remaining >= 0) << i;
+    if (d.allowed) {
+      ++allowed;
+    } else {
+      ++refused;
+      if (d.retry_after != kNever) {
+        ASSERT_TRUE(l.peek_at("k", Nanos{t} + d.retry_after, cost).allowed) << i;
+        if (a != Algorithm::kEarrrl && !back) {
+          ASSERT_FALSE(l.peek_at("k", Nanos{t} + d.retry_after - Nanos{1}, cost).allowed) << i;
+        }
+      }
+    }
+    const Nanos later = Nanos{t} + d.reset_after;
+    ASSERT_EQ(l.peek_at("k", later, 1).allowed, l.peek_at("fresh", later, 1).allowed) << i;
+  }
+  EXPECT_GT(allowed, 500);
+  EXPECT_GT(refused, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, Debt, ::testing::ValuesIn(kAllAlgorithms),
