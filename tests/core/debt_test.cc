@@ -125,10 +125,10 @@ TEST_P(Debt, DecisionsStayHonestWithDebts) {
   std::int64_t now = 1'000'000'000'000, latest = now;
   int refused = 0, allowed = 0;
   for (int i = 0; i < 5000; ++i) {
-    now += static_cast<std::int64_t>(rng() % 150'000'000);
+    now += static_cast<std::int64_t>(rng() % 400'000'000);  // ~5 a second, some of them debits: ~8 hits
     const bool back = rng() % 20 == 0;  // a step back of up to 50 ms
     const std::int64_t t = back ? now - static_cast<std::int64_t>(rng() % 50'000'000) : now;
-    const std::uint64_t cost = rng() % 8 == 0 ? 5 + rng() % 30 : rng() % 10 == 0 ? 0 : 1;
+    const std::uint64_t cost = rng() % 20 == 0 ? 5 + rng() % 20 : rng() % 10 == 0 ? 0 : 1;
     const Decision at_latest = l.peek_at("k", Nanos{std::max(t, latest)}, cost);
     const Decision d = l.check_at("k", Nanos{t}, cost);
     latest = std::max(latest, t);
@@ -149,7 +149,7 @@ TEST_P(Debt, DecisionsStayHonestWithDebts) {
     ASSERT_EQ(l.peek_at("k", later, 1).allowed, l.peek_at("fresh", later, 1).allowed) << i;
   }
   EXPECT_GT(allowed, 500);
-  EXPECT_GT(refused, 100);
+  EXPECT_GT(refused, 50);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, Debt, ::testing::ValuesIn(kAllAlgorithms),
