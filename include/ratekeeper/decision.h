@@ -17,7 +17,7 @@ struct Decision {
   // earrrl reports limit/lambda - N: the instant burst that would bring its estimate up to the limit.
   double remaining = 0;
   // 0 when allowed. When refused: how long until an attempt of the same cost would be allowed, if no attempt is
-  // made meanwhile (for earrrl with count_refused, every refused attempt pushes this further). kNever when the
+  // made meanwhile (with count_refused, every refused attempt pushes this further). kNever when the
   // cost exceeds what the limit can ever admit.
   Nanos retry_after{0};
   // How long until the key's state is back to that of a fresh key (and may be forgotten).

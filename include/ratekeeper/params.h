@@ -1,13 +1,15 @@
 // ratekeeper/params.h: what a limit is, as a user states it, and its validation.
 //
-// Every algorithm takes `limit` requests per `window` (default one second) plus its own parameters:
+// Every algorithm takes `limit` requests per `window` (default one second), `count_refused` (a refused charge is
+// still recorded, as a debt of at most one limit: docs/algorithms.md, "Debts"; default false but for earrrl) plus
+// its own parameters:
 //
-//   earrrl         limit per window as an average rate; half_life (required); count_refused (default true)
+//   earrrl         limit per window as an average rate; half_life (required)
 //   gcra           limit per window as the emission rate; burst = extra requests beyond one (default 0)
 //   token_bucket   refill limit per window; capacity (default limit)
 //   leaky_bucket   leak limit per window; capacity (default limit)
 //   leaky_queue    outflow limit per window; burst = how many may wait in the queue (default 0)
-//   fixed_window   limit per window; count_refused (default false)
+//   fixed_window   limit per window
 //   sliding_log    limit per window, exact (limit <= 1,000,000: memory per key grows with it)
 //   sliding_window limit per window, weighted with the previous window
 //
@@ -60,7 +62,7 @@ struct LimitSpec {
   std::optional<Nanos> half_life{};       // earrrl only
   std::optional<double> burst{};          // gcra, leaky_queue only: a whole number >= 0
   std::optional<double> capacity{};       // token_bucket, leaky_bucket only
-  std::optional<bool> count_refused{};    // earrrl, fixed_window only
+  std::optional<bool> count_refused{};    // every algorithm
   Align align = Align::kEpoch;            // fixed_window only
 };
 

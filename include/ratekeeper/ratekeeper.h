@@ -50,7 +50,7 @@ typedef struct rk_spec {
   int64_t half_life_ns;    /* earrrl: required */
   double burst;            /* gcra, leaky_queue */
   double capacity;         /* token_bucket, leaky_bucket */
-  int count_refused;       /* earrrl, fixed_window: 0 or 1 */
+  int count_refused;       /* every algorithm: 0 or 1 (a refused charge owed as debt) */
   uint64_t max_keys;       /* the store's bound (CLOCK eviction past it); default 1,000,000 */
   uint64_t max_key_bytes;  /* longer keys are refused; default 4096 */
 } rk_spec;

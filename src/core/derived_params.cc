@@ -34,6 +34,7 @@ GcraParams gcra_params(const LimitSpec& given) {
   p.tolerance_ns = sat_mul(static_cast<std::uint64_t>(burst) + 1, p.interval_ns);
   p.limit = burst + 1;
   p.per_interval = Divider(static_cast<std::uint64_t>(p.interval_ns));
+  if (*spec.count_refused) p.max_backlog_ns = sat_add(p.tolerance_ns, spec.window.count());
   return p;
 }
 
@@ -45,6 +46,7 @@ FluidParams fluid_params(const LimitSpec& given) {
   p.tolerance = p.capacity * p.interval;
   p.inv_interval = 1 / p.interval;
   p.whole_capacity = std::floor(p.capacity);
+  if (*spec.count_refused) p.max_backlog = p.tolerance + static_cast<double>(spec.window.count());
   return p;
 }
 
@@ -53,7 +55,7 @@ WindowParams window_params(const LimitSpec& given) {
   WindowParams p;
   p.window_ns = spec.window.count();
   p.limit = static_cast<std::uint64_t>(spec.limit);
-  p.count_refused = spec.count_refused.value_or(false);  // sliding_log and sliding_window count none
+  p.count_refused = *spec.count_refused;
   if (spec.align == Align::kCalendar) {
     using std::chrono::hours;
     p.calendar = spec.window == hours(24 * 7)     ? Calendar::kWeek

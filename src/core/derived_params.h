@@ -26,6 +26,9 @@ struct GcraParams {
   std::int64_t tolerance_ns = 0;
   double limit = 0;  // burst + 1
   Divider per_interval;  // divides by interval_ns: `remaining` is a division on every decision
+  // count_refused: a refused charge still moves the TAT, to at most now + tolerance + window (a debt of one limit);
+  // 0: a refused charge changes nothing.
+  std::int64_t max_backlog_ns = 0;
 };
 
 // token_bucket and leaky_bucket: one fluid level, kept in time (core/fluid.h), that drains one request every
@@ -36,6 +39,9 @@ struct FluidParams {
   double tolerance = 0;  // capacity * interval
   double inv_interval = 0;    // 1 / interval, for a first guess at `remaining`
   double whole_capacity = 0;  // floor(capacity)
+  // count_refused: a refused charge still fills the bucket, to at most tolerance + window nanoseconds of backlog (a
+  // debt of one limit); 0: a refused charge changes nothing.
+  double max_backlog = 0;
 };
 
 // fixed_window with align: calendar. kNone: windows are multiples of window_ns since time 0.
@@ -45,7 +51,7 @@ enum class Calendar : std::uint8_t { kNone, kWeek, kMonth, kYear };
 struct WindowParams {
   std::int64_t window_ns = 0;
   std::uint64_t limit = 0;
-  bool count_refused = false;
+  bool count_refused = false;  // a refused charge is counted: at most up to twice the limit (sliding_log, window)
   Calendar calendar = Calendar::kNone;
 };
 

@@ -12,12 +12,32 @@ using fluid_detail::floor_ns;
 // it has drained.
 void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t hits) {
   if (hits == 0) return;
+  if (p.max_backlog > 0) return fluid_detail::owe(p, s, now, static_cast<double>(hits));  // bounded as a debt is
   const Backlog b = backlog(s, now);
   const double x = b.frac + static_cast<double>(hits) * p.interval;
   const std::int64_t whole = floor_ns(x);
   s.empty_ns = sat_add(sat_add(now, b.whole), whole);
   s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
 }
+
+namespace fluid_detail {
+
+void owe(const FluidParams& p, FluidState& s, std::int64_t now, double c) {
+  const Backlog b = backlog(s, now);
+  const double x = b.frac + c * p.interval;
+  if (static_cast<double>(b.whole) + x > p.max_backlog) {
+    if (static_cast<double>(b.whole) + b.frac >= p.max_backlog) return;
+    const std::int64_t whole = floor_ns(p.max_backlog);
+    s.empty_ns = sat_add(now, whole);
+    s.frac = p.max_backlog - static_cast<double>(whole);
+    return;
+  }
+  const std::int64_t whole = floor_ns(x);
+  s.empty_ns = sat_add(sat_add(now, b.whole), whole);
+  s.frac = x - static_cast<double>(whole);
+}
+
+}  // namespace fluid_detail
 
 bool fluid_forgettable(const FluidParams&, const FluidState& s, std::int64_t now) {
   return s.empty_ns < now || (s.empty_ns == now && s.frac == 0);

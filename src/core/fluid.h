@@ -11,7 +11,8 @@
 // holds, so an attempt at now + retry_after is allowed and one a nanosecond earlier is not, at any rate (a level
 // kept in requests, with a tolerance for rounding, admitted up to 31.5 ms early at one request a year). With a
 // whole capacity and a whole number of nanoseconds per request this is GCRA's test, decision for decision.
-// A refused attempt changes nothing.
+// A refused attempt changes nothing, but with count_refused (max_backlog): then it is owed, the level rising to at
+// most max_backlog (capacity + limit requests), and drains at the rate like any other.
 //
 // A clock that goes backwards finds more backlog, never less: as for every algorithm, an earlier clock never
 // admits what the latest time seen would refuse, and retry_after counts from the attempt's own time.
@@ -83,6 +84,10 @@ inline double room(const FluidParams& p, const Backlog& b) {
   return k;
 }
 
+// count_refused: adds a refused charge of c requests to the level, up to p.max_backlog nanoseconds of backlog (a
+// debt of one limit beyond a full bucket); a level already past that stays.
+void owe(const FluidParams& p, FluidState& s, std::int64_t now, double c);
+
 // The decision; `reset_after` only when kResetAfter (a caller that reads none is spared it).
 template <bool kResetAfter>
 [[gnu::always_inline]] inline Decision decide(const FluidParams& p, FluidState& s, std::int64_t now,
@@ -108,6 +113,12 @@ template <bool kResetAfter>
       s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
       b = backlog(s, now);
     }
+  } else if (p.max_backlog > 0) [[unlikely]] {
+    // count_refused: the charge is owed all the same (fluid.cc), and the answer is the new level's.
+    owe(p, s, now, c);
+    b = backlog(s, now);
+    d.retry_after =
+        c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(p.tolerance - c * p.interval - b.frac))} : kNever;
   } else {
     d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(most))} : kNever;
   }

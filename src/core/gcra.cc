@@ -8,7 +8,10 @@ namespace rk::core {
 // until it has drained.
 void gcra_absorb(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t hits) {
   if (hits == 0) return;
-  s.tat_ns = sat_add(std::max(s.tat_ns, now), sat_mul(hits, p.interval_ns));
+  const std::int64_t tat = std::max(s.tat_ns, now);
+  s.tat_ns = sat_add(tat, sat_mul(hits, p.interval_ns));
+  // count_refused: bounded as a debt is (gcra.h), what was owed before staying.
+  if (p.max_backlog_ns > 0) s.tat_ns = std::max(tat, std::min(s.tat_ns, sat_add(now, p.max_backlog_ns)));
 }
 
 bool gcra_forgettable(const GcraParams&, const GcraState& s, std::int64_t now) { return s.tat_ns <= now; }

@@ -3,7 +3,8 @@
 // GCRA keeps one time per key, the theoretical arrival time (TAT). An attempt of cost c at `now` would move it to
 // max(TAT, now) + c*T; it is allowed when that minus the tolerance tau = (burst + 1) * T is not after now. The
 // reply follows redis-cell's CL.THROTTLE: limit burst + 1, remaining, retry_after (kNever when c*T > tau),
-// reset_after = TAT - now.
+// reset_after = TAT - now. With count_refused (max_backlog_ns) a refused attempt moves the TAT too, to at most
+// now + tau + window: a debt of one limit, paid back at the rate.
 //
 // The leaky queue (nginx limit_req with burst and without nodelay) schedules each admitted request to leave at
 // max(TAT, now) and moves TAT on by T: the same condition admits it, and the wait max(TAT, now) - now is its delay.
@@ -60,8 +61,16 @@ namespace gcra_detail {
     ttl = sat_sub(new_tat, now);
     start = tat;
   } else {
+    std::int64_t held = tat;
+    if (p.max_backlog_ns > 0) {
+      // count_refused: the charge is owed all the same, up to a debt of one limit (what is owed already stays), and
+      // the answer is the new schedule's.
+      held = std::max(tat, std::min(new_tat, sat_add(now, p.max_backlog_ns)));
+      s.tat_ns = held;
+      wait = static_cast<std::uint64_t>(static_cast<i128>(held) + increment - p.tolerance_ns - now);
+    }
     retry_after = fits ? Nanos{static_cast<std::int64_t>(wait)} : kNever;
-    ttl = sat_sub(tat, now);
+    ttl = sat_sub(held, now);
   }
   // How many more whole intervals fit under the tolerance: floor((tau - ttl) / T), at least 0 (and below 2^63).
   const std::int64_t room = sat_sub(p.tolerance_ns, ttl);

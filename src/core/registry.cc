@@ -8,22 +8,24 @@ namespace {
 
 constexpr std::uint8_t bit(Param p) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(p)); }
 constexpr std::uint8_t bit(StoreKind s) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(s)); }
+// count_refused: every algorithm takes it (a refused charge recorded as debt, docs/algorithms.md "Debts").
+constexpr std::uint8_t with_debt(Param p) { return static_cast<std::uint8_t>(bit(p) | bit(Param::kCountRefused)); }
 constexpr std::uint8_t kEveryStore = bit(StoreKind::kMemory) | bit(StoreKind::kShared) | bit(StoreKind::kRedis);
 
 // In the order of rk::Algorithm. The defaults of the parameters themselves are in with_defaults() below.
 constexpr AlgorithmInfo kTable[] = {
-    {Algorithm::kEarrrl, "earrrl", static_cast<std::uint8_t>(bit(Param::kHalfLife) | bit(Param::kCountRefused)),
+    {Algorithm::kEarrrl, "earrrl", with_debt(Param::kHalfLife),
      bit(Param::kHalfLife), false, true, true, kEveryStore, ""},
-    {Algorithm::kGcra, "gcra", bit(Param::kBurst), 0, false, false, false, kEveryStore, ""},
-    {Algorithm::kTokenBucket, "token_bucket", bit(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
-    {Algorithm::kLeakyBucket, "leaky_bucket", bit(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
-    {Algorithm::kLeakyQueue, "leaky_queue", bit(Param::kBurst), 0, false, false, false, kEveryStore, ""},
-    {Algorithm::kFixedWindow, "fixed_window", static_cast<std::uint8_t>(bit(Param::kCountRefused) | bit(Param::kAlign)),
+    {Algorithm::kGcra, "gcra", with_debt(Param::kBurst), 0, false, false, false, kEveryStore, ""},
+    {Algorithm::kTokenBucket, "token_bucket", with_debt(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
+    {Algorithm::kLeakyBucket, "leaky_bucket", with_debt(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
+    {Algorithm::kLeakyQueue, "leaky_queue", with_debt(Param::kBurst), 0, false, false, false, kEveryStore, ""},
+    {Algorithm::kFixedWindow, "fixed_window", with_debt(Param::kAlign),
      0, true, false, true, kEveryStore, ""},
-    {Algorithm::kSlidingLog, "sliding_log", 0, 0, true, false, false,
+    {Algorithm::kSlidingLog, "sliding_log", bit(Param::kCountRefused), 0, true, false, false,
      static_cast<std::uint8_t>(bit(StoreKind::kMemory) | bit(StoreKind::kRedis)),
      "sliding_log keeps a log per key that grows with its limit, and shared memory has fixed-size slots"},
-    {Algorithm::kSlidingWindow, "sliding_window", 0, 0, true, false, false, kEveryStore, ""},
+    {Algorithm::kSlidingWindow, "sliding_window", bit(Param::kCountRefused), 0, true, false, false, kEveryStore, ""},
 };
 static_assert(std::size(kTable) == std::size(kAllAlgorithms));
 

@@ -123,14 +123,21 @@ Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int6
   if (d.allowed) {
     // A clock that went backwards logs at the newest time seen, keeping the log ordered.
     if (cost > 0) s.push(s.size() > 0 ? std::max(now, s.at(s.size() - 1).t_ns) : now, cost);
-  } else if (cost > p.limit) {
-    d.retry_after = kNever;
   } else {
+    // count_refused: the charge is logged all the same, the log's sum up to twice the limit (a debt of one limit;
+    // at most 2 * limit entries), and the answer below is the new log's.
+    if (p.count_refused && cost > 0 && used < 2 * p.limit) {
+      s.push(s.size() > 0 ? std::max(now, s.at(s.size() - 1).t_ns) : now, std::min(cost, 2 * p.limit - used));
+    }
+  }
+  if (!d.allowed && cost > p.limit) {
+    d.retry_after = kNever;
+  } else if (!d.allowed) {
     // Walk from the oldest entry until enough has expired for this cost to fit.
     std::uint64_t freed = 0;
     for (std::uint32_t i = 0; i < s.size(); ++i) {
       freed += s.at(i).cost;
-      if (used - freed <= p.limit - cost) {
+      if (s.sum() - freed <= p.limit - cost) {
         d.retry_after = Nanos{std::max<std::int64_t>(0, sat_sub(sat_add(s.at(i).t_ns, p.window_ns), now))};
         break;
       }

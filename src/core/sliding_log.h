@@ -1,7 +1,8 @@
 // core/sliding_log.h: the exact sliding window, a log of admitted requests.
 //
 // The log holds (time, cost) for each admitted request of the last window; an attempt of cost c at `now` is
-// allowed when the costs logged in (now - W, now] plus c are at most the limit. Refused attempts are not logged,
+// allowed when the costs logged in (now - W, now] plus c are at most the limit. Refused attempts are not logged
+// (with count_refused they are, the sum up to twice the limit: a debt of one limit, and 2 * limit entries at most),
 // and requests at the same nanosecond share one entry, so a key holds at most `limit` entries (validation caps
 // the limit at kMaxSlidingLogLimit). The log is a ring buffer that grows and shrinks with the traffic, and no
 // buffer at all while it holds one entry or none.
@@ -37,9 +38,10 @@ class SlidingLogState {
   void push(std::int64_t t_ns, std::uint64_t cost);
   void pop_front();
   std::size_t heap_bytes() const { return cap_ * sizeof(Entry); }
-  // The most a log under a (valid) `limit` holds on the heap: its ring grown to hold `limit` entries (2 at least).
-  static std::size_t max_heap_bytes(std::uint64_t limit) {
-    return std::bit_ceil(std::max<std::uint64_t>(limit, 2)) * sizeof(Entry);
+  // The most a log under a (valid) `limit` holds on the heap: its ring grown to hold `limit` entries (2 at least),
+  // twice as many with count_refused (a debt of one limit).
+  static std::size_t max_heap_bytes(std::uint64_t limit, bool count_refused) {
+    return std::bit_ceil(std::max<std::uint64_t>(count_refused ? 2 * limit : limit, 2)) * sizeof(Entry);
   }
 
  private:

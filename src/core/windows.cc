@@ -189,12 +189,17 @@ template <bool kResetAfter>
   const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
   Decision d;
   d.limit = static_cast<double>(p.limit);
-  d.allowed = cost <= room(p.limit, count);
+  // Past the limit (a debt, or absorbed hits) even cost 0 is refused, as in the fixed window.
+  d.allowed = count <= p.limit && cost <= p.limit - count;
   if (d.allowed) {
     s.curr += cost;
     d.remaining = static_cast<double>(room(p.limit, count + cost));
   } else {
-    d.remaining = static_cast<double>(room(p.limit, count));
+    // count_refused: the charge is counted all the same, this window's count up to twice the limit (a debt of one
+    // limit); the answers below are the new count's.
+    const std::uint64_t before = s.curr;
+    if (p.count_refused) [[unlikely]] s.curr = std::max(s.curr, std::min(sat_add_u(s.curr, cost), 2 * p.limit));
+    d.remaining = static_cast<double>(room(p.limit, sat_add_u(count, s.curr - before)));
     if (cost > p.limit) {
       d.retry_after = kNever;
     } else if (s.curr <= p.limit - cost) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/algorithms.h"
+#include "core/registry.h"
 #include "core/state_codec.h"
 #include "library/limiter_states.h"
 #include "store/memory/sharded_store.h"
@@ -34,7 +35,8 @@ constexpr std::size_t kDigestAbove = library::kMaxStoredKeyBytes;
 std::size_t per_key_heap(const LimitSpec& spec) {
   std::size_t bytes = kDigestAbove + 16;
   if (spec.algorithm == Algorithm::kSlidingLog) {
-    bytes += core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit));
+    bytes += core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit),
+                                                      core::counts_refused(spec));
   }
   return bytes;
 }

@@ -49,14 +49,15 @@ TEST(Registry, NamesRoundTrip) {
   for (Param p : kAllParams) EXPECT_EQ(parse_param(param_name(p)), p);
   EXPECT_EQ(parse_param("limit"), std::nullopt);
   EXPECT_EQ(takers(Param::kBurst), "gcra and leaky_queue");
-  EXPECT_EQ(takers(Param::kCountRefused), "earrrl and fixed_window");
+  EXPECT_EQ(takers(Param::kCountRefused), "earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, "
+                                         "sliding_log and sliding_window");  // every one
 }
 
 TEST(Registry, DefaultsFillOnlyWhatTheAlgorithmTakes) {
   const LimitSpec tb = with_defaults({.algorithm = Algorithm::kTokenBucket, .limit = 7});
   EXPECT_EQ(tb.capacity, 7);
   EXPECT_FALSE(tb.burst);
-  EXPECT_FALSE(tb.count_refused);
+  EXPECT_EQ(tb.count_refused, false);
   EXPECT_EQ(with_defaults({.algorithm = Algorithm::kGcra, .limit = 7}).burst, 0);
   EXPECT_EQ(with_defaults({.algorithm = Algorithm::kEarrrl, .limit = 7}).count_refused, true);
   EXPECT_EQ(with_defaults({.algorithm = Algorithm::kFixedWindow, .limit = 7}).count_refused, false);

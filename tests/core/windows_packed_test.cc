@@ -61,7 +61,7 @@ Decision decide(const WindowParams& p, State& s, std::int64_t now, std::uint64_t
   const std::uint64_t count = sat_add_u(s.curr, weighted_prev(p, s, now));
   Decision d;
   d.limit = static_cast<double>(p.limit);
-  d.allowed = cost <= room(p.limit, count);
+  d.allowed = count <= p.limit && cost <= p.limit - count;  // past the limit even cost 0 is refused
   if (d.allowed) {
     s.curr += cost;
     d.remaining = static_cast<double>(room(p.limit, count + cost));

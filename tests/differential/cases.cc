@@ -88,7 +88,7 @@ LimitSpec draw_spec(Rng& r) {
       break;
     default: break;
   }
-  if (s.algorithm == Algorithm::kEarrrl || s.algorithm == Algorithm::kFixedWindow) {
+  {  // every algorithm: unset (its default), false, or true (refused charges owed as debt)
     const auto c = r.below(3);
     if (c < 2) s.count_refused = c == 1;
   }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "differential/cases.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/ratekeeper.h"
@@ -416,7 +417,10 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           property("refused at now + retry_after", "  at now + retry_after: " + describe(then) + "\n");
         }
         const Decision before = stores.memory.peek_at(key, now + d.retry_after - 1ns, s.cost);
-        if (c.spec.algorithm != Algorithm::kEarrrl && before.allowed) {
+        // With count_refused a peek answers for the check it stands for, which would have been owed: its wait is
+        // that check's, a bound for the state the peek left (docs/algorithms.md, "Debts").
+        const bool owed_peek = s.peek && core::counts_refused(c.spec);
+        if (c.spec.algorithm != Algorithm::kEarrrl && !owed_peek && before.allowed) {
           property("allowed at now + retry_after - 1ns", "  at now + retry_after - 1ns: " + describe(before) + "\n");
         }
       }

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import urllib.request
 
 import grpc
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from harness import free_port  # noqa: E402  (tests/support: the shared helpers)
@@ -53,6 +55,40 @@ descriptors:
 }
 
 
+# Debts (docs/algorithms.md): every algorithm at 10 a second, recording a debit larger than what is left.
+DEBT_RULES = """
+domain: debts
+descriptors:
+  - {key: alg, value: earrrl, rate_limit: {unit: second, requests_per_unit: 10, algorithm: earrrl, half_life: 100ms}}
+  - {key: alg, value: gcra, rate_limit: {unit: second, requests_per_unit: 10, algorithm: gcra, burst: 9,
+                                         count_refused: true}}
+  - {key: alg, value: leaky_queue, rate_limit: {unit: second, requests_per_unit: 10, algorithm: leaky_queue,
+                                                burst: 9, count_refused: true}}
+  - {key: alg, value: token_bucket, rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket,
+                                                 count_refused: true}}
+  - {key: alg, value: leaky_bucket, rate_limit: {unit: second, requests_per_unit: 10, algorithm: leaky_bucket,
+                                                 count_refused: true}}
+  - {key: alg, value: fixed_window, rate_limit: {unit: second, requests_per_unit: 10, algorithm: fixed_window}}
+  - {key: alg, value: sliding_log, rate_limit: {unit: second, requests_per_unit: 10, algorithm: sliding_log,
+                                                count_refused: true}}
+  - {key: alg, value: sliding_window, rate_limit: {unit: second, requests_per_unit: 10, algorithm: sliding_window,
+                                                   count_refused: true}}
+"""
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def doc_blocks(name):
+    """The yaml blocks of docs/NAME that docs_test.py leaves to this test (`docs-test: by ...grpc_test.py`)."""
+    lines = open(os.path.join(SOURCE, "docs", name)).read().split("\n")
+    blocks = []
+    for i, line in enumerate(lines):
+        if line.strip() == "<!-- docs-test: by tests/integration/grpc_test.py -->":
+            assert lines[i + 1] == "```yaml", lines[i + 1]
+            end = lines.index("```", i + 2)
+            blocks.append(yaml.safe_load("\n".join(lines[i + 2:end])))
+    return blocks
+
+
 def generate(out):
     protos = ["envoy/type/v3/ratelimit_unit.proto", "envoy/config/core/v3/base.proto",
               "envoy/extensions/common/ratelimit/v3/ratelimit.proto", "envoy/service/ratelimit/v3/rls.proto"]
@@ -72,7 +108,10 @@ class GrpcTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="rk-grpc-")
         rules = os.path.join(cls.dir, "rules")
         os.mkdir(rules)
-        for name, text in dict(QUOTA_RULES, **{"edge.yaml": RULES}).items():
+        with open(os.path.join(SOURCE, "examples", "ai-gateway.yaml")) as f:
+            ai_rules = f.read()
+        for name, text in dict(QUOTA_RULES, **{"edge.yaml": RULES, "debts.yaml": DEBT_RULES,
+                                               "ai.yaml": ai_rules}).items():
             with open(os.path.join(rules, name), "w") as f:
                 f.write(text)
         cls.grpc_port, cls.admin_port = free_port(), free_port()
@@ -163,6 +202,73 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(answers, ["OK", "OK", "OK", "OVER_LIMIT"])
         self.assertEqual(resp.statuses[0].limit_remaining, 0)
         self.assertEqual(resp.statuses[0].current_limit.requests_per_unit, 2)
+
+    def descriptor_hits(self, domain, entries, hits, request_hits=0):
+        """What Envoy sends: the per-descriptor hits_addend (field 3), which overrides the request's."""
+        r = self.request(domain, entries, hits=request_hits)
+        r.descriptors[0].hits_addend.value = hits
+        return self.should(r, timeout=10)
+
+    def test_envoy_flow_records_debits_for_every_algorithm(self):
+        """apply_on_stream_done as Envoy sends it: a look (hits_addend 0), then the debit of 15 at 10 a second. The
+        debit overdraws (OVER_LIMIT; earrrl's test reads the estimate before it) and is recorded: the next look is
+        refused until the debt of 5 has drained (0.5 s) or the window has turned, then OK again."""
+        algorithms = ["earrrl", "gcra", "leaky_queue", "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+                      "sliding_window"]
+        code = rls.RateLimitResponse.Code.Name
+        debited = {}
+        for alg in algorithms:
+            self.assertEqual(code(self.descriptor_hits("debts", [("alg", alg)], 0).overall_code), "OK", alg)
+            debited[alg] = time.monotonic()
+            # The request's own hits_addend (1) is overridden by the descriptor's.
+            debit = self.descriptor_hits("debts", [("alg", alg)], 15, request_hits=1)
+            self.assertEqual(code(debit.overall_code), "OK" if alg == "earrrl" else "OVER_LIMIT", alg)
+            self.assertEqual(code(self.descriptor_hits("debts", [("alg", alg)], 0).overall_code), "OVER_LIMIT", alg)
+        back = {}
+        deadline = time.monotonic() + 5
+        while len(back) < len(algorithms) and time.monotonic() < deadline:
+            for alg in algorithms:
+                if alg not in back and self.descriptor_hits("debts", [("alg", alg)], 0).overall_code == 1:  # OK
+                    back[alg] = time.monotonic() - debited[alg]
+            time.sleep(0.02)
+        self.assertEqual(sorted(back), sorted(algorithms), "a look still refused 5 s after the debit")
+        for alg in ["gcra", "leaky_queue", "token_bucket", "leaky_bucket"]:
+            self.assertGreaterEqual(back[alg], 0.5, alg)  # the debt of 5 at 10 a second
+        self.assertGreaterEqual(back["sliding_log"], 1.0)  # the debit leaves the log one window later
+
+    def test_docs_ai_gateways_recipes(self):
+        """docs/ai-gateways.md's Envoy and Envoy Gateway blocks: what can be checked without them, then what Envoy
+        sends for the route's two rate limits, against examples/ai-gateway.yaml."""
+        envoy, gateway = doc_blocks("ai-gateways.md")
+        rl = envoy["http_filters"][0]["typed_config"]
+        self.assertEqual(rl["@type"], "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit")
+        self.assertEqual(rl["domain"], "ai")
+        look, debit = envoy["route_config"]["virtual_hosts"][0]["routes"][0]["route"]["rate_limits"]
+        self.assertEqual(look["hits_addend"], {"number": 0})
+        self.assertNotIn("apply_on_stream_done", look)
+        self.assertIs(debit["apply_on_stream_done"], True)
+        self.assertRegex(debit["hits_addend"]["format"], r"^%DYNAMIC_METADATA\([\w.]+:[\w.]+\)%$")
+        self.assertEqual(look["actions"], debit["actions"])  # one descriptor, so one key
+        key = look["actions"][0]["request_headers"]["descriptor_key"]
+        rule = gateway["spec"]["rateLimit"]["global"]["rules"][0]
+        self.assertEqual(gateway["kind"], "BackendTrafficPolicy")
+        self.assertEqual(rule["cost"]["request"], {"from": "Number", "number": 0})
+        self.assertEqual(rule["cost"]["response"]["from"], "Metadata")
+        self.assertEqual(set(rule["cost"]["response"]["metadata"]), {"namespace", "key"})
+        # Envoy's requests: the look, the request, the debit of the tokens it used.
+        code = rls.RateLimitResponse.Code.Name
+        used = [4000, 4000, 4000]
+        answers = []
+        for tokens in used:
+            resp = self.descriptor_hits("ai", [(key, "k1")], 0)
+            answers.append(code(resp.overall_code))
+            if resp.overall_code == rls.RateLimitResponse.OK:
+                self.descriptor_hits("ai", [(key, "k1")], tokens)
+        # 8,000 of 10,000 used after two; the third passes its look and overdraws by 2,000: owed.
+        self.assertEqual(answers, ["OK", "OK", "OK"])
+        resp = self.descriptor_hits("ai", [(key, "k1")], 0)
+        self.assertEqual(code(resp.overall_code), "OVER_LIMIT")
+        self.assertEqual(resp.statuses[0].limit_remaining, 0)
 
     def test_merged_and_placeholder_domains(self):
         resp = self.should(self.request("rl", [("foo", "a")]), timeout=10)

@@ -236,7 +236,7 @@ def draw_zone(rng, name, algorithm):
         if algorithm in ("token_bucket", "leaky_bucket") and rng.random() < 0.6:
             fields["capacity"] = rng.randint(1, 30)
             params.append("capacity=%d" % fields["capacity"])
-        if algorithm in ("earrrl", "fixed_window") and rng.random() < 0.7:
+        if rng.random() < 0.7:  # every algorithm (with it, a refused charge is owed as debt)
             fields["count_refused"] = rng.randint(0, 1)
             params.append("count_refused=" + ("on" if fields["count_refused"] else "off"))
         if rng.random() < 0.3:

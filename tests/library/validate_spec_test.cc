@@ -134,9 +134,12 @@ TEST(Validate, BadCapacity) {
 }
 
 TEST(Validate, CountRefusedOnWrongAlgorithm) {
-  LimitSpec s{.algorithm = Algorithm::kSlidingLog, .limit = 1, .count_refused = true};
-  EXPECT_EQ(only_error(s),
-            "count_refused: count_refused is a parameter of earrrl and fixed_window, not of sliding_log");
+  // Every algorithm takes it (a refused charge recorded as debt).
+  for (Algorithm a : kAllAlgorithms) {
+    LimitSpec s{.algorithm = a, .limit = 1, .half_life = Nanos{1s}, .count_refused = true};
+    if (a != Algorithm::kEarrrl) s.half_life.reset();
+    EXPECT_TRUE(validate(s).empty()) << algorithm_name(a);
+  }
 }
 
 TEST(Validate, RateBeyondNanosecondResolution) {

@@ -60,7 +60,8 @@ std::size_t Batcher::key_bytes(const LimitSpec& spec, std::string_view key) {
   std::size_t bytes = kHeader + kNode + kHeader + sizeof(Entry) + kHeader + kState;
   if (key.size() > 15) bytes += kHeader + key.size() + 1;
   if (spec.algorithm == Algorithm::kSlidingLog) {
-    bytes += kHeader + core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit));
+    bytes += kHeader + core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit),
+                                                              core::counts_refused(spec));
   }
   return bytes;
 }

@@ -114,10 +114,11 @@ void append(std::vector<std::string>& a, Algorithm algorithm, const core::GcraPa
   a.push_back(std::to_string(p.tolerance_ns));
   a.push_back(num(p.limit));
   a.push_back(algorithm == Algorithm::kLeakyQueue ? "1" : "0");
+  a.push_back(std::to_string(p.max_backlog_ns));
 }
 
 void append(std::vector<std::string>& a, Algorithm, const core::FluidParams& p) {
-  for (double v : {p.capacity, p.interval, p.tolerance}) a.push_back(num(v));
+  for (double v : {p.capacity, p.interval, p.tolerance, p.max_backlog}) a.push_back(num(v));
 }
 
 void append(std::vector<std::string>& a, Algorithm, const core::WindowParams& p) {

@@ -106,6 +106,25 @@ TEST(Batcher, EveryAlgorithmShares) {
   }
 }
 
+// A debit (count_refused) that overdraws on one server is owed on both once shared: server 1's look is refused
+// too, where without the debt it would see the room the debit did not take.
+TEST(Batcher, EveryAlgorithmSharesADebt) {
+  RedisProcess redis;
+  Fleet f(redis.port());
+  for (Algorithm a : kAllAlgorithms) {
+    LimitSpec spec{.algorithm = a, .limit = 10, .window = Nanos{1h}, .count_refused = true};
+    if (a == Algorithm::kEarrrl) spec.half_life = Nanos{1h};
+    const std::string key = "rk:t:debt:" + std::string(algorithm_name(a));
+    EXPECT_TRUE(f.decide(1, spec, key, 0).allowed) << algorithm_name(a);  // server 1 joins first: a look
+    f.decide(0, spec, key, 0);
+    f.decide(0, spec, key, 15);  // the debit, past the limit
+    EXPECT_FALSE(f.decide(0, spec, key, 0).allowed) << algorithm_name(a);
+    f.servers[0]->flush();
+    f.servers[1]->flush();
+    EXPECT_FALSE(f.decide(1, spec, key, 0).allowed) << algorithm_name(a);
+  }
+}
+
 // An attacker's fresh keys, each decided once: the table keeps at most max_keys, the backlog of evicted keys' hits
 // at most max_keys more, and Redis gets them all.
 TEST(Batcher, ManyKeysStayBounded) {

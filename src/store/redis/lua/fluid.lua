@@ -1,6 +1,6 @@
 -- token_bucket and leaky_bucket: as src/core/fluid.cc. State {empty, frac}: the bucket is empty at empty + frac
 -- (relative to the base).
-local capacity, interval, tolerance -- this call's, ARGV[5...7]
+local capacity, interval, tolerance, max_backlog -- this call's, ARGV[5...8]
 local function fits(w, f, k) return w <= math.floor(tolerance - k * interval - f) end
 local function room_for(w, f) -- the most whole requests that fit (fits is monotone in k)
   local k = math.floor((tolerance - f - w) / interval)
@@ -13,7 +13,7 @@ local function decide(keys, args)
   local bad = begin(keys, args)
   if bad then return bad end
   read_state('dd', nil, true)
-  capacity, interval, tolerance = param(5), param(6), param(7)
+  capacity, interval, tolerance, max_backlog = param(5), param(6), param(7), param(8)
   local whole, frac = 0, 0 -- the backlog at now: whole nanoseconds until empty, and the fraction
   if st and st[1] >= now then whole, frac = st[1] - now, st[2] end
   local most = math.floor(tolerance - cost * interval - frac)
@@ -24,6 +24,19 @@ local function decide(keys, args)
     local xw = math.floor(x)
     whole, frac = whole + xw, x - xw
     state = {now + whole + shift, frac}
+  elseif max_backlog > 0 then -- count_refused: owed all the same, up to max_backlog (fluid.cc's owe)
+    local x = frac + cost * interval
+    if whole + x > max_backlog then
+      if whole + frac < max_backlog then
+        local w = math.floor(max_backlog)
+        whole, frac = w, max_backlog - w
+      end
+    else
+      local xw = math.floor(x)
+      whole, frac = whole + xw, x - xw
+    end
+    state = {now + whole + shift, frac}
+    if cost <= capacity then retry = whole - math.floor(tolerance - cost * interval - frac) else retry = NEVER end
   else
     if cost <= capacity then retry = whole - most else retry = NEVER end
     if st then state = {st[1] + shift, st[2]} end

@@ -3,7 +3,7 @@ local function decide(keys, args)
   local bad = begin(keys, args)
   if bad then return bad end
   read_state('d', nil, true)
-  local interval, tolerance, limit, queue = param(5), param(6), param(7), args[8] == '1'
+  local interval, tolerance, limit, queue, max_backlog = param(5), param(6), param(7), args[8] == '1', param(9)
   local tat = now
   if st then tat = math.max(st[1], now) end
   local increment = cost * interval
@@ -16,9 +16,16 @@ local function decide(keys, args)
     if queue then delay = tat - now end
     state = {new_tat + shift}
   else
+    local held = tat
+    if max_backlog > 0 then -- count_refused: owed all the same, up to a debt of one limit (gcra.h)
+      held = math.max(tat, math.min(new_tat, now + max_backlog))
+      allow_at = held + increment - tolerance
+      state = {held + shift}
+    elseif st then
+      state = {st[1] + shift}
+    end
     if increment <= tolerance then retry = allow_at - now else retry = NEVER end
-    ttl = tat - now
-    if st then state = {st[1] + shift} end
+    ttl = held - now
   end
   local room = tolerance - ttl
   local remaining = 0

@@ -18,25 +18,30 @@ local function decide(keys, args)
   local used = sum
   local allowed = used <= limit and cost <= limit - used
   local retry = 0
-  if allowed then
-    if cost > 0 then
+  local count_refused = args[8] == '1'
+  if allowed or (count_refused and cost > 0 and used < 2 * limit) then
+    local add = cost
+    if not allowed then add = math.min(cost, 2 * limit - used) end -- owed: the sum up to twice the limit
+    if add > 0 then
       local t = now
       if m >= first then t = math.max(now, log[2 * m - 1]) end
       if m >= first and log[2 * m - 1] == t then
-        log[2 * m] = log[2 * m] + cost
+        log[2 * m] = log[2 * m] + add
       else
         m = m + 1
-        log[2 * m - 1], log[2 * m] = t, cost
+        log[2 * m - 1], log[2 * m] = t, add
       end
-      sum = sum + cost
+      sum = sum + add
     end
+  end
+  if allowed then -- nothing to wait for
   elseif cost > limit then
     retry = NEVER
   else
     local freed = 0
     for i = first, m do
       freed = freed + log[2 * i]
-      if used - freed <= limit - cost then
+      if sum - freed <= limit - cost then
         retry = math.max(0, log[2 * i - 1] + window - now)
         break
       end

@@ -27,13 +27,15 @@ local function decide(keys, args)
   local elapsed = math.min(math.max(-start, 0), window)
   local weighted = math.floor(prev * (window - elapsed) / window)
   local count = curr + weighted
-  local allowed = cost <= room(count)
+  local allowed = count <= limit and cost <= limit - count -- past the limit even cost 0 is refused
   local remaining, retry = 0, 0
   if allowed then
     curr = curr + cost
     remaining = room(count + cost)
   else
-    remaining = room(count)
+    local before = curr
+    if args[8] == '1' then curr = math.max(curr, math.min(curr + cost, 2 * limit)) end -- owed (windows.cc)
+    remaining = room(count + curr - before)
     if cost > limit then
       retry = NEVER
     elseif curr <= limit - cost then
