@@ -192,7 +192,8 @@ void RateLimitReader::concurrency() {
   if (n_["lease_ttl"]) spec.lease_ttl = r_.duration(n_["lease_ttl"], where_ + ".lease_ttl").value_or(spec.lease_ttl);
   for (const ParamError& e : validate(spec)) {
     const std::string key = e.param;
-    r_.fail(n_[key] ? n_[key] : n_, where_ + "." + e.param + ": " + e.message);
+    if (!n_[key]) continue;  // max_in_flight missing: said above
+    r_.fail(n_[key], where_ + "." + e.param + ": " + e.message);
   }
   out_.concurrency = spec;
 }
