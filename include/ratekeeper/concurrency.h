@@ -37,6 +37,9 @@ struct ConcurrencySpec {
   std::uint32_t max_in_flight = 0;  // 1 .. kMaxInFlight
   Nanos lease_ttl = kDefaultLeaseTtl;  // 1 ms .. kMaxLeaseTtl
   std::size_t max_key_bytes = 4096;  // longer keys are refused with InvalidArgument
+  // About this many keys holding leases at once (in 64 shards of max_keys / 64); past it, an acquire on a new key
+  // is refused (retry_after: lease_ttl) until leases expire or are released: memory stays bounded.
+  std::size_t max_keys = 1'000'000;
 };
 
 // Every problem with the spec ("max_in_flight", "lease_ttl"), or none. Never throws.
@@ -94,6 +97,7 @@ class RK_EXPORT ConcurrencyLimiter {
   std::uint32_t in_flight_at(std::string_view key, Nanos now) const;
 
   // Forgets every key whose leases have all expired; returns how many.
+  std::size_t sweep();
   std::size_t sweep_at(Nanos now);
 
   const ConcurrencySpec& spec() const;

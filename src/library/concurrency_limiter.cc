@@ -3,10 +3,13 @@
 //
 // Thread safety: a key's leases are read and changed only under its shard's mutex. Invariants: a key in a shard's
 // map has held at least one lease since the shard was last swept; a shard sweeps itself every kSweepEvery acquires,
-// so keys whose leases all expired cannot pile up beyond what that many acquires made.
+// so keys whose leases all expired cannot pile up beyond what that many acquires made; a shard holds at most
+// keys_per_shard keys (ConcurrencySpec::max_keys), a new key past that refused until a sweep makes room.
 #include "ratekeeper/concurrency.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -44,10 +47,14 @@ std::optional<core::LeaseId> parse_lease(std::string_view text) {
   return id;
 }
 
+// A full shard sweeps for room at most once a millisecond: a stream of new keys cannot make every acquire walk it.
+constexpr std::int64_t kFullSweepEveryNs = 1'000'000;
+
 struct Shard {
   std::mutex mu;
   std::unordered_map<std::string, core::ConcurrencyState> keys;
   std::uint32_t acquires = 0;
+  std::int64_t full_swept_ns = INT64_MIN / 2;  // far enough from INT64_MIN that adding a millisecond cannot wrap
 
   std::size_t sweep(std::int64_t now) {
     return std::erase_if(keys, [now](auto& kv) { return core::leases_held(kv.second, now) == 0; });
@@ -66,6 +73,7 @@ std::vector<ParamError> validate(const ConcurrencySpec& spec) {
     out.push_back({"lease_ttl", "must be 1ms to 24h (got " + std::to_string(spec.lease_ttl.count()) + "ns)"});
   }
   if (spec.max_key_bytes == 0) out.push_back({"max_key_bytes", "must be at least 1"});
+  if (spec.max_keys == 0) out.push_back({"max_keys", "must be at least 1"});
   return out;
 }
 
@@ -73,6 +81,7 @@ struct ConcurrencyLimiter::Impl {
   ConcurrencySpec spec;
   core::ConcurrencyParams params;
   std::shared_ptr<const Clock> clock;
+  std::size_t keys_per_shard = 1;
   std::array<Shard, kShards> shards;
 
   Shard& shard(std::string_view key) { return shards[std::hash<std::string_view>{}(key) % kShards]; }
@@ -90,6 +99,7 @@ ConcurrencyLimiter::ConcurrencyLimiter(const ConcurrencySpec& spec, std::shared_
   if (!errors.empty()) throw InvalidArgument(errors.front().param + ": " + errors.front().message);
   impl_->spec = spec;
   impl_->params = {spec.max_in_flight, spec.lease_ttl.count()};
+  impl_->keys_per_shard = std::max<std::size_t>(1, spec.max_keys / kShards);
   impl_->clock = clock ? std::move(clock) : std::make_shared<SystemClock>();
 }
 
@@ -106,7 +116,19 @@ Lease ConcurrencyLimiter::acquire_at(std::string_view key, Nanos now) {
   {
     std::lock_guard lock(s.mu);
     if (++s.acquires % kSweepEvery == 0) s.sweep(now.count());
-    r = core::acquire_lease(impl_->params, s.keys[std::string(key)], now.count(), id);
+    auto it = s.keys.find(std::string(key));
+    const bool may_sweep = now.count() < s.full_swept_ns || now.count() >= s.full_swept_ns + kFullSweepEveryNs;
+    if (it == s.keys.end() && s.keys.size() >= impl_->keys_per_shard && may_sweep) {
+      s.full_swept_ns = now.count();
+      s.sweep(now.count());
+    }
+    if (it == s.keys.end() && s.keys.size() >= impl_->keys_per_shard) {
+      Lease full;  // no room for another key: refused, as a key whose slots are all held
+      full.retry_after_ = impl_->spec.lease_ttl;
+      return full;
+    }
+    if (it == s.keys.end()) it = s.keys.emplace(std::string(key), core::ConcurrencyState{}).first;
+    r = core::acquire_lease(impl_->params, it->second, now.count(), id);
   }
   Lease lease;
   lease.in_flight_ = r.in_flight;
@@ -144,6 +166,8 @@ std::uint32_t ConcurrencyLimiter::in_flight_at(std::string_view key, Nanos now) 
   const auto it = s.keys.find(std::string(key));
   return it == s.keys.end() ? 0 : core::leases_held(it->second, now.count());
 }
+
+std::size_t ConcurrencyLimiter::sweep() { return sweep_at(impl_->clock->now()); }
 
 std::size_t ConcurrencyLimiter::sweep_at(Nanos now) {
   std::size_t n = 0;

@@ -122,3 +122,25 @@ TEST(ConcurrencyLimiter, HundredClientsNeverHoldMoreThanTen) {
 
 }  // namespace
 }  // namespace rk
+
+namespace rk {
+namespace {
+
+// A stream of new keys cannot grow the table past max_keys: a new key past it is refused until leases go.
+TEST(ConcurrencyLimiter, KeysAreBoundedByMaxKeys) {
+  auto clock = std::make_shared<ManualClock>(std::chrono::seconds(100));
+  ConcurrencyLimiter limiter({.max_in_flight = 1, .lease_ttl = std::chrono::seconds(5), .max_keys = 64}, clock);
+  std::vector<std::string> held;
+  for (int i = 0; i < 10'000; ++i) {
+    Lease l = limiter.acquire("k" + std::to_string(i));
+    if (l) held.push_back(l.detach());
+  }
+  EXPECT_LE(held.size(), 64u);  // one key a shard
+  EXPECT_GE(held.size(), 1u);
+  clock->advance(std::chrono::seconds(5));  // every lease expired: room again
+  clock->advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(limiter.acquire("fresh"));
+}
+
+}  // namespace
+}  // namespace rk
