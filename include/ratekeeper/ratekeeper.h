@@ -176,6 +176,38 @@ RK_EXPORT rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]);
 RK_EXPORT rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key, size_t key_len,
                                   uint8_t out[RK_KEY_DIGEST_BYTES]);
 
+/* The `concurrency` algorithm (include/ratekeeper/concurrency.h): at most max_in_flight leases of a key at once,
+ * each held until released or until lease_ttl_ns has passed.
+ *
+ *   rk_concurrency* c;
+ *   rk_concurrency_new(10, 30000000000, &c);      // 10 at once, leases expire after 30 s
+ *   char id[RK_LEASE_ID_SIZE];
+ *   int acquired;
+ *   rk_concurrency_acquire(c, "user:42", 7, id, &acquired, NULL);
+ *   if (acquired) { serve(); rk_concurrency_release(c, "user:42", 7, id, NULL); }
+ *
+ * A lease id is 32 hex digits and a NUL (128 random bits): only whoever was given it can release the lease.
+ * Releasing an unknown, expired or released id sets *released to 0 and changes nothing. */
+typedef struct rk_concurrency rk_concurrency;
+#define RK_LEASE_ID_SIZE 33
+
+/* lease_ttl_ns 0: the default (60 s). RK_INVALID_ARGUMENT naming max_in_flight or lease_ttl when out of range. */
+RK_EXPORT rk_status rk_concurrency_new(uint32_t max_in_flight, int64_t lease_ttl_ns, rk_concurrency** out);
+RK_EXPORT void rk_concurrency_free(rk_concurrency* c); /* NULL is fine; the caller releases no lease after it */
+/* *acquired: 1 and lease_id filled, or 0 and *retry_after_ns (may be NULL) until the first held lease expires. */
+RK_EXPORT rk_status rk_concurrency_acquire(rk_concurrency* c, const char* key, size_t key_len,
+                                           char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns);
+RK_EXPORT rk_status rk_concurrency_acquire_at(rk_concurrency* c, const char* key, size_t key_len, int64_t now_ns,
+                                              char lease_id[RK_LEASE_ID_SIZE], int* acquired,
+                                              int64_t* retry_after_ns);
+/* *released (may be NULL): 1 if the lease was held, else 0 (nothing changed). */
+RK_EXPORT rk_status rk_concurrency_release(rk_concurrency* c, const char* key, size_t key_len, const char* lease_id,
+                                           int* released);
+RK_EXPORT rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key, size_t key_len,
+                                              const char* lease_id, int64_t now_ns, int* released);
+RK_EXPORT rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len,
+                                             uint32_t* out);
+
 #ifdef __cplusplus
 }
 #endif

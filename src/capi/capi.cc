@@ -14,6 +14,7 @@
 
 #include "core/registry.h"
 #include "http_fields/rate_limit_headers.h"
+#include "ratekeeper/concurrency.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/shared.h"
 #include "store/memory/key_digest.h"
@@ -21,6 +22,11 @@
 struct rk_limiter {
   explicit rk_limiter(rk::Limiter l) : limiter(std::move(l)) {}
   rk::Limiter limiter;
+};
+
+struct rk_concurrency {
+  explicit rk_concurrency(const rk::ConcurrencySpec& spec) : limiter(spec) {}
+  rk::ConcurrencyLimiter limiter;
 };
 
 struct rk_shared {
@@ -194,6 +200,40 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
   }
   if (!problems.empty()) return fail(RK_INVALID_ARGUMENT, problems);
   return RK_OK;
+}
+
+}  // namespace
+
+namespace {
+
+rk_status lease_acquire(rk_concurrency* c, const char* key, size_t len, std::optional<rk::Nanos> now,
+                        char* lease_id, int* acquired, int64_t* retry_after_ns) noexcept {
+  return guarded([&] {
+    if (c == nullptr || (key == nullptr && len > 0) || lease_id == nullptr || acquired == nullptr) {
+      return fail(RK_INVALID_ARGUMENT, "limiter, key, lease_id or acquired is NULL");
+    }
+    const std::string_view k(key == nullptr ? "" : key, len);
+    rk::Lease lease = now ? c->limiter.acquire_at(k, *now) : c->limiter.acquire(k);
+    *acquired = lease ? 1 : 0;
+    if (retry_after_ns != nullptr) *retry_after_ns = lease.retry_after().count();
+    const std::string id = lease.detach();
+    std::memcpy(lease_id, id.c_str(), id.size() + 1);
+    return RK_OK;
+  });
+}
+
+rk_status lease_release(rk_concurrency* c, const char* key, size_t len, const char* lease_id,
+                        std::optional<rk::Nanos> now, int* released) noexcept {
+  return guarded([&] {
+    if (c == nullptr || (key == nullptr && len > 0) || lease_id == nullptr) {
+      return fail(RK_INVALID_ARGUMENT, "limiter, key or lease_id is NULL");
+    }
+    const std::string_view k(key == nullptr ? "" : key, len);
+    const std::string_view id(lease_id, strnlen(lease_id, RK_LEASE_ID_SIZE));
+    const bool done = now ? c->limiter.release_at(k, id, *now) : c->limiter.release(k, id);
+    if (released != nullptr) *released = done ? 1 : 0;
+    return RK_OK;
+  });
 }
 
 }  // namespace
@@ -423,6 +463,50 @@ rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key
     std::memcpy(s.data(), seed, s.size());
     const rk::store::memory::KeyDigest d = rk::store::memory::key_digest(s, k);
     std::memcpy(out, d.data(), d.size());
+    return RK_OK;
+  });
+}
+
+
+rk_status rk_concurrency_new(uint32_t max_in_flight, int64_t lease_ttl_ns, rk_concurrency** out) {
+  return guarded([&] {
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new limiter goes) is NULL");
+    *out = nullptr;
+    rk::ConcurrencySpec spec{.max_in_flight = max_in_flight};
+    if (lease_ttl_ns != 0) spec.lease_ttl = rk::Nanos{lease_ttl_ns};
+    *out = new rk_concurrency(spec);
+    return RK_OK;
+  });
+}
+
+void rk_concurrency_free(rk_concurrency* c) { delete c; }
+
+rk_status rk_concurrency_acquire(rk_concurrency* c, const char* key, size_t key_len, char lease_id[RK_LEASE_ID_SIZE],
+                                 int* acquired, int64_t* retry_after_ns) {
+  return lease_acquire(c, key, key_len, std::nullopt, lease_id, acquired, retry_after_ns);
+}
+
+rk_status rk_concurrency_acquire_at(rk_concurrency* c, const char* key, size_t key_len, int64_t now_ns,
+                                    char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns) {
+  return lease_acquire(c, key, key_len, rk::Nanos{now_ns}, lease_id, acquired, retry_after_ns);
+}
+
+rk_status rk_concurrency_release(rk_concurrency* c, const char* key, size_t key_len, const char* lease_id,
+                                 int* released) {
+  return lease_release(c, key, key_len, lease_id, std::nullopt, released);
+}
+
+rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key, size_t key_len, const char* lease_id,
+                                    int64_t now_ns, int* released) {
+  return lease_release(c, key, key_len, lease_id, rk::Nanos{now_ns}, released);
+}
+
+rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len, uint32_t* out) {
+  return guarded([&] {
+    if (c == nullptr || (key == nullptr && key_len > 0) || out == nullptr) {
+      return fail(RK_INVALID_ARGUMENT, "limiter, key or out is NULL");
+    }
+    *out = c->limiter.in_flight(std::string_view(key == nullptr ? "" : key, key_len));
     return RK_OK;
   });
 }

@@ -22,6 +22,7 @@ std::optional<Unit> parse_unit(std::string_view name) {
 Nanos unit_length(Unit u) { return std::chrono::seconds(kUnitSeconds[static_cast<int>(u)]); }
 
 std::string_view algorithm_shown(const RateLimit& limit) {
+  if (limit.concurrency) return "concurrency";
   return limit.blocked ? "blocked" : algorithm_name(limit.spec.algorithm);
 }
 

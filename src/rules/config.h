@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/source_position.h"
+#include "ratekeeper/concurrency.h"
 #include "ratekeeper/params.h"
 
 namespace rk::rules {
@@ -37,13 +38,16 @@ struct RateLimit {
   bool blocked = false;                   // requests_per_unit 0: every request is over the limit
   bool calendar = false;                  // `align: calendar`: week windows start on Monday (UTC)
   LimitSpec spec;                         // the algorithm and its parameters, resolved (when not unlimited/blocked)
+  // `algorithm: concurrency` (max_in_flight, lease_ttl): leases acquired and released (POST /v1/acquire and
+  // /v1/release), never checked; `spec` is then unused.
+  std::optional<ConcurrencySpec> concurrency;
   std::vector<std::string> replaces;
   SourcePos pos;
 };
 
 // What a limit runs, as every answer that names it says (/v1/check, /v1/rules, the dashboard): its algorithm's
 // name, or "blocked" for a blocked limit, which runs none. Not for unlimited ones, which decide nothing.
-std::string_view algorithm_shown(const RateLimit& limit);
+std::string_view algorithm_shown(const RateLimit& limit);  // "concurrency" for a concurrency limit
 
 struct Descriptor {
   std::string key;

@@ -181,6 +181,24 @@ void store_settings(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
   }
 }
 
+// A concurrency limit needs a release call, and a store that holds leases: forward-auth has no release call, and
+// `sharing: batched` keeps no lease where the fleet can see it.
+void concurrency_where_served(RulesReader& r, const std::vector<Descriptor>& descriptors, const DomainConfig& out) {
+  for (const Descriptor& d : descriptors) {
+    if (d.rate_limit && d.rate_limit->concurrency) {
+      if (out.forward_auth.enabled) {
+        r.fail(d.rate_limit->pos, "algorithm: concurrency cannot be served by forward_auth, which has no release "
+                                  "call (acquire and release it at /v1/acquire and /v1/release)");
+      }
+      if (out.sharing == Sharing::kBatched) {
+        r.fail(d.rate_limit->pos, "algorithm: concurrency cannot run with sharing: batched (leases are held in "
+                                  "Redis exactly, or in memory)");
+      }
+    }
+    concurrency_where_served(r, d.descriptors, out);
+  }
+}
+
 }  // namespace
 
 void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
@@ -203,6 +221,7 @@ void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
   store_settings(r, root, out);
   if (root["descriptors"]) DescriptorWalk(r).descriptors(root["descriptors"], "descriptors", 1, out.descriptors);
   if (root["forward_auth"]) read_forward_auth(r, root["forward_auth"], out.forward_auth);
+  concurrency_where_served(r, out.descriptors, out);
 }
 
 }  // namespace rk::rules

@@ -46,6 +46,7 @@ class RateLimitReader {
   void parameters();
   void calendar_needs_unit(const Found& found);
   void validate_spec();
+  void concurrency();
 
   RulesReader& r_;
   const YAML::Node& n_;
@@ -60,6 +61,10 @@ void RateLimitReader::read() {
   if (n_["replaces"]) replaces();
   if (out_.unlimited) {
     unlimited_alone();  // nothing else to read
+    return;
+  }
+  if (n_["algorithm"] && n_["algorithm"].IsScalar() && n_["algorithm"].Scalar() == "concurrency") {
+    concurrency();
     return;
   }
 
@@ -171,6 +176,28 @@ bool RateLimitReader::applies(const std::string& key) const {
   return !p || core::takes(out_.spec.algorithm, *p);
 }
 
+// `algorithm: concurrency`: at most max_in_flight leases at once, each for at most lease_ttl (default 60s). It
+// counts no requests over a window, so the keys of one do not apply.
+void RateLimitReader::concurrency() {
+  for (std::string_view k : with_params({"unit", "requests_per_unit", "window", "unit_multiplier"})) {
+    const std::string key(k);
+    if (n_[key]) r_.fail(n_[key], where_ + ": '" + key + "' makes no sense with algorithm: concurrency");
+  }
+  ConcurrencySpec spec;
+  if (!n_["max_in_flight"]) {
+    r_.fail(n_, where_ + ": algorithm: concurrency needs max_in_flight");
+  } else {
+    spec.max_in_flight = r_.uint32(n_["max_in_flight"], where_ + ".max_in_flight").value_or(0);
+  }
+  if (n_["lease_ttl"]) spec.lease_ttl = r_.duration(n_["lease_ttl"], where_ + ".lease_ttl").value_or(spec.lease_ttl);
+  for (const ParamError& e : validate(spec)) {
+    const std::string key = e.param;
+    if (!n_[key]) continue;  // max_in_flight missing: said above
+    r_.fail(n_[key], where_ + "." + e.param + ": " + e.message);
+  }
+  out_.concurrency = spec;
+}
+
 void RateLimitReader::algorithm() {
   out_.spec.algorithm = Algorithm::kFixedWindow;
   const auto [node, w, present] = param("algorithm");
@@ -178,8 +205,10 @@ void RateLimitReader::algorithm() {
   if (auto s = r_.string(node, w)) {
     if (auto alg = parse_algorithm(*s)) {
       out_.spec.algorithm = *alg;
+    } else if (*s == "concurrency") {
+      r_.fail(node, w + ": concurrency is given on each rate_limit, not in defaults");
     } else {
-      r_.fail(node, w + ": unknown algorithm '" + *s + "' (" + core::algorithm_names() + ")");
+      r_.fail(node, w + ": unknown algorithm '" + *s + "' (" + core::algorithm_names() + ", concurrency)");
     }
   }
 }
@@ -230,7 +259,7 @@ void read_defaults(RulesReader& r, const YAML::Node& n) {
 void read_rate_limit(RulesReader& r, const YAML::Node& n, const std::string& where, RateLimit& out) {
   out.pos = r.pos(n);
   if (!r.check_map(n, where, with_params({"unit", "requests_per_unit", "unlimited", "name", "replaces", "window",
-                                          "unit_multiplier", "algorithm"}))) {
+                                          "unit_multiplier", "algorithm", "max_in_flight", "lease_ttl"}))) {
     return;
   }
   RateLimitReader(r, n, where, out).read();

@@ -38,7 +38,7 @@ std::string fingerprint(const LimitSpec& s, bool calendar, bool shared) {
 std::size_t limited_rules(const std::vector<Descriptor>& descriptors) {
   std::size_t n = 0;
   for (const Descriptor& d : descriptors) {
-    n += d.rate_limit && !d.rate_limit->unlimited && !d.rate_limit->blocked;
+    n += d.rate_limit && !d.rate_limit->unlimited && !d.rate_limit->blocked && !d.rate_limit->concurrency;
     n += limited_rules(d.descriptors);
   }
   return n;
@@ -68,7 +68,13 @@ struct Builder {
       rule->shadow_mode = d.shadow_mode || domain.shadow_mode;
       rule->quota_mode = d.quota_mode;
       rule->metadata = d.metadata;
-      if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
+      if (const auto& c = d.rate_limit->concurrency) {
+        rule->identity = domain.domain + "\n" + identity + "\nconcurrency " + std::to_string(c->max_in_flight) + " " +
+                         std::to_string(c->lease_ttl.count());
+        rule->store_prefix = "rk:" + base::content_hash(rule->identity) + ":";
+        const Rule* before = reuse_rule(rule->identity);
+        rule->leases = before ? before->leases : std::make_shared<ConcurrencyLimiter>(*c, options.clock);
+      } else if (!d.rate_limit->unlimited && !d.rate_limit->blocked) {
         rule->identity = domain.domain + "\n" + identity + "\n" +
                          fingerprint(d.rate_limit->spec, d.rate_limit->calendar, d.share_threshold);
         rule->store_prefix = "rk:" + base::content_hash(rule->identity) + ":";
@@ -92,9 +98,14 @@ struct Builder {
   }
 
   std::shared_ptr<Limiter> reuse(const std::string& identity) const {
+    const Rule* r = reuse_rule(identity);
+    return r ? r->limiter : nullptr;
+  }
+
+  const Rule* reuse_rule(const std::string& identity) const {
     if (!previous) return nullptr;
     for (const auto& r : previous->rules()) {
-      if (r->identity == identity) return r->limiter;
+      if (r->identity == identity) return r.get();
     }
     return nullptr;
   }

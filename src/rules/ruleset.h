@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ratekeeper/concurrency.h"
 #include "ratekeeper/limiter.h"
 #include "rules/config.h"
 
@@ -30,7 +31,8 @@ struct Rule {
   bool shadow_mode;         // the descriptor's or its domain's
   bool quota_mode;
   std::string metadata;     // the descriptor's, as JSON ("" for none: Descriptor::metadata)
-  std::shared_ptr<Limiter> limiter;  // null for unlimited and blocked rules
+  std::shared_ptr<Limiter> limiter;  // null for unlimited, blocked and concurrency rules
+  std::shared_ptr<ConcurrencyLimiter> leases;  // a concurrency rule's leases in memory; else null
   std::string identity;
   std::string store_prefix;  // "rk:<hash of identity>:": the rule's keys in a shared store (Redis) start with it
 };

@@ -298,6 +298,14 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
     for (const auto& [k, v] : d.entries) entries.push_back({k, v});
     rules::Match m = set->match(req.domain, entries);
     if (!m.rule) continue;
+    if (m.rule->limit->concurrency) {
+      // No release call comes through a check (nor through Envoy's gRPC API): a slot taken here would be held until
+      // its lease expired. Refused rather than let through unlimited.
+      CheckDone finish = std::move(job->done);
+      return finish(RequestError{"descriptors[" + std::to_string(i) + "]",
+                                 "matches '" + m.rule->name + "', a concurrency limit: acquire and release its "
+                                 "leases at /v1/acquire and /v1/release (a check has no release)"});
+    }
     st.rule = m.rule;
     if (m.rule->limit->unlimited) {
       st.unlimited = true;

@@ -151,6 +151,28 @@ struct OverrideStats {
   StoreStats store;
 };
 
+// The `concurrency` algorithm (docs/algorithms.md): one descriptor's lease, acquired under the concurrency limit it
+// matches and released by its id (service/leases.cc).
+struct LeaseRequest {
+  std::string domain;
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::string lease;  // release: the id the acquire answered
+};
+
+struct LeaseAnswer {
+  bool done = false;             // acquired; released (false: unknown, expired or released: nothing changed)
+  std::string lease;             // acquired: its id, 32 hex digits
+  std::string name;              // the rule's name (or path)
+  std::uint32_t max_in_flight = 0;
+  std::uint32_t in_flight = 0;   // acquire: the key's leases after it
+  Nanos lease_ttl{0};
+  Nanos retry_after{0};          // refused: until the first held lease expires (a release may come sooner)
+  std::string store_error;       // not empty: the store did not answer (or refused): nothing is known
+};
+
+using LeaseResult = std::variant<LeaseAnswer, RequestError>;
+using LeaseDone = std::function<void(LeaseResult)>;
+
 using CheckResult = std::variant<CheckResponse, RequestError>;
 using CheckDone = std::function<void(CheckResult)>;
 
@@ -162,6 +184,13 @@ class Service {
   // remote store's thread. check() waits for it: for tests and tools, not for a server's event loop.
   void check_async(CheckRequest request, CheckDone done);
   CheckResult check(const CheckRequest& request);
+
+  // A lease on the concurrency limit the request's descriptor matches, and its release. `done` runs exactly once, as
+  // check_async's. A descriptor that matches no concurrency limit is a RequestError.
+  void acquire_async(LeaseRequest request, LeaseDone done);
+  void release_async(LeaseRequest request, LeaseDone done);
+  LeaseResult acquire(const LeaseRequest& request);
+  LeaseResult release(const LeaseRequest& request);
 
   // The matcher alone, for the admin dry run: which rule each descriptor would use, charging nothing.
   void dry_run_async(CheckRequest request, CheckDone done);
@@ -191,6 +220,7 @@ class Service {
 
  private:
   std::optional<RequestError> validate(const CheckRequest& request) const;
+  void lease(LeaseRequest request, bool acquire, LeaseDone done);
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
   // One request's decision, owned by the pass in flight: run() makes it, ask() hands it to the store's answer,

@@ -371,3 +371,55 @@ TEST(CApi, KeyDigestIsSipHash128) {
 
 }  // namespace
 }  // namespace rk
+
+namespace rk {
+namespace {
+
+TEST(CApiConcurrency, AcquiresReleasesAndExpiresLeases) {
+  rk_concurrency* c = nullptr;
+  ASSERT_EQ(rk_concurrency_new(1, 5'000'000'000, &c), RK_OK);
+  char id[RK_LEASE_ID_SIZE];
+  int acquired = 0;
+  int64_t retry = 0;
+  ASSERT_EQ(rk_concurrency_acquire_at(c, "k", 1, 100, id, &acquired, &retry), RK_OK);
+  ASSERT_EQ(acquired, 1);
+  EXPECT_EQ(std::strlen(id), 32u);
+  char other[RK_LEASE_ID_SIZE];
+  ASSERT_EQ(rk_concurrency_acquire_at(c, "k", 1, 200, other, &acquired, &retry), RK_OK);
+  EXPECT_EQ(acquired, 0);
+  EXPECT_EQ(retry, 5'000'000'000 + 100 - 200);
+  int released = 1;
+  EXPECT_EQ(rk_concurrency_release_at(c, "k", 1, "0123456789abcdef0123456789abcdef", 300, &released), RK_OK);
+  EXPECT_EQ(released, 0);
+  uint32_t n = 0;
+  ASSERT_EQ(rk_concurrency_in_flight(c, "k", 1, &n), RK_OK);
+  ASSERT_EQ(rk_concurrency_release_at(c, "k", 1, id, 300, &released), RK_OK);
+  EXPECT_EQ(released, 1);
+  ASSERT_EQ(rk_concurrency_acquire_at(c, "k", 1, 400, id, &acquired, nullptr), RK_OK);
+  EXPECT_EQ(acquired, 1);
+  // Expired: the slot is free again after the TTL, and the old id releases nothing.
+  ASSERT_EQ(rk_concurrency_acquire_at(c, "k", 1, 400 + 5'000'000'000, other, &acquired, nullptr), RK_OK);
+  EXPECT_EQ(acquired, 1);
+  ASSERT_EQ(rk_concurrency_release_at(c, "k", 1, id, 400 + 5'000'000'000, &released), RK_OK);
+  EXPECT_EQ(released, 0);
+  rk_concurrency_free(c);
+}
+
+TEST(CApiConcurrency, BadArgumentsAreRefusedByName) {
+  rk_concurrency* c = nullptr;
+  EXPECT_EQ(rk_concurrency_new(0, 0, &c), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("max_in_flight"), std::string::npos);
+  EXPECT_EQ(rk_concurrency_new(1, -5, &c), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("lease_ttl"), std::string::npos);
+  EXPECT_EQ(c, nullptr);
+  ASSERT_EQ(rk_concurrency_new(1, 0, &c), RK_OK);
+  int acquired = 0;
+  EXPECT_EQ(rk_concurrency_acquire(c, "k", 1, nullptr, &acquired, nullptr), RK_INVALID_ARGUMENT);
+  uint32_t n = 7;
+  ASSERT_EQ(rk_concurrency_in_flight(c, "k", 1, &n), RK_OK);
+  EXPECT_EQ(n, 0u);
+  rk_concurrency_free(c);
+}
+
+}  // namespace
+}  // namespace rk

@@ -293,6 +293,85 @@ class SharedLimitTest(unittest.TestCase):
             cluster.close()
 
 
+LEASE_RULES = """
+domain: llm
+descriptors:
+  - key: user
+    rate_limit: {algorithm: concurrency, max_in_flight: 10, lease_ttl: 2s}
+"""
+
+
+class ConcurrencyLeaseTest(unittest.TestCase):
+    """`algorithm: concurrency` over HTTP (docs/service.md, "Concurrency leases"): two servers hold their leases in
+    one Redis."""
+
+    def lease(self, server, path, conn, lease=None):
+        body = {"domain": "llm", "entries": [{"key": "user", "value": "42"}]}
+        if lease is not None:
+            body["lease"] = lease
+        status, _, data = server.request("POST", path, json.dumps(body), conn=conn)
+        return status, json.loads(data)
+
+    def test_a_hundred_clients_on_two_servers_never_hold_more_than_ten_and_a_dead_clients_slot_comes_back(self):
+        redis = Redis()
+        url = "redis://127.0.0.1:%d" % redis.port
+        servers = [Server(LEASE_RULES, url, ["--redis-timeout", "2s"]) for _ in range(2)]
+        try:
+            lock = threading.Lock()
+            held = [0, 0, 0]  # holding now, most at once, granted
+            errors = []
+
+            def client(i):
+                mine, other = servers[i % 2], servers[(i + 1) % 2]
+                conns = {id(s): http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10) for s in servers}
+                for _ in range(5):
+                    status, body = self.lease(mine, "/v1/acquire", conns[id(mine)])
+                    if status == 429:
+                        continue
+                    if status != 200:
+                        errors.append((status, body))
+                        return
+                    with lock:
+                        held[0] += 1
+                        held[1] = max(held[1], held[0])
+                        held[2] += 1
+                    time.sleep(0.002)
+                    with lock:
+                        held[0] -= 1
+                    status, body = self.lease(other, "/v1/release", conns[id(other)], body["lease"])
+                    if status != 200:
+                        errors.append((status, body))
+                for c in conns.values():
+                    c.close()
+
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(100)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(errors, [])
+            self.assertLessEqual(held[1], 10)
+            self.assertGreater(held[2], 10)
+
+            # Ten clients take every slot and die; someone else's id and a made-up one free nothing.
+            conn = http.client.HTTPConnection("127.0.0.1", servers[0].http_port, timeout=10)
+            leases = [self.lease(servers[0], "/v1/acquire", conn)[1]["lease"] for _ in range(10)]
+            status, body = self.lease(servers[0], "/v1/acquire", conn)
+            self.assertEqual(status, 429, body)
+            status, body = self.lease(servers[1], "/v1/release", conn=None, lease="0" * 32)
+            self.assertEqual((status, body["error"]["field"]), (404, "lease"))
+            self.assertEqual(self.lease(servers[1], "/v1/acquire", None)[0], 429)
+            # After the TTL (2 s, on Redis's clock) the slots are back, and the dead clients' ids release nothing.
+            wait_until(lambda: self.lease(servers[1], "/v1/acquire", None)[0] == 200, "the dead clients' slots back",
+                       seconds=10)
+            self.assertEqual(self.lease(servers[0], "/v1/release", conn, leases[0])[0], 404)
+            conn.close()
+        finally:
+            for s in servers:
+                s.stop()
+            redis.close()
+
+
 class FailureTest(unittest.TestCase):
     def setUp(self):
         self.redis = Redis()

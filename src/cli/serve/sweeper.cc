@@ -8,6 +8,7 @@ Sweeper::Sweeper(const rules::Reloader& reloader, Nanos interval) {
     if (auto set = reloader.current()) {
       for (const auto& r : set->rules()) {
         if (r->limiter) r->limiter->sweep();
+        if (r->leases) r->leases->sweep();
       }
     }
   });

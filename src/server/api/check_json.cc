@@ -64,6 +64,35 @@ std::uint64_t uint_at(const json& v, const std::string& at, std::uint64_t max) {
   return n;
 }
 
+std::vector<std::pair<std::string, std::string>> entries_at(const json& es, const std::string& at) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!es.is_array()) throw Bad{at, "must be a list"};
+  for (std::size_t k = 0; k < es.size(); ++k) {
+    const json& e = es[k];
+    const std::string eat = at + "[" + std::to_string(k) + "]";
+    if (!e.is_object()) throw Bad{eat, "must be an object with key and value"};
+    only_fields(e, eat, {"key", "value"});
+    const json* key = field(e, "key", "");
+    const json* value = field(e, "value", "");
+    out.emplace_back(key ? string_at(*key, eat + ".key") : "", value ? string_at(*value, eat + ".value") : "");
+  }
+  return out;
+}
+
+service::LeaseRequest lease_from_json(const json& j, bool release) {
+  if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
+  if (release) {
+    only_fields(j, "", {"domain", "entries", "lease"});
+  } else {
+    only_fields(j, "", {"domain", "entries"});
+  }
+  service::LeaseRequest r;
+  if (const json* d = field(j, "domain", "")) r.domain = string_at(*d, "domain");
+  if (const json* es = field(j, "entries", "")) r.entries = entries_at(*es, "entries");
+  if (const json* l = field(j, "lease", "")) r.lease = string_at(*l, "lease");
+  return r;
+}
+
 service::CheckRequest from_json(const json& j) {
   if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
   only_fields(j, "", {"domain", "descriptors", "hits_addend", "hitsAddend"});
@@ -79,19 +108,7 @@ service::CheckRequest from_json(const json& j) {
     if (!d.is_object()) throw Bad{at, "must be an object"};
     only_fields(d, at, {"entries", "hits_addend", "hitsAddend", "limit"});
     service::CheckDescriptor desc;
-    if (const json* es = field(d, "entries", "")) {
-      if (!es->is_array()) throw Bad{at + ".entries", "must be a list"};
-      for (std::size_t k = 0; k < es->size(); ++k) {
-        const json& e = (*es)[k];
-        const std::string eat = at + ".entries[" + std::to_string(k) + "]";
-        if (!e.is_object()) throw Bad{eat, "must be an object with key and value"};
-        only_fields(e, eat, {"key", "value"});
-        const json* key = field(e, "key", "");
-        const json* value = field(e, "value", "");
-        desc.entries.emplace_back(key ? string_at(*key, eat + ".key") : "",
-                                  value ? string_at(*value, eat + ".value") : "");
-      }
-    }
+    if (const json* es = field(d, "entries", "")) desc.entries = entries_at(*es, at + ".entries");
     if (const json* h = field(d, "hits_addend", "hitsAddend")) {
       // Envoy wraps it in UInt64Value, which proto3 JSON writes as the bare number.
       desc.hits_addend = uint_at(*h, at + ".hits_addend", ~std::uint64_t{0});
@@ -149,6 +166,32 @@ std::variant<service::CheckRequest, service::RequestError> parse_check_request(s
   } catch (const json::exception& e) {
     return service::RequestError{"", std::string("unreadable: ") + e.what()};
   }
+}
+
+std::variant<service::LeaseRequest, service::RequestError> parse_lease_request(std::string_view body, bool release) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return service::RequestError{"", "the body is not valid JSON"};
+  try {
+    return lease_from_json(j, release);
+  } catch (const Bad& b) {
+    return service::RequestError{b.field, b.message};
+  } catch (const json::exception& e) {
+    return service::RequestError{"", std::string("unreadable: ") + e.what()};
+  }
+}
+
+std::string lease_answer_json(const service::LeaseAnswer& a, bool release) {
+  json out = {{"rule", a.name}, {"max_in_flight", a.max_in_flight}};
+  if (release) {
+    out["released"] = a.done;
+  } else {
+    out["acquired"] = a.done;
+    out["in_flight"] = a.in_flight;
+    out["lease_ttl_seconds"] = to_seconds(a.lease_ttl);
+    if (a.done) out["lease"] = a.lease;
+    else out["retry_after_seconds"] = to_seconds(a.retry_after);
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string check_response_json(const service::CheckResponse& r) {

@@ -21,6 +21,13 @@ std::variant<service::CheckRequest, service::RequestError> parse_check_request(s
 
 std::string check_response_json(const service::CheckResponse& response);
 
+// POST /v1/acquire {"domain": "llm", "entries": [{"key": "user", "value": "42"}]} and POST /v1/release (the same
+// and "lease": "<id>"), the `concurrency` algorithm's leases (docs/service.md).
+// Answers: {"acquired": true, "lease": "<32 hex digits>", "rule", "max_in_flight", "in_flight",
+// "lease_ttl_seconds"} or {"acquired": false, ..., "retry_after_seconds"}; {"released": true|false, "rule", ...}.
+std::variant<service::LeaseRequest, service::RequestError> parse_lease_request(std::string_view body, bool release);
+std::string lease_answer_json(const service::LeaseAnswer& answer, bool release);
+
 
 // A duration as proto3 JSON writes it: "40s", "1.500s", "0s".
 std::string proto_duration(Nanos d);

@@ -1,5 +1,6 @@
-// server/api/public_routes.cc: the public listener's routes (routes.h): POST /v1/check, envoyproxy/ratelimit's
-// POST /json and GET /healthcheck, forward-auth at /v1/auth/<domain>, and the health probes.
+// server/api/public_routes.cc: the public listener's routes (routes.h): POST /v1/check, /v1/acquire and /v1/release,
+// envoyproxy/ratelimit's POST /json and GET /healthcheck, forward-auth at /v1/auth/<domain>, and the health probes.
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -33,6 +34,47 @@ void check(service::Service& service, const Hooks& hooks, const server::http::Re
            ResponseFields fields(out);
            service::rate_limit_headers(response, fields);
          });
+}
+
+// POST /v1/acquire and /v1/release: a `concurrency` limit's lease. 200 acquired or released; 429 all slots held
+// (Retry-After: until the first lease expires); 404 a release of an unknown, expired or released lease (nothing
+// changed); 503 the store did not answer; 400 a bad request, naming the field.
+void lease(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res,
+           bool release) {
+  if (!method_is(req, res, hooks, "POST")) return;
+  auto parsed = parse_lease_request(req.body, release);
+  if (auto* e = std::get_if<service::RequestError>(&parsed)) {
+    return error(res, hooks, "http", 400, "invalid_request", e->field, e->message);
+  }
+  answer_when_done<service::LeaseResult>(
+      req, res,
+      [&](auto done) {
+        auto request = std::get<service::LeaseRequest>(std::move(parsed));
+        if (release) {
+          service.release_async(std::move(request), done);
+        } else {
+          service.acquire_async(std::move(request), done);
+        }
+      },
+      [&hooks, release](const service::LeaseResult& result, server::http::Response& out) {
+        if (auto* e = std::get_if<service::RequestError>(&result)) {
+          return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
+        }
+        const auto& answer = std::get<service::LeaseAnswer>(result);
+        if (!answer.store_error.empty()) {
+          return error(out, hooks, "http", 503, "store_unavailable", "", answer.store_error);
+        }
+        if (release && !answer.done) {
+          return error(out, hooks, "http", 404, "not_found", "lease",
+                       "no such lease held (unknown, expired or released); nothing was changed");
+        }
+        out.status = answer.done ? 200 : 429;
+        if (!answer.done) {
+          const auto secs = std::chrono::ceil<std::chrono::seconds>(answer.retry_after).count();
+          out.headers.emplace_back("Retry-After", std::to_string(std::max<std::int64_t>(secs, 1)));
+        }
+        out.body = lease_answer_json(answer, release);
+      });
 }
 
 // envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
@@ -107,6 +149,8 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
 server::http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
   return [&service, hooks, forward](const server::http::Request& req, server::http::Response& res) {
     if (req.path == "/v1/check") return check(service, hooks, req, res);
+    if (req.path == "/v1/acquire") return lease(service, hooks, req, res, false);
+    if (req.path == "/v1/release") return lease(service, hooks, req, res, true);
     if (req.path == "/json") return envoy_json(service, hooks, req, res);
     if (req.path == "/healthcheck") return envoy_healthcheck(!hooks.ready || hooks.ready(), res);
     constexpr std::string_view kAuth = "/v1/auth/";

@@ -38,12 +38,14 @@ std::optional<service::CheckRequest> check_body(const server::http::Request& req
 // at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
 // the race between the handler returning and the store answering on its own thread.
 //
+// answer_when_done<Result>(req, res, start, answer) is the same for any asynchronous call: start(done) begins it, and
+// done(Result) runs exactly once.
+//
 // One allocation: the handler and the service's callback share a Pending counted by hand, so that the callback
 // holds one pointer (which std::function keeps without an allocation of its own) and no shared_ptr is copied. The
 // service runs its callback exactly once (service.h), which drops the callback's count.
-template <class Answer>
-void decide(service::Service& service, const server::http::Request& req, server::http::Response& res, service::CheckRequest request,
-            bool charge, Answer answer) {
+template <class Result, class Start, class Answer>
+void answer_when_done(const server::http::Request& req, server::http::Response& res, Start start, Answer answer) {
   struct Pending {
     explicit Pending(Answer a) : answer(std::move(a)) {}
     void release() {
@@ -52,12 +54,12 @@ void decide(service::Service& service, const server::http::Request& req, server:
     std::atomic<int> refs{2};  // the handler's and the callback's
     std::mutex mu;
     bool deferred = false;  // under mu: the handler has returned; answer through `reply`
-    std::optional<service::CheckResult> early;
+    std::optional<Result> early;
     server::http::Reply reply;
     Answer answer;
   };
   auto* pending = new Pending(std::move(answer));
-  const auto done = [pending](service::CheckResult result) {
+  const auto done = [pending](Result result) {
     {
       std::unique_lock lock(pending->mu);
       if (!pending->deferred) {
@@ -72,11 +74,7 @@ void decide(service::Service& service, const server::http::Request& req, server:
     pending->release();
   };
   static_assert(std::is_trivially_copyable_v<decltype(done)> && sizeof(done) <= sizeof(void*));
-  if (charge) {
-    service.check_async(std::move(request), done);
-  } else {
-    service.dry_run_async(std::move(request), done);
-  }
+  start(done);
   struct Release {
     Pending* p;
     ~Release() { p->release(); }
@@ -85,6 +83,21 @@ void decide(service::Service& service, const server::http::Request& req, server:
   if (pending->early) return pending->answer(*pending->early, res);
   pending->reply = req.defer();
   pending->deferred = true;
+}
+
+template <class Answer>
+void decide(service::Service& service, const server::http::Request& req, server::http::Response& res, service::CheckRequest request,
+            bool charge, Answer answer) {
+  answer_when_done<service::CheckResult>(
+      req, res,
+      [&](auto done) {
+        if (charge) {
+          service.check_async(std::move(request), done);
+        } else {
+          service.dry_run_async(std::move(request), done);
+        }
+      },
+      std::move(answer));
 }
 
 }  // namespace rk::server::api

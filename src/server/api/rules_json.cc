@@ -46,6 +46,10 @@ std::string rules_json(const rules::RuleSet* set) {
       const rules::RateLimit& l = *r->limit;
       if (l.unlimited) {
         rule["unlimited"] = true;
+      } else if (l.concurrency) {
+        rule["algorithm"] = rules::algorithm_shown(l);
+        rule["max_in_flight"] = l.concurrency->max_in_flight;
+        rule["lease_ttl_seconds"] = to_seconds(l.concurrency->lease_ttl);
       } else {
         rule["requests_per_unit"] = l.requests_per_unit;
         if (l.unit) rule["unit"] = rules::unit_name(*l.unit);

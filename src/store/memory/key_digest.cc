@@ -1,13 +1,7 @@
 #include "store/memory/key_digest.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
-#include <string>
-
 #include "base/hash.h"
+#include "store/memory/random_bytes.h"
 
 namespace rk::store::memory {
 
@@ -36,13 +30,7 @@ KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key) {
 
 KeyDigestSeed random_digest_seed() {
   KeyDigestSeed seed;
-  std::size_t got = 0;
-  while (got < seed.size()) {
-    const ssize_t n = getrandom(seed.data() + got, seed.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
-    got += static_cast<std::size_t>(n);
-  }
+  random_bytes(seed);
   return seed;
 }
 

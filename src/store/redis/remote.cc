@@ -16,6 +16,7 @@
 #include "store/redis/near_cache.h"
 #include "store/redis/lua_script.h"
 #include "store/redis/algorithm_scripts.h"
+#include "store/redis/leases_lua.h"
 
 namespace rk::store::redis {
 
@@ -72,6 +73,31 @@ store::remote::RemoteResult to_result(const store::redis::Result& r) {
   }
   out.status = store::remote::RemoteResult::Status::kOk;
   out.decision = std::get<Decision>(decoded);
+  return out;
+}
+
+// The lease script's reply (lua/leases.lua): {done, in_flight, retry_after_us} or {done}.
+store::LeaseResult to_lease_result(const store::redis::Result& r) {
+  store::LeaseResult out;
+  if (const auto* e = std::get_if<store::redis::Error>(&r)) {
+    out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
+                                                        : store::remote::RemoteResult::Status::kUnavailable;
+    out.error = e->message;
+    return out;
+  }
+  const store::redis::Reply& reply = std::get<store::redis::Reply>(r);
+  if (reply.type != store::redis::Reply::Type::kArray || reply.elements.empty() ||
+      reply.elements[0].type != store::redis::Reply::Type::kInteger) {
+    out.status = store::remote::RemoteResult::Status::kError;
+    out.error = "the lease script answered something other than an array of integers";
+    return out;
+  }
+  out.status = store::remote::RemoteResult::Status::kOk;
+  out.done = reply.elements[0].integer == 1;
+  if (reply.elements.size() >= 3) {
+    out.in_flight = static_cast<std::uint32_t>(reply.elements[1].integer);
+    out.retry_after = std::chrono::microseconds(reply.elements[2].integer);
+  }
   return out;
 }
 
@@ -161,6 +187,20 @@ class RedisRemote final : public store::remote::RemoteStore {
     }
   }
 
+  void acquire_lease(std::string key, std::string id, std::uint32_t max_in_flight, Nanos lease_ttl, Nanos now,
+                     std::function<void(store::LeaseResult)> done) override {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(lease_ttl).count();
+    leases_.eval({redis_key(key)},
+                 {"acquire", std::move(id), now_arg(now), std::to_string(max_in_flight), std::to_string(us)},
+                 [done = std::move(done)](store::redis::Result r) { done(to_lease_result(r)); });
+  }
+
+  void release_lease(std::string key, std::string id, Nanos now,
+                     std::function<void(store::LeaseResult)> done) override {
+    leases_.eval({redis_key(key)}, {"release", std::move(id), now_arg(now)},
+                 [done = std::move(done)](store::redis::Result r) { done(to_lease_result(r)); });
+  }
+
   std::string describe() const override { return client_.describe(); }
   // The client fails a node's commands at once while that node is backing off (after a refused connection or a
   // timeout): a breaker per node. One for the whole store is for a single server.
@@ -185,8 +225,14 @@ class RedisRemote final : public store::remote::RemoteStore {
     script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time, hits, peek), std::move(done));
   }
 
+  // The lease script's time: the caller's in whole microseconds, or "" for Redis's TIME.
+  std::string now_arg(Nanos now) const {
+    return options_.caller_clock ? std::to_string(now.count() / 1000) : std::string();
+  }
+
   RedisRemoteOptions options_;
   store::redis::Client client_;
+  store::redis::Script leases_{client_, std::string(lua::kLeases)};
   std::array<std::unique_ptr<store::redis::Script>, std::size(kAllAlgorithms)> scripts_;
   std::unique_ptr<NearCache> near_;  // with options_.near_cache; last: its flusher starts once the rest is built
 };

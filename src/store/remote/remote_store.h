@@ -40,6 +40,15 @@ struct RemoteResult {
   std::string error;
 };
 
+// The `concurrency` algorithm's answer (core/concurrency.h): an acquire or a release of one lease.
+struct LeaseResult {
+  RemoteResult::Status status = RemoteResult::Status::kUnavailable;
+  bool done = false;            // acquired; released (false: unknown, expired or released, nothing changed)
+  std::uint32_t in_flight = 0;  // acquire: the key's leases after it
+  Nanos retry_after{0};         // refused acquire: until the first held lease expires
+  std::string error;
+};
+
 class RemoteStore {
  public:
   virtual ~RemoteStore() = default;
@@ -48,6 +57,17 @@ class RemoteStore {
   virtual void decide(std::vector<RemoteOp> ops, Nanos now, std::function<void(std::vector<RemoteResult>)> done) = 0;
   // Forgets keys; `done` gets, per key, whether it existed (nullopt: unavailable).
   virtual void reset(std::vector<std::string> keys, std::function<void(std::vector<std::optional<bool>>)> done) = 0;
+  // A lease `id` (fresh, random) on the key when fewer than max_in_flight unexpired ones are held, expiring after
+  // lease_ttl; and its release. A store that cannot hold leases answers kError, saying so.
+  virtual void acquire_lease(std::string key, std::string id, std::uint32_t max_in_flight, Nanos lease_ttl, Nanos now,
+                             std::function<void(LeaseResult)> done) {
+    (void)key, (void)id, (void)max_in_flight, (void)lease_ttl, (void)now;
+    done({RemoteResult::Status::kError, false, 0, Nanos{0}, describe() + " cannot hold leases"});
+  }
+  virtual void release_lease(std::string key, std::string id, Nanos now, std::function<void(LeaseResult)> done) {
+    (void)key, (void)id, (void)now;
+    done({RemoteResult::Status::kError, false, 0, Nanos{0}, describe() + " cannot hold leases"});
+  }
   virtual std::string describe() const = 0;  // "redis://127.0.0.1:6379", for logs
   // Answers what is in flight as unavailable and stops the store's threads; later calls fail at once. Called
   // once the servers that wait on the store have stopped, before the Service goes.

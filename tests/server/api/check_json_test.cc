@@ -185,3 +185,43 @@ TEST(ProtoDuration, Format) {
 
 }  // namespace
 }  // namespace rk::server::api
+
+namespace rk::server::api {
+namespace {
+
+TEST(LeaseJson, ReadsAcquireAndReleaseAndNamesWhatIsWrong) {
+  auto v = parse_lease_request(R"({"domain":"llm","entries":[{"key":"user","value":"42"}]})", false);
+  ASSERT_TRUE(std::holds_alternative<service::LeaseRequest>(v));
+  EXPECT_EQ(std::get<service::LeaseRequest>(v).entries.at(0).second, "42");
+  v = parse_lease_request(R"({"domain":"llm","entries":[{"key":"user","value":"42"}],"lease":"ab"})", true);
+  ASSERT_TRUE(std::holds_alternative<service::LeaseRequest>(v));
+  EXPECT_EQ(std::get<service::LeaseRequest>(v).lease, "ab");
+  const auto field = [](std::string_view body, bool release) {
+    auto r = parse_lease_request(body, release);
+    return std::holds_alternative<service::RequestError>(r) ? std::get<service::RequestError>(r).field : "(none)";
+  };
+  EXPECT_EQ(field(R"({"domain":"llm","lease":"ab"})", false), "lease");  // acquire takes no lease
+  EXPECT_EQ(field(R"({"domain":"llm","lease":7})", true), "lease");
+  EXPECT_EQ(field(R"({"domain":"llm","entries":[{"key":1}]})", true), "entries[0].key");
+  EXPECT_EQ(field(R"({"domain":"llm","entries":{}})", false), "entries");
+  EXPECT_EQ(field("[", false), "");
+}
+
+TEST(LeaseJson, AnswersSayWhatHappened) {
+  service::LeaseAnswer a{.done = true, .lease = "0123", .name = "user", .max_in_flight = 2, .in_flight = 1,
+                         .lease_ttl = std::chrono::seconds(30)};
+  auto j = nlohmann::json::parse(lease_answer_json(a, false));
+  EXPECT_EQ(j["acquired"], true);
+  EXPECT_EQ(j["lease"], "0123");
+  EXPECT_EQ(j["lease_ttl_seconds"], 30.0);
+  a.done = false;
+  a.retry_after = std::chrono::milliseconds(1500);
+  j = nlohmann::json::parse(lease_answer_json(a, false));
+  EXPECT_FALSE(j.contains("lease"));
+  EXPECT_EQ(j["retry_after_seconds"], 1.5);
+  j = nlohmann::json::parse(lease_answer_json(a, true));
+  EXPECT_EQ(j["released"], false);
+}
+
+}  // namespace
+}  // namespace rk::server::api

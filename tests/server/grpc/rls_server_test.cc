@@ -41,6 +41,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: banned
     rate_limit: {unit: second, requests_per_unit: 0}
+  - key: in_flight
+    rate_limit: {algorithm: concurrency, max_in_flight: 2}
 )";
 
 class GrpcTest : public ::testing::Test {
@@ -204,6 +206,18 @@ TEST_F(GrpcTest, EachKindOfBadRequestIsInvalidArgumentAndChangesNothing) {
   ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 1u);  // only the two good calls counted
   EXPECT_EQ(std::count(codes_.begin(), codes_.end(), "INVALID_ARGUMENT"), 7);
+}
+
+// Envoy's API has no release call: a descriptor matching a concurrency limit is refused, naming it, and the
+// request's other descriptors are not charged.
+TEST_F(GrpcTest, AConcurrencyLimitIsInvalidArgumentNamingIt) {
+  pb::RateLimitResponse resp;
+  const ::grpc::Status s = call(request("edge", {{{"user", "dee"}}, {{"in_flight", "x"}}}), resp);
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "descriptors[1]: matches 'in_flight', a concurrency limit: acquire and release its "
+                               "leases at /v1/acquire and /v1/release (a check has no release)");
+  ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 2u);  // the refused request charged nothing
 }
 
 hv::HealthCheckRequest health_request(const std::string& service) {
