@@ -20,9 +20,10 @@
  * wait their delay before going on, as limit_req's queue without nodelay (not in a dry run). A concurrency zone's
  * lease (rk_shared_concurrency_*) is taken in the preaccess phase and given back when the request's pool is
  * destroyed (a pool cleanup: every request ends so, aborted by its client or redirected internally), or at once
- * when the request is refused; a worker killed while holding leases leaves them to expire after lease_ttl. The header fields are the
- * library's (rk_format_headers), the same as ratekeeper serve's. A key longer than key_size is limited under its
- * keyed digest (rk_key_digest, with a seed per zone), so long API keys are limited as short ones are.
+ * when the request is refused; a worker killed while holding leases leaves them to expire after lease_ttl.
+ * The header fields are the library's (rk_format_headers), the same as ratekeeper serve's. A key longer than
+ * key_size is limited under its keyed digest (rk_key_digest, with a seed per zone), so long API keys are limited
+ * as short ones are.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>

@@ -111,9 +111,10 @@ class RK_EXPORT SharedLimiter {
 // A key's slot holds its leases (8 + 24 * max_in_flight bytes of state), so max_in_flight is at most
 // kMaxSharedInFlight here. A key holds a slot only while it has leases: the last release frees it. A new key when
 // the region's shard is full takes the slot of one of its eight least recently used keys whose leases have all
-// expired; else the acquire is refused (retry_after: lease_ttl), so no held lease is ever evicted. A process that dies holding leases
-// leaves them to expire after lease_ttl; one that dies inside an acquire or release is undone as check() is.
-// The spec's max_keys and max_key_bytes are not used: the options size the region, as for SharedLimiter.
+// expired; else the acquire is refused (retry_after: lease_ttl), so no held lease is ever evicted. A process that
+// dies holding leases leaves them to expire after lease_ttl; one that dies inside an acquire or release is undone
+// as check() is. The spec's max_keys and max_key_bytes are not used: the options size the region, as for
+// SharedLimiter.
 inline constexpr std::uint32_t kMaxSharedInFlight = 4096;
 
 struct SharedLease {
