@@ -451,6 +451,20 @@ class ConcurrencyTest(unittest.TestCase):
                 self.assertEqual(results, [200] * 10)
         self.assertEqual(self.status("/slow/"), 200)
 
+    def test_slots_held_across_a_reload_count_and_come_back(self):
+        self.start()
+        socks = self.hold("/slow/?t=30", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight", 10)
+        old = set(self.nginx.workers())
+        os.kill(self.nginx.proc.pid, signal.SIGHUP)
+        wait_until(lambda: len(set(self.nginx.workers()) - old) == 2, "new workers after the reload", 15)
+        # The old workers still serve their ten; the new ones count them (one zone, kept across the reload).
+        self.assertEqual(self.status("/slow/"), 429)
+        for s in socks:
+            s.close()
+        wait_until(lambda: self.status("/slow/") == 200, "the old workers' slots to come back", 10)
+        self.assertNotIn("starts afresh", self.nginx.log("error.log"))
+
     def test_a_killed_workers_slots_come_back_after_the_lease_ttl(self):
         ttl = 4
         self.start("%ds" % ttl)
