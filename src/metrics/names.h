@@ -111,6 +111,14 @@ inline constexpr Name kEnvoyShadowMode{"ratelimit_service_rate_limit_shadow_mode
                                        "envoyproxy/ratelimit's shadow_mode: hits over the limit of a shadow_mode rule, "
                                        "let through."};
 
+// counter {result}: exported (taken by the collector) or dropped (the exporter's queue full, or the collector
+// down, slow or refusing), computed at scrape time.
+inline constexpr Name kTraceSpans{"ratekeeper_trace_spans_total",
+                                  "Spans of sampled decisions, by result (exported, dropped)."};
+// counter, computed at scrape time.
+inline constexpr Name kAccessLogDropped{"ratekeeper_access_log_dropped_total",
+                                        "Access log lines not written: past the access log's own rate limit."};
+
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
                                     kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
@@ -119,6 +127,6 @@ inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKe
                                     kRemoteTlsFailures, kRemoteSpins, kRemoteFallbacks, kBreakerState, kBreakerOpened,
                                     kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
-                                    kEnvoyShadowMode};
+                                    kEnvoyShadowMode, kTraceSpans,     kAccessLogDropped};
 
 }  // namespace rk::metrics::names

@@ -17,6 +17,7 @@
 #include "server/api/routes.h"
 #include "server/http/server.h"
 #include "service/service.h"
+#include "tracing/context.h"
 
 namespace rk::api {
 
@@ -33,6 +34,9 @@ bool health(const http::Request& req, http::Response& res, const Hooks& hooks);
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
 std::optional<service::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
                                                 std::string_view protocol);
+
+// The caller's trace context from the request's headers (tracing/context.h); a header given twice is malformed.
+tracing::Parent trace_parent(const http::Request& req);
 
 // Runs a check and answers through `answer(result, response)`: into the handler's Response when the service decides
 // at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
@@ -73,6 +77,7 @@ void decide(service::Service& service, const http::Request& req, http::Response&
   };
   static_assert(std::is_trivially_copyable_v<decltype(done)> && sizeof(done) <= sizeof(void*));
   if (charge) {
+    if (service.tracing()) request.trace = trace_parent(req);
     service.check_async(std::move(request), done);
   } else {
     service.dry_run_async(std::move(request), done);

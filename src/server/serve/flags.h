@@ -71,6 +71,15 @@ struct ServeFlags {
   std::string admin_token_file;  // the admin listener's bearer token
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
   std::optional<logging::Level> log_level;  // set by the caller once every flag is read
+  logging::Format log_format = logging::Format::kJson;
+  std::string access_log;  // a file, or "-" for stdout; empty: no access log
+  // Traces (server/serve/telemetry.h; OTEL_* variables under these): no endpoint, no tracing.
+  std::string otlp_endpoint;
+  bool otlp_endpoint_exact = false;  // used as given (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): no /v1/traces added
+  std::string otlp_protocol = "http/protobuf";
+  std::vector<std::pair<std::string, std::string>> otlp_headers;
+  double trace_sample_rate = 1.0;
+  std::string service_name = "ratekeeper";
 };
 
 // `serve --help`'s first lines.

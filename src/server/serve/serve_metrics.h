@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,10 @@ class ServeMetrics {
   void rules_rejected();
   // The Redis store's calls, failures and fallbacks, and the breaker's state; `service` outlives this object.
   void watch_remote(const service::Service& service);
+
+  // Traces' spans exported and dropped, and the access log's lines dropped, each read at scrape time (null: none).
+  using Count = std::function<std::uint64_t()>;
+  void watch_telemetry(Count spans_exported, Count spans_dropped, Count access_log_dropped);
 
   // Decisions and bad requests counted, /metrics exposed; ready is the caller's.
   api::Hooks hooks();
