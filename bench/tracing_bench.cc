@@ -55,7 +55,7 @@ double run(service::Service& service, int n) {
     request.domain = "bench";
     request.protocol = "http";
     request.descriptors.push_back({.entries = {{"client", std::to_string(i % 10000)}}});
-    if (service.tracing()) {
+    if (service.wants_trace_context()) {
       request.trace = tracing::read_parent([&](std::string_view name) -> std::optional<std::string_view> {
         if (name == "b3") return std::string_view(b3);
         return std::nullopt;

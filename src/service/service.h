@@ -61,7 +61,7 @@ struct CheckRequest {
   // With `rules`, the caller may name `domain`'s config in it, which it has looked up already (no second lookup).
   const rules::DomainConfig* domain_config = nullptr;
   // The caller's trace context (tracing/context.h), which the adapter reads only when the service traces
-  // (tracing()); and which adapter asked ("http", "auth", "grpc"), for the span and the access log.
+  // (wants_trace_context()); and which adapter asked ("http", "auth", "grpc"), for the span and the access log.
   tracing::Parent trace;
   std::string_view protocol;
 };
@@ -202,8 +202,9 @@ class Service {
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
   const ServiceOptions& options() const { return options_; }
-  // Whether decisions are traced: adapters read the caller's trace context (CheckRequest::trace) only then.
-  bool tracing() const { return options_.tracer != nullptr; }
+  // Whether adapters are to read the caller's trace context (CheckRequest::trace): for the tracer, and for the
+  // access log, whose lines name the caller's trace. Neither: nothing is read.
+  bool wants_trace_context() const { return options_.tracer || options_.access_log; }
   OverrideStats override_stats() const;
 
  private:

@@ -297,9 +297,11 @@ class Logs(unittest.TestCase):
             check(serve, "x", {"traceparent": "00-%s-%s-01" % (TRACE, SPAN)})
             check(serve, "x")
             self.assertEqual(check(serve, "x"), 429)
-            wait_until(lambda: os.path.exists(access) and len(open(access).read().splitlines()) >= 3,
-                       "three access log lines")
-            lines = [json.loads(line) for line in open(access).read().splitlines()]
+            def read():
+                with open(access) as f:
+                    return f.read().splitlines()
+            wait_until(lambda: len(read()) >= 3, "three access log lines")
+            lines = [json.loads(line) for line in read()]
             self.assertEqual([line["result"] for line in lines], ["OK", "OK", "OVER_LIMIT"])
             first = lines[0]
             for key in ("ts", "msg", "protocol", "domain", "result", "store", "rules", "retry_after_ms",
@@ -307,7 +309,7 @@ class Logs(unittest.TestCase):
                 self.assertIn(key, first)
             self.assertEqual(first["domain"], "edge")
             self.assertEqual(first["rules"], ["per_user"])
-            self.assertEqual(first["trace_id"], TRACE)  # the caller's, without tracing
+            self.assertEqual(first["trace_id"], TRACE)  # the caller's, with tracing off
             self.assertNotIn("trace_id", lines[1])
             self.assertGreater(lines[2]["retry_after_ms"], 0)
             out = serve.output()

@@ -85,7 +85,8 @@ TEST(B3, TheSingleHeaderInItsForms) {
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->has_ids);
   EXPECT_EQ(p->sampled, Sampled::kNo);
-  for (const std::string& bad : {std::string("2"), std::string("x-y"), std::string(kTrace) + "-" + std::string(kSpan) + "-2",
+  for (const std::string& bad : {std::string("2"), std::string("x-y"),
+                                 std::string(kTrace) + "-" + std::string(kSpan) + "-2",
                                  std::string(kTrace) + "-123", std::string(kTrace) + "-" + std::string(kSpan) + "-1-zz",
                                  std::string(300, 'a')}) {
     EXPECT_FALSE(parse_b3(bad)) << bad;

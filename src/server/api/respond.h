@@ -77,7 +77,7 @@ void decide(service::Service& service, const http::Request& req, http::Response&
   };
   static_assert(std::is_trivially_copyable_v<decltype(done)> && sizeof(done) <= sizeof(void*));
   if (charge) {
-    if (service.tracing()) request.trace = trace_parent(req);
+    if (service.wants_trace_context()) request.trace = trace_parent(req);
     service.check_async(std::move(request), done);
   } else {
     service.dry_run_async(std::move(request), done);

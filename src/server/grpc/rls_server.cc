@@ -138,7 +138,7 @@ struct GrpcServer::Impl {
     service::CheckRequest check;
     if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
     check.protocol = "grpc";
-    if (service.tracing()) check.trace = trace_parent(context);
+    if (service.wants_trace_context()) check.trace = trace_parent(context);
     std::string domain = check.domain;
     service.check_async(std::move(check), [this, start, &response, finish, domain = std::move(domain)](
                                               service::CheckResult result) mutable {

@@ -284,7 +284,9 @@ Reader fraction(double& out) {
   return [&out](const std::string& v) {
     double r = -1;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-    if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) return is_not(v, "a number from 0 to 1");
+    if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+      return is_not(v, "a number from 0 to 1");
+    }
     out = r;
     return std::string();
   };
