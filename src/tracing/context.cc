@@ -9,16 +9,29 @@ namespace rk::tracing {
 
 namespace {
 
+// Each byte's hex value: 0-15 for 0-9 and a-f, 16 + value for A-F (upper case, which W3C refuses), 0xff for the
+// rest. A table, not base::hex_value's comparisons: ids are read on every traced request, 48 to 64 digits each.
+struct HexTable {
+  std::uint8_t v[256];
+  constexpr HexTable() : v() {
+    for (int c = 0; c < 256; ++c) {
+      const int h = base::hex_value(static_cast<char>(c));
+      v[c] = static_cast<std::uint8_t>(h < 0 ? 0xff : (c >= 'A' && c <= 'F') ? 16 + h : h);
+    }
+  }
+};
+constexpr HexTable kHex;
+
 // `text` as exactly out.size() bytes of hex (lower case only when `lower_only`); false if it is not.
 template <std::size_t N>
 bool read_hex(std::string_view text, std::array<std::uint8_t, N>& out, bool lower_only) {
   if (text.size() != 2 * N) return false;
+  const std::uint8_t limit = lower_only ? 16 : 32;  // past it: not a digit, or upper case where refused
   for (std::size_t i = 0; i < N; ++i) {
-    const char a = text[2 * i], b = text[2 * i + 1];
-    if (lower_only && ((a >= 'A' && a <= 'F') || (b >= 'A' && b <= 'F'))) return false;
-    const int hi = base::hex_value(a), lo = base::hex_value(b);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<std::uint8_t>(hi * 16 + lo);
+    const std::uint8_t hi = kHex.v[static_cast<unsigned char>(text[2 * i])];
+    const std::uint8_t lo = kHex.v[static_cast<unsigned char>(text[2 * i + 1])];
+    if (hi >= limit || lo >= limit) return false;
+    out[i] = static_cast<std::uint8_t>(((hi & 15) << 4) | (lo & 15));
   }
   return true;
 }

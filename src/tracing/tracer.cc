@@ -55,16 +55,27 @@ Tracer::Tracer(TracerOptions options, std::shared_ptr<SpanSink> sink) : options_
     throw std::invalid_argument("the sample rate must be from 0 to 1");
   }
   if (!sink_) throw std::invalid_argument("a tracer needs a sink");
+  bound_ = bound(options_.sample_rate);
 }
 
-bool Tracer::ratio_samples(const TraceId& trace_id, double rate) {
-  if (rate >= 1) return true;
-  if (rate <= 0) return false;
+std::uint64_t Tracer::bound(double rate) {
+  if (rate >= 1) return std::uint64_t{1} << 63;
+  if (rate <= 0) return 0;
+  return static_cast<std::uint64_t>(std::ldexp(rate, 63));
+}
+
+namespace {
+
+// The trace id's low 63 bits against bound: every low 63-bit value is below 2^63.
+bool below(const TraceId& trace_id, std::uint64_t bound) {
   std::uint64_t low = 0;
   for (std::size_t i = 8; i < 16; ++i) low = (low << 8) | trace_id[i];
-  const auto bound = static_cast<std::uint64_t>(std::ldexp(rate, 63));
   return (low >> 1) < bound;
 }
+
+}  // namespace
+
+bool Tracer::ratio_samples(const TraceId& trace_id, double rate) { return below(trace_id, bound(rate)); }
 
 std::optional<SpanIds> Tracer::start(const Parent& parent) {
   if (parent.sampled == Sampled::kNo) return std::nullopt;
@@ -76,7 +87,7 @@ std::optional<SpanIds> Tracer::start(const Parent& parent) {
     if (parent.sampled == Sampled::kUnknown && options_.sample_rate <= 0) return std::nullopt;
     fill(ids.trace_id);
   }
-  if (parent.sampled == Sampled::kUnknown && !ratio_samples(ids.trace_id, options_.sample_rate)) return std::nullopt;
+  if (parent.sampled == Sampled::kUnknown && !below(ids.trace_id, bound_)) return std::nullopt;
   fill(ids.span_id);
   return ids;
 }

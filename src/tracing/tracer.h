@@ -68,7 +68,10 @@ class Tracer {
   static bool ratio_samples(const TraceId& trace_id, double rate);
 
  private:
+  static std::uint64_t bound(double rate);  // rate x 2^63
+
   TracerOptions options_;
+  std::uint64_t bound_ = 0;  // bound(options_.sample_rate)
   std::shared_ptr<SpanSink> sink_;
 };
 
