@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
 
   rk::Limiter limiter(spec);
   rk::store::batched::Batcher batcher(
-      rk::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}), std::make_shared<rk::SystemClock>(),
+      rk::store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}), std::make_shared<rk::SystemClock>(),
       rk::store::batched::BatcherOptions{.max_keys = 2 * keys, .start_thread = false});
   for (const std::string& k : names) {  // every key held; the first fetch fails, and the store is away
     std::promise<void> p;

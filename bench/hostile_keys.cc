@@ -65,13 +65,13 @@ void flood(std::size_t n) {
               abuser_attempts, seconds, seconds * 1e9 / static_cast<double>(n + abuser_attempts));
 }
 
-void print_probes(const char* what, const rk::store::ShardedStore<Counter>::ProbeStats& st) {
+void print_probes(const char* what, const rk::store::memory::ShardedStore<Counter>::ProbeStats& st) {
   std::printf("%-44s keys %8zu  mean probes %7.3f  longest %6zu\n", what, st.keys,
               static_cast<double>(st.total) / static_cast<double>(st.keys), st.longest);
 }
 
 void probes(std::size_t n) {
-  rk::store::ShardedStore<Counter> m(rk::StoreOptions{.max_keys = 1'000'000});
+  rk::store::memory::ShardedStore<Counter> m(rk::StoreOptions{.max_keys = 1'000'000});
   for (std::size_t i = 0; i < n; ++i) m.update(flood_key(i), [](Counter& c) { return ++c.value; });
   std::printf("2. probe lengths (index slots a lookup examines)\n");
   print_probes("flood, random seed, after all keys:", m.probe_stats());
@@ -86,7 +86,7 @@ void collisions() {
     if ((rk::base::hash_key(k, kKnown) & 0xFFF) == 0) keys.push_back(std::move(k));
   }
   auto run = [&](std::uint64_t seed) {
-    rk::store::ShardedStore<Counter> m(rk::StoreOptions{.max_keys = 8192, .shards = 1, .hash_seed = seed});
+    rk::store::memory::ShardedStore<Counter> m(rk::StoreOptions{.max_keys = 8192, .shards = 1, .hash_seed = seed});
     for (const auto& k : keys) m.update(k, [](Counter& c) { return ++c.value; });
     return m.probe_stats();
   };

@@ -42,7 +42,7 @@ rk::LimitSpec spec_for(rk::Algorithm a, double window_s = 1, double limit = 0) {
 }
 
 struct Load {
-  std::shared_ptr<rk::store::RemoteStore> store;
+  std::shared_ptr<rk::store::remote::RemoteStore> store;
   rk::LimitSpec spec;
   int keys = 10000;
   Clock::time_point until;
@@ -60,13 +60,13 @@ struct Load {
       return;
     }
     const auto start = Clock::now();
-    std::vector<rk::store::RemoteOp> ops{{&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
-    store->decide(std::move(ops), rk::Nanos{0}, [this, n, start](std::vector<rk::store::RemoteResult> r) {
+    std::vector<rk::store::remote::RemoteOp> ops{{&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
+    store->decide(std::move(ops), rk::Nanos{0}, [this, n, start](std::vector<rk::store::remote::RemoteResult> r) {
       const double took = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       {
         std::lock_guard lock(mu);
         ++done;
-        failed += r.empty() || r[0].status != rk::store::RemoteResult::Status::kOk;
+        failed += r.empty() || r[0].status != rk::store::remote::RemoteResult::Status::kOk;
         if (us.size() < 5'000'000) us.push_back(took);
       }
       next(n * 6364136223846793005ULL + 1442695040888963407ULL);
@@ -99,13 +99,13 @@ int main(int argc, char** argv) {
     else if (a == "--print-script") {
       const auto alg = rk::parse_algorithm(v);
       if (!alg) return 2;
-      std::cout << rk::redis::script_for(*alg).source;
+      std::cout << rk::store::redis::script_for(*alg).source;
       return 0;
     }
     else if (a == "--print-library") {
       const auto alg = rk::parse_algorithm(v);
       if (!alg) return 2;
-      std::cout << rk::redis::script_for(*alg).library;
+      std::cout << rk::store::redis::script_for(*alg).library;
       return 0;
     }
     else {
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (!print_args.empty()) {
     const auto alg = rk::parse_algorithm(print_args);
     if (!alg) return 2;
-    for (const auto& s : rk::redis::script_args(spec_for(*alg, window_s, limit), std::nullopt, 1, false)) {
+    for (const auto& s : rk::store::redis::script_args(spec_for(*alg, window_s, limit), std::nullopt, 1, false)) {
       std::cout << s << "\n";
     }
     return 0;
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   Load load;
-  load.store = rk::redis::make_redis_remote(
+  load.store = rk::store::redis::make_redis_remote(
       {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections,
        .spin = std::chrono::microseconds(spin_us), .packed_hashes = packed_hashes});
   load.spec = spec_for(*alg, window_s, limit);
@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
       cv.wait(lock, [&] { return outstanding < inflight; });
       ++outstanding;
       lock.unlock();
-      std::vector<rk::store::RemoteOp> ops{{&load.spec, "rk:pop:" + std::to_string(i), 1, false}};
-      load.store->decide(std::move(ops), rk::Nanos{0}, [&](std::vector<rk::store::RemoteResult>) {
+      std::vector<rk::store::remote::RemoteOp> ops{{&load.spec, "rk:pop:" + std::to_string(i), 1, false}};
+      load.store->decide(std::move(ops), rk::Nanos{0}, [&](std::vector<rk::store::remote::RemoteResult>) {
         std::lock_guard l(mu);
         --outstanding;
         cv.notify_all();

@@ -21,7 +21,7 @@
 #include "base/content_hash.h"
 #include "rules/parse.h"
 #include "rules/ruleset.h"
-#include "server/serve/state_file.h"
+#include "cli/serve/state_file.h"
 
 namespace {
 
@@ -123,11 +123,11 @@ int main(int argc, char** argv) {
   phase = 2;
   const auto save_start = Clock::now();
   const double save_cpu_start = cpu_ms();
-  rk::serve::StateCounts counts;
-  const std::string bytes = rk::serve::encode_state_file(*set, keep, rk::SystemClock().now(), counts);
+  rk::cli::serve::StateCounts counts;
+  const std::string bytes = rk::cli::serve::encode_state_file(*set, keep, rk::SystemClock().now(), counts);
   const double encode_ms = ms_since(save_start);
   const auto write_start = Clock::now();
-  const std::string error = rk::serve::write_file_atomically(path, bytes);
+  const std::string error = rk::cli::serve::write_file_atomically(path, bytes);
   const double write_ms = ms_since(write_start);
   const double save_ms = ms_since(save_start);
   const double save_cpu = cpu_ms() - save_cpu_start;
@@ -142,14 +142,14 @@ int main(int argc, char** argv) {
   const auto restore_start = Clock::now();
   const double restore_cpu_start = cpu_ms();
   std::string read;
-  if (const std::string e = rk::serve::read_state_file(path, rk::serve::max_state_file_bytes(*fresh_set, keep), read);
+  if (const std::string e = rk::cli::serve::read_state_file(path, rk::cli::serve::max_state_file_bytes(*fresh_set, keep), read);
       !e.empty()) {
     std::fprintf(stderr, "%s\n", e.c_str());
     return 1;
   }
   const double read_ms = ms_since(restore_start);
   const auto apply_start = Clock::now();
-  const auto result = rk::serve::restore_state_file(read, *fresh_set, keep);
+  const auto result = rk::cli::serve::restore_state_file(read, *fresh_set, keep);
   const double apply_ms = ms_since(apply_start);
   const double restore_cpu = cpu_ms() - restore_cpu_start;
   const double restore_ms = read_ms + apply_ms;
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   std::printf("  saved %zu keys, %.1f MB: %.0f ms (encode %.0f ms, write + fsync + rename %.0f ms); CPU %.0f ms\n",
               counts.keys, static_cast<double>(bytes.size()) / 1e6, save_ms, encode_ms, write_ms, save_cpu);
   std::printf("  restored %zu keys: %.0f ms (read %.0f ms, check + put back %.0f ms); CPU %.0f ms\n",
-              std::get<rk::serve::StateCounts>(result).keys, restore_ms, read_ms, apply_ms, restore_cpu);
+              std::get<rk::cli::serve::StateCounts>(result).keys, restore_ms, read_ms, apply_ms, restore_cpu);
   during[0].print("baseline (no save)");
   during[1].print("during the save");
   const double base_max = during[0].ns.empty() ? 0 : during[0].ns.back() / 1e3;

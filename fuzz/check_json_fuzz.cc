@@ -11,10 +11,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  const auto parsed = rk::api::parse_check_request(body);
+  const auto parsed = rk::server::api::parse_check_request(body);
   if (const auto* error = std::get_if<rk::service::RequestError>(&parsed)) {
     if (error->message.empty()) __builtin_trap();  // every refusal says why
-    const std::string answer = rk::http::error_json(400, "invalid_request", error->message, error->field);
+    const std::string answer = rk::server::http::error_json(400, "invalid_request", error->message, error->field);
     if (answer.empty() || answer.front() != '{') __builtin_trap();
     return 0;
   }

@@ -62,12 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const rk::rules::DomainConfig& domain = domains()[data[0] % domains().size()];
   std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
-  rk::api::ProxiedRequest r;
+  rk::server::api::ProxiedRequest r;
   r.peer_ip = next_line(rest);
   r.method = next_line(rest);
   r.uri = next_line(rest);
   r.host = next_line(rest);
-  std::vector<rk::http::Field> fields;
+  std::vector<rk::server::http::Field> fields;
   while (!rest.empty()) {
     const std::string_view line = next_line(rest);
     const std::size_t colon = line.find(':');
@@ -79,19 +79,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   r.fields = fields;
 
   const std::uint8_t b = data[0] / 3;
-  rk::api::ForwardAuthOptions options;
-  options.proxy = static_cast<rk::api::ProxyKind>(b % 5);
+  rk::server::api::ForwardAuthOptions options;
+  options.proxy = static_cast<rk::server::api::ProxyKind>(b % 5);
   options.path = {.strip_params = (b & 8) == 0, .fold_case = (b & 16) != 0};
   options.prefixes = {.ipv4 = (b & 32) ? 24 : 32, .ipv6 = (b & 64) ? 48 : 64};
 
-  const std::string once = rk::api::normalize_path(r.uri, options.path);
-  if (rk::api::normalize_path(once, options.path) != once || once.empty() || once.front() != '/' ||
+  const std::string once = rk::server::api::normalize_path(r.uri, options.path);
+  if (rk::server::api::normalize_path(once, options.path) != once || once.empty() || once.front() != '/' ||
       once.find("//") != std::string::npos || once.find("/./") != std::string::npos ||
       once.find("/../") != std::string::npos || once.ends_with("/.") || once.ends_with("/..")) {
     __builtin_trap();
   }
 
-  const auto built = rk::api::build_descriptors(domain, r, options);
+  const auto built = rk::server::api::build_descriptors(domain, r, options);
   if (std::holds_alternative<rk::service::RequestError>(built)) {
     if (std::get<rk::service::RequestError>(built).field.empty()) __builtin_trap();  // an error names its header
     return 0;
@@ -120,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     response.statuses.push_back(std::move(st));
     ++n;
   }
-  const rk::api::AuthAnswer answer = rk::api::auth_answer(response, domain.forward_auth.deny_status);
+  const rk::server::api::AuthAnswer answer = rk::server::api::auth_answer(response, domain.forward_auth.deny_status);
   for (const auto& [name, value] : answer.headers) {
     for (const char c : value) {
       // Header values must not let the client split the answer.

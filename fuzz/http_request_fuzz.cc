@@ -17,10 +17,10 @@ constexpr std::size_t kHeaderLimit = 2048;
 constexpr std::size_t kBodyLimit = 4096;
 
 // What a handler reads of a parsed request: every view must point into the request's own storage.
-void use(const rk::http::detail::RequestData& data) {
+void use(const rk::server::http::detail::RequestData& data) {
   std::size_t total = data.method().size() + data.target().size() + data.body().size();
-  for (const rk::http::Field& f : data.fields()) total += f.name.size() + f.value.size();
-  rk::http::Request request;
+  for (const rk::server::http::Field& f : data.fields()) total += f.name.size() + f.value.size();
+  rk::server::http::Request request;
   request.method = data.method();
   request.target = data.target();
   request.fields = data.fields();
@@ -38,10 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   std::string buffer;  // what has arrived and is not yet consumed, as the session's flat buffer
   std::size_t fed = 0;
-  rk::http::detail::RequestData request;
+  rk::server::http::detail::RequestData request;
   for (int requests = 0; requests < 64; ++requests) {
     request.clear();
-    rk::http::detail::RequestParser parser(request);
+    rk::server::http::detail::RequestParser parser(request);
     parser.header_limit(kHeaderLimit);
     parser.body_limit(kBodyLimit);
     bool failed = false;

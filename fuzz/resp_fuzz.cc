@@ -10,7 +10,7 @@
 
 namespace {
 
-bool same(const rk::redis::Reply& a, const rk::redis::Reply& b) {
+bool same(const rk::store::redis::Reply& a, const rk::store::redis::Reply& b) {
   if (a.type != b.type || a.str != b.str || a.integer != b.integer || a.elements.size() != b.elements.size()) {
     return false;
   }
@@ -21,9 +21,9 @@ bool same(const rk::redis::Reply& a, const rk::redis::Reply& b) {
 }
 
 // Every reply the parser yields for `bytes` fed `step` bytes at a time (0: all at once), and whether it failed.
-std::vector<rk::redis::Reply> replies(std::string_view bytes, std::size_t step, bool& failed) {
-  rk::redis::Parser p(rk::redis::ParserLimits{.max_bulk = 4096, .max_elements = 64, .max_depth = 4});
-  std::vector<rk::redis::Reply> out;
+std::vector<rk::store::redis::Reply> replies(std::string_view bytes, std::size_t step, bool& failed) {
+  rk::store::redis::Parser p(rk::store::redis::ParserLimits{.max_bulk = 4096, .max_elements = 64, .max_depth = 4});
+  std::vector<rk::store::redis::Reply> out;
   if (step == 0) step = bytes.size() + 1;
   for (std::size_t at = 0; at < bytes.size(); at += step) {
     p.feed(bytes.substr(at, step));

@@ -11,7 +11,7 @@
 #include "cli/simulate_command.h"
 #endif
 #ifdef RK_HAVE_SERVER
-#include "server/serve/serve.h"
+#include "cli/serve/serve.h"
 #endif
 
 namespace {
@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
   if (command == "simulate") return rk::cli::run_simulate(args, std::cout, std::cerr);
 #endif
 #ifdef RK_HAVE_SERVER
-  if (command == "serve") return rk::serve::run_serve(args);
-  if (command == "check-config") return rk::serve::run_check_config(args);
+  if (command == "serve") return rk::cli::serve::run_serve(args);
+  if (command == "check-config") return rk::cli::serve::run_check_config(args);
 #endif
   if (command == "version" || command == "--version") {
     std::cout << "ratekeeper " << rk_version() << "\n";

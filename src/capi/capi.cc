@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/registry.h"
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/shared.h"
 #include "store/memory/key_digest.h"
@@ -79,7 +79,7 @@ rk::Decision from_c(const rk_decision& d) {
 
 // The formatter's field name as the static string the C caller may keep.
 const char* static_field_name(const std::string& name) {
-  for (const char* n : rk::headers::kFieldNames) {
+  for (const char* n : rk::http_fields::kFieldNames) {
     if (name == n) return n;
   }
   throw std::logic_error("the header formatter wrote a field it does not list: " + name);
@@ -372,7 +372,7 @@ rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char
     if (limits == nullptr && n_limits != 0) return fail(RK_INVALID_ARGUMENT, "limits is NULL");
     if (fields == nullptr || n_fields == nullptr) return fail(RK_INVALID_ARGUMENT, "fields or n_fields is NULL");
     if (buf == nullptr && buf_len != 0) return fail(RK_INVALID_ARGUMENT, "buf is NULL but buf_len is not 0");
-    std::vector<rk::headers::LimitState> states;
+    std::vector<rk::http_fields::LimitState> states;
     states.reserve(n_limits);
     for (size_t i = 0; i < n_limits; ++i) {
       const rk_header_limit& l = limits[i];
@@ -380,16 +380,16 @@ rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char
         return fail(RK_INVALID_ARGUMENT, "limits[" + std::to_string(i) + "].name is NULL");
       }
       const std::string_view name = l.name_len == 0 ? std::string_view() : std::string_view(l.name, l.name_len);
-      states.push_back(rk::headers::from_decision(name, l.quota, rk::Nanos{l.window_ns}, from_c(l.decision)));
+      states.push_back(rk::http_fields::from_decision(name, l.quota, rk::Nanos{l.window_ns}, from_c(l.decision)));
     }
-    const auto formatted = rk::headers::format(states);
+    const auto formatted = rk::http_fields::format(states);
     size_t used = 0;
     for (const auto& [name, value] : formatted) used += value.size();
     if (used > buf_len) {
       return fail(RK_INVALID_ARGUMENT, "buf_len: " + std::to_string(buf_len) + " bytes; the values need " +
                                            std::to_string(used) + " (rk_headers_bytes says how many)");
     }
-    static_assert(RK_HEADER_FIELDS_MAX == std::size(rk::headers::kFieldNames));
+    static_assert(RK_HEADER_FIELDS_MAX == std::size(rk::http_fields::kFieldNames));
     used = 0;
     *n_fields = 0;
     for (const auto& [name, value] : formatted) {
@@ -405,7 +405,7 @@ rk_status rk_format_headers(const rk_header_limit* limits, size_t n_limits, char
 rk_status rk_key_digest_seed(uint8_t seed[RK_KEY_DIGEST_BYTES]) {
   return guarded([&] {
     if (seed == nullptr) return fail(RK_INVALID_ARGUMENT, "seed is NULL");
-    const rk::store::KeyDigestSeed s = rk::store::random_digest_seed();
+    const rk::store::memory::KeyDigestSeed s = rk::store::memory::random_digest_seed();
     std::memcpy(seed, s.data(), s.size());
     return RK_OK;
   });
@@ -419,9 +419,9 @@ rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key
     if (!key_view(key, key_len, k)) {
       return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(key_len));
     }
-    rk::store::KeyDigestSeed s;
+    rk::store::memory::KeyDigestSeed s;
     std::memcpy(s.data(), seed, s.size());
-    const rk::store::KeyDigest d = rk::store::key_digest(s, k);
+    const rk::store::memory::KeyDigest d = rk::store::memory::key_digest(s, k);
     std::memcpy(out, d.data(), d.size());
     return RK_OK;
   });

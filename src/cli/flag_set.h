@@ -11,7 +11,7 @@
 //   if (!p.problems.empty()) err << cli::help_hint("ratekeeper replay");          // one line, not the whole help
 //
 // A flag's value is checked and stored by its Reader, which answers what the value is not (or "" once stored), so
-// that a settings file (server/serve/settings.h) can say the same of a setting, with its line, and name it as written.
+// that a settings file (cli/serve/settings.h) can say the same of a setting, with its line, and name it as written.
 // Every occurrence is read in order, so the last one given wins. Problems are collected, not thrown: one parse
 // reports every bad value and every unknown flag.
 #pragma once

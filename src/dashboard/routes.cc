@@ -8,23 +8,23 @@
 #include <variant>
 
 #include "dashboard/dashboard.h"
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "server/api/respond.h"
 
 namespace rk::dashboard {
 
 namespace {
 
-using api::error;
-using api::method_is;
+using server::api::error;
+using server::api::method_is;
 
 // POST /v1/admin/simulate. The what-if runs on the runner's thread, never the listener's (whose /healthz and /metrics
 // answer meanwhile), and is answered through a deferred reply; one asked for while another runs gets 503 and
 // Retry-After. Outside a server (a caller of the handler itself, as tests are) the handler waits for the answer.
-void simulate(WhatIfRunner& runner, const api::Hooks& hooks, const http::Request& req, http::Response& res) {
-  api::Hooks counted;  // the answer is made on the runner's thread, maybe after the handler's hooks have gone
+void simulate(WhatIfRunner& runner, const server::api::Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
+  server::api::Hooks counted;  // the answer is made on the runner's thread, maybe after the handler's hooks have gone
   counted.bad_request = hooks.bad_request;
-  auto answer = [counted](WhatIfResult r, http::Response& out) {
+  auto answer = [counted](WhatIfResult r, server::http::Response& out) {
     if (auto* e = std::get_if<WhatIfError>(&r)) {
       return error(out, counted, "admin", e->status, e->status == 503 ? "busy" : "invalid_request", e->field,
                    e->message);
@@ -32,32 +32,32 @@ void simulate(WhatIfRunner& runner, const api::Hooks& hooks, const http::Request
     out.body = std::get<std::string>(std::move(r));
     out.headers.emplace_back("Cache-Control", "no-store");
   };
-  const auto busy = [&](http::Response& out) {
+  const auto busy = [&](server::http::Response& out) {
     answer(WhatIfError{"", "another what-if is running: try again shortly", 503}, out);
-    out.headers.emplace_back(headers::kRetryAfter, std::to_string(runner.retry_after().count()));
+    out.headers.emplace_back(http_fields::kRetryAfter, std::to_string(runner.retry_after().count()));
   };
-  http::Reply reply = req.defer();
+  server::http::Reply reply = req.defer();
   if (!reply) {
     auto result = std::make_shared<std::promise<WhatIfResult>>();  // the worker may still hold it
     if (!runner.submit(std::string(req.body), [result](WhatIfResult r) { result->set_value(std::move(r)); }))
       return busy(res);
     return answer(result->get_future().get(), res);
   }
-  auto shared = std::make_shared<http::Reply>(std::move(reply));  // std::function copies what it holds
+  auto shared = std::make_shared<server::http::Reply>(std::move(reply));  // std::function copies what it holds
   if (!runner.submit(std::string(req.body), [shared, answer](WhatIfResult r) {
-        http::Response out;
+        server::http::Response out;
         answer(std::move(r), out);
         shared->send(std::move(out));
       })) {
-    http::Response out;
+    server::http::Response out;
     busy(out);
     shared->send(std::move(out));
   }
 }
 
 // The dashboard's page, JSON and what-if; false when the path is none of them.
-bool answer_page(service::Service& service, const Tracker& tracker, const api::Hooks& hooks, WhatIfRunner& what_ifs,
-                 const http::Request& req, http::Response& res) {
+bool answer_page(service::Service& service, const Tracker& tracker, const server::api::Hooks& hooks, WhatIfRunner& what_ifs,
+                 const server::http::Request& req, server::http::Response& res) {
   if (const Asset* a = asset(req.path)) {
     if (!method_is(req, res, hooks, "GET")) return true;
     res.content_type = std::string(a->content_type);
@@ -91,12 +91,12 @@ bool answer_page(service::Service& service, const Tracker& tracker, const api::H
 
 }  // namespace
 
-api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, api::Hooks hooks,
+server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, server::api::Hooks hooks,
                              WhatIfLimits what_if) {
   // Shared by the handler's copies; the last to go stops a what-if in progress and joins its thread.
   auto what_ifs = std::make_shared<WhatIfRunner>(what_if);
   return {.handle = [&service, tracker = std::move(tracker), hooks = std::move(hooks),
-                     what_ifs](const http::Request& req, http::Response& res) {
+                     what_ifs](const server::http::Request& req, server::http::Response& res) {
             return answer_page(service, *tracker, hooks, *what_ifs, req, res);
           },
           .page = [](std::string_view path) { return asset(path) != nullptr; }};

@@ -1,7 +1,7 @@
 // dashboard/routes.h: the dashboard's routes on the admin listener (server/api/routes.h's AdminRoute), which serve
 // adds where it wires the service:
 //
-//   api::AdminOptions admin{.routes = {dashboard::admin_routes(service, tracker, hooks)}};
+//   server::api::AdminOptions admin{.routes = {dashboard::admin_routes(service, tracker, hooks)}};
 //
 //   GET /ui (and its files), GET /v1/admin/hot-keys, GET /v1/admin/rates (dashboard.h), POST /v1/admin/simulate
 //   (what_if.h: on a thread of its own, one at a time, never on the listener's)
@@ -20,7 +20,7 @@ namespace rk::dashboard {
 
 // `tracker`: what the dashboard reads (the same the Service feeds as its observer); `hooks`: what counts the bad
 // requests; `what_if`: POST /v1/admin/simulate's bounds and time budget.
-api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, api::Hooks hooks,
+server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, server::api::Hooks hooks,
                              WhatIfLimits what_if = {});
 
 }  // namespace rk::dashboard

@@ -45,7 +45,7 @@ std::size_t per_key_heap(const LimitSpec& spec) {
 template <class State>
 StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
   if (o.max_memory_bytes == 0) return o;
-  using Store = store::ShardedStore<State>;
+  using Store = store::memory::ShardedStore<State>;
   const std::size_t heap = per_key_heap(spec);
   std::size_t lo = 1, hi = o.max_keys;  // the largest count that fits (or 1) lies in [lo, hi]
   while (lo < hi) {
@@ -188,7 +188,7 @@ class Keyed final : public Limiter::Impl {
 
  private:
   typename Algo::Params params_;
-  store::ShardedStore<typename Algo::State> store_;
+  store::memory::ShardedStore<typename Algo::State> store_;
 };
 
 std::unique_ptr<Limiter::Impl> make_impl(const LimitSpec& spec, const StoreOptions& o, std::shared_ptr<const Clock> c) {

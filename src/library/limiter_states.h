@@ -1,5 +1,5 @@
 // library/limiter_states.h: a Limiter's tracked keys and their states out and back in, for `serve --state-file`
-// (server/serve/state_file.h). Internal: not installed, not exported from the shared library.
+// (cli/serve/state_file.h). Internal: not installed, not exported from the shared library.
 //
 //   rk::library::export_states(limiter, [&](std::string_view key, std::string_view state) { save(key, state); });
 //   ...

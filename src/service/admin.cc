@@ -67,17 +67,17 @@ std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& se
     return out;
   }
   if (breaker_ && !breaker_->allow()) return out;
-  std::vector<store::RemoteOp> ops;
+  std::vector<store::remote::RemoteOp> ops;
   for (const auto& k : keys) ops.push_back({&rule.limiter->spec(), rule.store_prefix + k, 1, true});
-  std::promise<std::vector<store::RemoteResult>> promise;
+  std::promise<std::vector<store::remote::RemoteResult>> promise;
   auto future = promise.get_future();
   options_.remote->decide(std::move(ops), now,
-                          [&promise](std::vector<store::RemoteResult> r) { promise.set_value(std::move(r)); });
+                          [&promise](std::vector<store::remote::RemoteResult> r) { promise.set_value(std::move(r)); });
   const auto results = future.get();
   bool available = !results.empty();
   for (std::size_t i = 0; i < keys.size() && i < results.size(); ++i) {
-    available &= results[i].status != store::RemoteResult::Status::kUnavailable;
-    if (results[i].status == store::RemoteResult::Status::kOk) out[i] = results[i].decision;
+    available &= results[i].status != store::remote::RemoteResult::Status::kUnavailable;
+    if (results[i].status == store::remote::RemoteResult::Status::kOk) out[i] = results[i].decision;
   }
   if (breaker_) breaker_->record(available);
   return out;

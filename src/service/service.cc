@@ -12,7 +12,7 @@
 #include <set>
 
 #include "core/registry.h"
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "service/overrides.h"
 
 namespace rk::service {
@@ -36,10 +36,10 @@ void describe(DescriptorStatus& st, const rules::RateLimit& limit, const std::st
   st.algorithm = limit.spec.algorithm;
 }
 
-// duration_until_reset says the wait the rate-limit header fields say (headers/rate_limit_headers.h): "never" and
-// every longer wait as headers::kMaxWait, so that Envoy, which turns it into its own X-RateLimit-Reset, tells the
+// duration_until_reset says the wait the rate-limit header fields say (http_fields/rate_limit_headers.h): "never" and
+// every longer wait as http_fields::kMaxWait, so that Envoy, which turns it into its own X-RateLimit-Reset, tells the
 // client the same as Retry-After.
-Nanos said_wait(Nanos d) { return std::min(d, headers::kMaxWait); }
+Nanos said_wait(Nanos d) { return std::min(d, http_fields::kMaxWait); }
 
 // A blocked limit (requests_per_unit 0) refuses everything, whatever the window: its wait is never (not the
 // window's end, after which it refuses again).
@@ -47,7 +47,7 @@ void apply_blocked(DescriptorStatus& st) {
   st.code = Code::kOverLimit;
   st.limit_remaining = 0;
   st.retry_after = kNever;
-  st.duration_until_reset = headers::kMaxWait;
+  st.duration_until_reset = http_fields::kMaxWait;
 }
 
 void apply(DescriptorStatus& st, const Decision& d) {
@@ -81,7 +81,7 @@ std::string remote_key(const Pending& p) {
 // in the order asked (a run ends at a peek on its limiter); limiters are independent of one another.
 template <class Peeks>
 void ask_in_process(const std::vector<Pending>& pending, const std::vector<std::size_t>& asked, std::int64_t now,
-                    Peeks&& peeks, std::vector<store::RemoteResult>& results) {
+                    Peeks&& peeks, std::vector<store::remote::RemoteResult>& results) {
   std::vector<bool> answered(asked.size());
   std::vector<std::size_t> run;
   std::vector<std::string_view> keys;
@@ -91,7 +91,7 @@ void ask_in_process(const std::vector<Pending>& pending, const std::vector<std::
     if (answered[i]) continue;
     const Pending& p = pending[asked[i]];
     if (peeks(asked[i])) {
-      results[i].status = store::RemoteResult::Status::kOk;
+      results[i].status = store::remote::RemoteResult::Status::kOk;
       results[i].decision = p.limiter->peek_at(p.key, Nanos{now}, p.hits);
       continue;
     }
@@ -110,7 +110,7 @@ void ask_in_process(const std::vector<Pending>& pending, const std::vector<std::
     out.resize(run.size());
     p.limiter->check_many_at(keys, costs, Nanos{now}, out);
     for (std::size_t r = 0; r < run.size(); ++r) {
-      results[run[r]].status = store::RemoteResult::Status::kOk;
+      results[run[r]].status = store::remote::RemoteResult::Status::kOk;
       results[run[r]].decision = out[r];
     }
   }
@@ -168,7 +168,7 @@ struct Service::Job {
   std::vector<rules::FailurePolicy> fell_back;  // per pending: the policy that decided, or kDefault
   std::vector<std::string> store_errors;        // per pending
   std::vector<std::size_t> asked;               // the pass in flight's: the pending index of each limit asked
-  std::vector<store::RemoteResult> results;     // and the store's answers, in the same order
+  std::vector<store::remote::RemoteResult> results;     // and the store's answers, in the same order
   std::vector<rules::Entry> entries;            // a descriptor's, as the matcher takes them
   CheckDone done;
 
@@ -349,7 +349,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
 }
 
 // The domain's policy decides for a descriptor the store did not answer.
-Decision Service::fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking) {
+Decision Service::fallback(Job& job, std::size_t k, const store::remote::RemoteResult& r, bool looking) {
   const Pending& p = job.pending[k];
   job.fell_back[k] = job.policy;
   job.store_errors[k] = r.error;
@@ -391,8 +391,8 @@ void Service::answered(JobPtr job) {
   job->results.resize(asked.size());  // a store answering short: the missing ones are unavailable
   for (std::size_t i = 0; i < asked.size(); ++i) {
     const std::size_t k = asked[i];
-    const store::RemoteResult& r = job->results[i];
-    const Decision d = r.status == store::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
+    const store::remote::RemoteResult& r = job->results[i];
+    const Decision d = r.status == store::remote::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
                                                                     : fallback(*job, k, r, looking);
     if (looking) {
       job->looked[k] = d;
@@ -435,44 +435,44 @@ void Service::ask(JobPtr job) {
   const auto peeks = [&](std::size_t k) { return j.looking || !j.charged_in_final(k); };
   if (uses_batcher(j.domain)) return ask_batcher(std::move(job));
   if (!uses_remote(j.domain)) {
-    j.results.assign(asked.size(), store::RemoteResult{});
+    j.results.assign(asked.size(), store::remote::RemoteResult{});
     if (asked.size() > 1) {
       ask_in_process(j.pending, asked, j.now, peeks, j.results);
       return answered(std::move(job));
     }
     for (std::size_t i = 0; i < asked.size(); ++i) {
       const Pending& p = j.pending[asked[i]];
-      j.results[i].status = store::RemoteResult::Status::kOk;
+      j.results[i].status = store::remote::RemoteResult::Status::kOk;
       j.results[i].decision = peeks(asked[i]) ? p.limiter->peek_at(p.key, Nanos{j.now}, p.hits)
                                               : p.limiter->check_at(p.key, Nanos{j.now}, p.hits);
     }
     return answered(std::move(job));
   }
-  std::vector<store::RemoteOp> ops;
+  std::vector<store::remote::RemoteOp> ops;
   ops.reserve(asked.size());
   for (std::size_t k : asked) {
     const Pending& p = j.pending[k];
     ops.push_back({&p.limiter->spec(), remote_key(p), p.hits, peeks(k)});
   }
   const Nanos now{j.now};
-  auto counted = [this, held = std::make_shared<JobPtr>(std::move(job))](std::vector<store::RemoteResult> results) {
+  auto counted = [this, held = std::make_shared<JobPtr>(std::move(job))](std::vector<store::remote::RemoteResult> results) {
     count_remote(results);
     (*held)->results = std::move(results);
     answered(std::move(*held));
   };
   if (ops.empty()) return counted({});
   if (breaker_ && !breaker_->allow()) {
-    std::vector<store::RemoteResult> open(ops.size());
+    std::vector<store::remote::RemoteResult> open(ops.size());
     for (auto& r : open) r.error = "the circuit breaker is open: the store failed recently";
     return counted(std::move(open));
   }
   remote_stats_.calls.fetch_add(1, std::memory_order_relaxed);
   CircuitBreaker* breaker = breaker_.get();
   options_.remote->decide(std::move(ops), now,
-                          [breaker, counted = std::move(counted)](std::vector<store::RemoteResult> results) {
+                          [breaker, counted = std::move(counted)](std::vector<store::remote::RemoteResult> results) {
                             bool available = !results.empty();
                             for (const auto& r : results)
-                              available &= r.status != store::RemoteResult::Status::kUnavailable;
+                              available &= r.status != store::remote::RemoteResult::Status::kUnavailable;
                             if (breaker) breaker->record(available);
                             counted(std::move(results));
                           });
@@ -483,7 +483,7 @@ void Service::ask(JobPtr job) {
 void Service::ask_batcher(JobPtr job) {
   Job& j = *job;
   const std::vector<std::size_t>& asked = j.asked;
-  j.results.assign(asked.size(), store::RemoteResult{});
+  j.results.assign(asked.size(), store::remote::RemoteResult{});
   std::vector<std::size_t> waiting;  // indexes into `asked` whose keys wait for a fetch
   thread_local std::string key;      // the store key, built in a buffer that keeps its capacity
   for (std::size_t i = 0; i < asked.size(); ++i) {
@@ -491,7 +491,7 @@ void Service::ask_batcher(JobPtr job) {
     const bool peek = j.looking || !j.charged_in_final(asked[i]);
     key.assign(p.store_prefix).append(p.key);
     if (options_.batcher->try_decide(p.limiter->spec(), key, p.hits, peek, Nanos{j.now}, j.results[i].decision)) {
-      j.results[i].status = store::RemoteResult::Status::kOk;
+      j.results[i].status = store::remote::RemoteResult::Status::kOk;
     } else {
       waiting.push_back(i);
     }
@@ -513,7 +513,7 @@ void Service::ask_batcher(JobPtr job) {
     const bool peek = j.looking || !j.charged_in_final(asked[i]);
     options_.batcher->decide(p.limiter->spec(), remote_key(p), p.hits, peek, Nanos{j.now},
                              [results = &j.results, i, one_done](Decision d) {
-                               (*results)[i].status = store::RemoteResult::Status::kOk;
+                               (*results)[i].status = store::remote::RemoteResult::Status::kOk;
                                (*results)[i].decision = d;
                                one_done();
                              });

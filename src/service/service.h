@@ -76,7 +76,7 @@ struct DescriptorStatus {
   Nanos window{0};
   Algorithm algorithm = Algorithm::kFixedWindow;
   std::uint32_t limit_remaining = 0;
-  // Over the limit: until an attempt may pass; else until back to fresh. At most headers::kMaxWait, which is also
+  // Over the limit: until an attempt may pass; else until back to fresh. At most http_fields::kMaxWait, which is also
   // "never" (a blocked rule, hits above what the limit admits): the wait the header fields say.
   Nanos duration_until_reset{0};
   Nanos retry_after{0};                     // 0 when OK; kNever when the hits can never pass
@@ -135,7 +135,7 @@ struct ServiceOptions {
   // max_memory_bytes is theirs together, shared equally among as many as can exist.
   StoreOptions store;
   // Shared state (Redis): domains use it unless their rules say `store: memory`. Null: every domain in memory.
-  std::shared_ptr<store::RemoteStore> remote;
+  std::shared_ptr<store::remote::RemoteStore> remote;
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
   BreakerOptions breaker;
   Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
@@ -227,9 +227,9 @@ class Service {
   void decide(JobPtr job, bool looking);
   void ask(JobPtr job);
   void answered(JobPtr job);
-  void count_remote(const std::vector<store::RemoteResult>& results);
+  void count_remote(const std::vector<store::remote::RemoteResult>& results);
   void finish(JobPtr job);
-  Decision fallback(Job& job, std::size_t k, const store::RemoteResult& r, bool looking);
+  Decision fallback(Job& job, std::size_t k, const store::remote::RemoteResult& r, bool looking);
   bool uses_batcher(const rules::DomainConfig* domain) const;
   void ask_batcher(JobPtr job);
 
@@ -242,7 +242,7 @@ class Service {
   std::string overrides_version_;  // the rules' version overrides_ was last pruned for
   std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
   RemoteStats remote_stats_;
-  void log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error, bool answered);
+  void log_store_health(const store::remote::RemoteResult* unavailable, const store::remote::RemoteResult* error, bool answered);
 };
 
 }  // namespace rk::service

@@ -12,7 +12,7 @@ namespace rk::service {
 // One line when the store stops answering and one when it has answered everything for a second again (a Cluster
 // with one shard down answers some keys and not others: that is still "not answering"), never one per request; a
 // store error (Redis refused a script) at most every 10 s.
-void Service::log_store_health(const store::RemoteResult* unavailable, const store::RemoteResult* error,
+void Service::log_store_health(const store::remote::RemoteResult* unavailable, const store::remote::RemoteResult* error,
                                bool answered) {
   const std::int64_t now = clock_->now().count();
   if (unavailable) {
@@ -39,14 +39,14 @@ void Service::log_store_health(const store::RemoteResult* unavailable, const sto
 }
 
 // The remote store's answers counted (unavailable, refused) and its health logged.
-void Service::count_remote(const std::vector<store::RemoteResult>& results) {
+void Service::count_remote(const std::vector<store::remote::RemoteResult>& results) {
   std::uint64_t unavailable = 0, errors = 0, answered = 0;
-  const store::RemoteResult* first_unavailable = nullptr;
-  const store::RemoteResult* first_error = nullptr;
-  for (const store::RemoteResult& r : results) {
-    if (r.status == store::RemoteResult::Status::kOk) {
+  const store::remote::RemoteResult* first_unavailable = nullptr;
+  const store::remote::RemoteResult* first_error = nullptr;
+  for (const store::remote::RemoteResult& r : results) {
+    if (r.status == store::remote::RemoteResult::Status::kOk) {
       ++answered;
-    } else if (r.status == store::RemoteResult::Status::kError) {
+    } else if (r.status == store::remote::RemoteResult::Status::kError) {
       ++errors;
       if (!first_error) first_error = &r;
     } else {

@@ -61,9 +61,9 @@ class DashboardTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   // The admin listener's routes with the dashboard's added, as serve wires them.
-  http::Handler admin_listener(api::AdminOptions options = {}, WhatIfLimits limits = {}) {
+  server::http::Handler admin_listener(server::api::AdminOptions options = {}, WhatIfLimits limits = {}) {
     options.routes.push_back(admin_routes(*service_, tracker_, hooks_, limits));
-    return api::admin_routes(*service_, hooks_, std::move(options));
+    return server::api::admin_routes(*service_, hooks_, std::move(options));
   }
 
   service::CheckResult check(const std::string& key, const std::string& value) {
@@ -73,17 +73,17 @@ class DashboardTest : public ::testing::Test {
   }
 
   // As the page's own script calls it: POSTs as application/json, unless `fields` says otherwise.
-  http::Response call(std::string_view method, std::string_view path, std::string_view query = "",
-                      std::string_view body = "", std::vector<http::Field> fields = {}) {
+  server::http::Response call(std::string_view method, std::string_view path, std::string_view query = "",
+                      std::string_view body = "", std::vector<server::http::Field> fields = {}) {
     if (fields.empty() && method == "POST") fields.push_back({"Content-Type", "application/json"});
-    http::Request req;
+    server::http::Request req;
     req.method = method;
     req.path = path;
     req.target = path;
     req.query = query;
     req.body = body;
     req.fields = fields;
-    http::Response res;
+    server::http::Response res;
     admin_(req, res);
     return res;
   }
@@ -103,7 +103,7 @@ class DashboardTest : public ::testing::Test {
     return none;
   }
 
-  void expect_bad(const http::Response& res, const std::string& field, const std::string& message_part) {
+  void expect_bad(const server::http::Response& res, const std::string& field, const std::string& message_part) {
     ASSERT_EQ(res.status, 400) << res.body.substr(0, 300);
     const json e = json::parse(res.body)["error"];
     EXPECT_EQ(e.value("field", ""), field) << res.body;
@@ -115,8 +115,8 @@ class DashboardTest : public ::testing::Test {
   std::shared_ptr<Tracker> tracker_ = std::make_shared<Tracker>();
   std::unique_ptr<rules::Reloader> reloader_;
   std::unique_ptr<service::Service> service_;
-  api::Hooks hooks_;
-  http::Handler admin_;
+  server::api::Hooks hooks_;
+  server::http::Handler admin_;
   std::atomic<int> bad_requests_{0};  // counted by the listener's thread and the what-if runner's
 };
 
@@ -405,7 +405,7 @@ TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
   ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(check("user", "mallory")));
   ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(check("user", "mallory")));
   const std::string reset = R"({"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"mallory"}]}]})";
-  auto refused = [&](const http::Response& res, int status, std::string_view field) {
+  auto refused = [&](const server::http::Response& res, int status, std::string_view field) {
     EXPECT_EQ(res.status, status) << res.body;
     EXPECT_EQ(json::parse(res.body)["error"]["field"], field) << res.body;
   };
@@ -445,12 +445,12 @@ TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
 
 TEST_F(DashboardTest, ConfiguredAdminHostsAreAnswered) {
   const auto admin = admin_listener({.hosts = {"Ratekeeper.Internal"}});
-  auto status = [&](std::vector<http::Field> fields) {
-    http::Request req;
+  auto status = [&](std::vector<server::http::Field> fields) {
+    server::http::Request req;
     req.method = "GET";
     req.path = req.target = "/v1/admin/rates";
     req.fields = fields;
-    http::Response res;
+    server::http::Response res;
     admin(req, res);
     return res.status;
   };
@@ -567,11 +567,11 @@ class Conn {
 int status_of(const std::string& answer) { return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : -1; }
 std::string body_of(const std::string& answer) { return answer.substr(answer.find("\r\n\r\n") + 4); }
 
-// The admin listener has one thread (server/serve/listeners.cc). A what-if ran on it, so that while one ran the
+// The admin listener has one thread (cli/serve/listeners.cc). A what-if ran on it, so that while one ran the
 // listener answered nothing else: not /healthz, not /metrics.
 TEST_F(DashboardTest, AdminListenerAnswersProbesWhileAWhatIfRuns) {
   hooks_.metrics = [] { return std::string("ratekeeper_up 1\n"); };
-  http::Server server({.threads = 1}, admin_listener());
+  server::http::Server server({.threads = 1}, admin_listener());
   server.start();
   const WhatIfLimits limits;
   Conn what_if(server.port());
@@ -600,7 +600,7 @@ TEST_F(DashboardTest, AdminListenerAnswersProbesWhileAWhatIfRuns) {
 // The budget is the listener's to set; a run past it is stopped within a step, and the answer names it.
 TEST_F(DashboardTest, AWhatIfPastItsBudgetIsStoppedAndSaysSo) {
   const WhatIfLimits limits{.max_time = 250ms};
-  http::Server server({.threads = 1}, admin_listener({}, limits));
+  server::http::Server server({.threads = 1}, admin_listener({}, limits));
   server.start();
   Conn what_if(server.port());
   const auto start = Clock::now();

@@ -190,18 +190,18 @@ Decision from_c(const rk_decision& d) {
 class Redis {
  public:
   Redis()
-      : store_(redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})),
-        packed_(redis::make_redis_remote({.url = no_functions_url(), .caller_clock = true, .timeout = 10s,
+      : store_(store::redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})),
+        packed_(store::redis::make_redis_remote({.url = no_functions_url(), .caller_clock = true, .timeout = 10s,
                                           .packed_hashes = 4096})) {}
   ~Redis() {
     store_->close();
     packed_->close();
   }
-  store::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek,
+  store::remote::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek,
                              bool packed) {
-    std::promise<store::RemoteResult> p;
+    std::promise<store::remote::RemoteResult> p;
     auto f = p.get_future();
-    (packed ? packed_ : store_)->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::RemoteResult> r) {
+    (packed ? packed_ : store_)->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::remote::RemoteResult> r) {
       p.set_value(std::move(r.at(0)));
     });
     return f.get();
@@ -217,7 +217,7 @@ class Redis {
     return "redis://nofn:pw@127.0.0.1:" + std::to_string(process_.port());
   }
   redis_test::RedisProcess process_;
-  std::shared_ptr<store::RemoteStore> store_, packed_;
+  std::shared_ptr<store::remote::RemoteStore> store_, packed_;
 };
 
 // One case's stores, made from its spec. A store that cannot hold the spec is absent (and why is checked).
@@ -452,16 +452,16 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           auto& w = written[static_cast<std::size_t>(s.key)];
           const std::string rkey = "rk:diff:" + std::to_string(c.seed) + ":" + key;
           const auto sent = std::chrono::steady_clock::now();
-          store::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek, packed);
+          store::remote::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek, packed);
           const auto got_at = std::chrono::steady_clock::now();
           // Redis expires a key px ms after the write by its own clock, which does not follow the trace's: when
           // that may have come before the trace reached the state's reset, a difference on this key is the test's.
           if (w && s.t_ns < w->fresh_at_ns && got_at - w->sent >= std::chrono::milliseconds(w->px_ms)) {
             maybe_expired[static_cast<std::size_t>(s.key)] = true;
           }
-          if (r.status != store::RemoteResult::Status::kOk) {
+          if (r.status != store::remote::RemoteResult::Status::kOk) {
             error =
-                std::string(r.status == store::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
+                std::string(r.status == store::remote::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
           }
           got = r.decision;
           if (error.empty() && !s.peek) {

@@ -230,7 +230,7 @@ class ModuleTest(unittest.TestCase):
     def test_header_fields_are_the_services_format_exactly(self):
         # gcra 1 an hour with burst 2: q is the rate (1 per 3600 s), not burst + 1; t counts down from 3600 s per
         # request spent; the refusal says when one more passes. The same strings as ratekeeper serve's
-        # (tests/headers/rate_limit_headers_test.cc holds the formatter's golden cases;
+        # (tests/http_fields/rate_limit_headers_test.cc holds the formatter's golden cases;
         # tests/server/api/forward_auth_test.cc forward-auth's).
         answers = [self.nginx.get("/key/", {"X-Api-Key": "golden"}) for _ in range(4)]
         self.assertEqual([s for s, _ in answers], [200, 200, 200, 429])

@@ -53,7 +53,7 @@ class Server(Serve):
 
 def assert_refusal_fields(test, headers, passed_on=None):
     """The rate-limit fields of RULES' per_user refusal, exactly as the library's one formatter writes them
-    (tests/headers/rate_limit_headers_test.cc; the nginx module's in nginx_module_test.py), or those of them a proxy
+    (tests/http_fields/rate_limit_headers_test.cc; the nginx module's in nginx_module_test.py), or those of them a proxy
     passes on. Only t depends on the wall clock: the oldest of the 3 requests leaves the hour-long log in a little under
     3600 s."""
     t = int(headers.get("Retry-After", "0"))

@@ -16,7 +16,7 @@
 
 #include "server/api/routes.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 constexpr const char* kRules = R"(domain: edge
@@ -48,16 +48,16 @@ class NeverInEveryField : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(file_); }
 
-  http::Response call(std::string_view method, std::string_view path, std::string_view body,
+  server::http::Response call(std::string_view method, std::string_view path, std::string_view body,
                       std::string_view peer = "127.0.0.1") {
-    http::Request req{.method = method, .target = path, .path = path, .body = body, .remote_ip = peer};
-    http::Response res;
+    server::http::Request req{.method = method, .target = path, .path = path, .body = body, .remote_ip = peer};
+    server::http::Response res;
     public_routes(*service_, Hooks{})(req, res);
     return res;
   }
 
   // A header field of the answer, from its headers or its preformatted field lines; "<absent>" if neither has it.
-  static std::string field(const http::Response& r, const std::string& name) {
+  static std::string field(const server::http::Response& r, const std::string& name) {
     for (const auto& [n, v] : r.headers) {
       if (n == name) return v;
     }
@@ -72,7 +72,7 @@ class NeverInEveryField : public ::testing::Test {
   }
 
   // Every field that states a wait says never.
-  static void says_never(const http::Response& r, const std::string& policy) {
+  static void says_never(const server::http::Response& r, const std::string& policy) {
     EXPECT_EQ(r.status, 429) << r.body;
     const std::string rate_limit = field(r, "RateLimit");
     EXPECT_TRUE(rate_limit.starts_with("\"" + policy + "\";r=") && rate_limit.ends_with(std::string(";t=") + kNever))
@@ -122,4 +122,4 @@ TEST_F(NeverInEveryField, EnvoysJsonEndpointSaysTheSameDuration) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -1,6 +1,6 @@
 #include "service/service.h"
 
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 
 #include <gtest/gtest.h>
 
@@ -101,7 +101,7 @@ TEST_F(ServiceTest, BlockedUnlimitedUnknownAndUnmatched) {
   CheckResponse r = ok(s.check(req({{{"remote_address", "50.0.0.5"}}})));
   EXPECT_EQ(r.overall, Code::kOverLimit);
   // Never, as the header fields say it (not the second's end, after which it refuses again).
-  EXPECT_EQ(r.statuses[0].duration_until_reset, headers::kMaxWait);
+  EXPECT_EQ(r.statuses[0].duration_until_reset, http_fields::kMaxWait);
   r = ok(s.check(req({{{"user", "bob"}}})));
   EXPECT_EQ(r.overall, Code::kOk);
   EXPECT_TRUE(r.statuses[0].unlimited);
@@ -340,7 +340,7 @@ TEST_F(ServiceTest, OverrideLooksAndHitsAddendJudgeAgainstTheRequestsLimit) {
   r.descriptors[0].hits_addend = 11;  // more than the limit: never, and so says duration_until_reset
   const CheckResponse never = ok(s.check(r));
   EXPECT_EQ(never.statuses[0].retry_after, kNever);
-  EXPECT_EQ(never.statuses[0].duration_until_reset, headers::kMaxWait);
+  EXPECT_EQ(never.statuses[0].duration_until_reset, http_fields::kMaxWait);
   const CheckResponse dry = ok(s.dry_run(override_req("edge", "fresh", 10, rules::Unit::kMinute)));
   EXPECT_EQ(dry.statuses[0].limit_remaining, 9u);
   EXPECT_EQ(ok(s.check(override_req("edge", "fresh", 10, rules::Unit::kMinute))).statuses[0].limit_remaining, 9u);

@@ -7,11 +7,11 @@
 #include <utility>
 
 #include "base/percent.h"
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "server/http/ascii.h"
 #include "server/http/response_writer.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -41,20 +41,20 @@ struct Credentials {
   bool any = false;  // an Authorization header of any scheme, or the cookie: a try at the token
 };
 
-Credentials credentials(const http::Request& req) {
+Credentials credentials(const server::http::Request& req) {
   Credentials c;
   for (std::string_view value : req.headers("authorization")) {
     c.any = true;
-    value = http::detail::trim_ows(value);
+    value = server::http::detail::trim_ows(value);
     const auto space = value.find(' ');
-    if (space == std::string_view::npos || !http::detail::iequals(value.substr(0, space), "bearer")) continue;
-    c.bearer = http::detail::trim_ows(value.substr(space + 1));
+    if (space == std::string_view::npos || !server::http::detail::iequals(value.substr(0, space), "bearer")) continue;
+    c.bearer = server::http::detail::trim_ows(value.substr(space + 1));
     break;
   }
   for (std::string_view header : req.headers("cookie")) {
     while (!header.empty() && !c.session) {
       const auto semi = header.find(';');
-      const std::string_view pair = http::detail::trim_ows(header.substr(0, semi));
+      const std::string_view pair = server::http::detail::trim_ows(header.substr(0, semi));
       header = semi == std::string_view::npos ? std::string_view{} : header.substr(semi + 1);
       const auto eq = pair.find('=');
       if (eq != std::string_view::npos && pair.substr(0, eq) == kAdminCookie) c.session = pair.substr(eq + 1);
@@ -79,7 +79,7 @@ std::string form_field(std::string_view body, std::string_view name) {
   return {};
 }
 
-void login_page(http::Response& res, int status, std::string_view message) {
+void login_page(server::http::Response& res, int status, std::string_view message) {
   res.status = status;
   res.content_type = "text/html; charset=utf-8";
   res.body = std::string(kLoginPage);
@@ -91,27 +91,27 @@ void login_page(http::Response& res, int status, std::string_view message) {
 
 constexpr std::string_view kAsk = "This admin listener needs its token (--admin-token-file).";
 
-void unauthorized(http::Response& res, bool dashboard_page) {
+void unauthorized(server::http::Response& res, bool dashboard_page) {
   res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="ratekeeper admin")");
   if (dashboard_page) return login_page(res, 401, kAsk);
   res.status = 401;
   res.content_type = "application/json";
-  res.body = http::error_json(401, "unauthorized", "this admin listener needs 'Authorization: Bearer <token>' "
+  res.body = server::http::error_json(401, "unauthorized", "this admin listener needs 'Authorization: Bearer <token>' "
                                                    "(the token of --admin-token-file)", "Authorization");
 }
 
-void throttled(http::Response& res, bool page, Nanos wait) {
-  const std::string seconds = std::to_string(headers::header_seconds(wait));
+void throttled(server::http::Response& res, bool page, Nanos wait) {
+  const std::string seconds = std::to_string(http_fields::header_seconds(wait));
   if (page) {
     login_page(res, 429, "Too many wrong tokens from this address: try again in " + seconds + " s.");
   } else {
     res.status = 429;
     res.content_type = "application/json";
-    res.body = http::error_json(
+    res.body = server::http::error_json(
         429, "throttled", "too many wrong admin tokens from this address; try again in " + seconds + " s",
         "Authorization");
   }
-  res.headers.emplace_back(headers::kRetryAfter, seconds);
+  res.headers.emplace_back(http_fields::kRetryAfter, seconds);
 }
 
 }  // namespace
@@ -132,7 +132,7 @@ AdminAuth::AdminAuth(std::shared_ptr<base::SecretFile> token, AdminAuthOptions o
       sessions_(options_.session_lifetime),
       throttle_(options_.throttle) {}
 
-AdminAuth::Verdict AdminAuth::check(const http::Request& req, http::Response& res, bool dashboard_page) {
+AdminAuth::Verdict AdminAuth::check(const server::http::Request& req, server::http::Response& res, bool dashboard_page) {
   const bool page = dashboard_page && (req.method == "GET" || req.method == "HEAD");
   const bool login = req.path == kLoginPath;
   if (login && req.method != "POST") {
@@ -158,7 +158,7 @@ AdminAuth::Verdict AdminAuth::check(const http::Request& req, http::Response& re
   return kUnauthorized;
 }
 
-AdminAuth::Verdict AdminAuth::sign_in(const http::Request& req, http::Response& res, std::string_view token,
+AdminAuth::Verdict AdminAuth::sign_in(const server::http::Request& req, server::http::Response& res, std::string_view token,
                                       Nanos now) {
   if (!same_secret(form_field(req.body, "token"), token)) {
     throttle_.failed(req.remote_ip, now);
@@ -178,4 +178,4 @@ AdminAuth::Verdict AdminAuth::sign_in(const http::Request& req, http::Response& 
   return kAnswered;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -32,7 +32,7 @@
 #include "server/api/admin_throttle.h"
 #include "server/http/server.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 inline constexpr std::string_view kAdminCookie = "ratekeeper_admin_session";
 inline constexpr std::string_view kLoginPath = "/ui/login";
@@ -64,10 +64,10 @@ class AdminAuth {
 
   // A request to a route behind the token; `dashboard_page`: a browser's page of the dashboard, answered with the
   // sign-in form rather than JSON.
-  Verdict check(const http::Request& req, http::Response& res, bool dashboard_page);
+  Verdict check(const server::http::Request& req, server::http::Response& res, bool dashboard_page);
 
  private:
-  Verdict sign_in(const http::Request& req, http::Response& res, std::string_view token, Nanos now);
+  Verdict sign_in(const server::http::Request& req, server::http::Response& res, std::string_view token, Nanos now);
 
   const std::shared_ptr<base::SecretFile> token_;
   const AdminAuthOptions options_;
@@ -76,4 +76,4 @@ class AdminAuth {
   AdminThrottle throttle_;
 };
 
-}  // namespace rk::api
+}  // namespace rk::server::api

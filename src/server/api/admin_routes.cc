@@ -14,7 +14,7 @@
 #include "server/api/respond.h"
 #include "server/api/routes.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -22,9 +22,9 @@ using nlohmann::json;
 
 }  // namespace
 
-http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
+server::http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin) {
   for (std::string& h : admin.hosts) h = base::ascii_lower(h);
-  return [&service, hooks, admin](const http::Request& req, http::Response& res) {
+  return [&service, hooks, admin](const server::http::Request& req, server::http::Response& res) {
     if (!from_own_page(req, res, hooks, admin)) return;
     if (admin.auth && req.path != "/healthz" && req.path != "/readyz") {  // probes carry no token
       bool page = false;
@@ -50,7 +50,7 @@ http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions 
       auto request = check_body(req, res, hooks, "admin");
       if (!request) return;
       return decide(service, req, res, std::move(*request), false,
-                    [&hooks](const service::CheckResult& result, http::Response& out) {
+                    [&hooks](const service::CheckResult& result, server::http::Response& out) {
                       if (auto* e = std::get_if<service::RequestError>(&result)) {
                         return error(out, hooks, "admin", 400, "invalid_request", e->field, e->message);
                       }
@@ -75,4 +75,4 @@ http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions 
   };
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

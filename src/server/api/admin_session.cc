@@ -13,7 +13,7 @@
 
 #include "base/hex.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -81,4 +81,4 @@ bool AdminSessions::valid(std::string_view value, std::string_view token, Nanos 
   return CRYPTO_memcmp(expected.data(), signature.data(), kSignatureHex) == 0;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

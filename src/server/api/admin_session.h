@@ -22,7 +22,7 @@
 
 #include "ratekeeper/units.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 class AdminSessions {
  public:
@@ -43,4 +43,4 @@ class AdminSessions {
   std::array<unsigned char, 32> secret_{};
 };
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -5,7 +5,7 @@
 
 #include "server/api/client_address.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -64,4 +64,4 @@ void AdminThrottle::drop_refilled(Nanos now) {
   next_drop_ = next;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -23,7 +23,7 @@
 
 #include "ratekeeper/units.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 struct AdminThrottleOptions {
   int burst = 10;                                   // wrong tokens an address may send at once
@@ -55,4 +55,4 @@ class AdminThrottle {
   Nanos next_drop_{0};                             // mu_: no address is refilled before this
 };
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cmath>
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -183,4 +183,4 @@ std::string check_response_json(const service::CheckResponse& r) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

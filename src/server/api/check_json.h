@@ -14,7 +14,7 @@
 
 #include "service/service.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 // Parses a check request; a RequestError names the JSON path of what is wrong.
 std::variant<service::CheckRequest, service::RequestError> parse_check_request(std::string_view body);
@@ -28,4 +28,4 @@ std::string proto_duration(Nanos d);
 // A unit as Envoy's proto enum names it: "SECOND" .. "YEAR".
 std::string proto_unit_name(rules::Unit u);
 
-}  // namespace rk::api
+}  // namespace rk::server::api

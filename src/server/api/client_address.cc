@@ -7,7 +7,7 @@
 
 #include "server/http/ascii.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -23,7 +23,7 @@ void clear_from(std::uint8_t* bytes, int from, int total_bits) {
 bool IpAddress::v4() const { return std::memcmp(bytes, kMapped, 12) == 0; }
 
 std::optional<IpAddress> parse_ip(std::string_view text) {
-  text = http::detail::trim_ows(text);
+  text = server::http::detail::trim_ows(text);
   if (text.empty() || text.size() > 64) return std::nullopt;
   std::string s(text);
   if (s.front() == '[') {
@@ -77,4 +77,4 @@ std::string client_key(const IpAddress& a, ClientPrefixes prefixes) {
   return key;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

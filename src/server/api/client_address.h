@@ -2,9 +2,9 @@
 // text a client is keyed by: its address cut to a prefix, so that one IPv6 host (which is handed a whole /64) is
 // one client, not 2^64 of them.
 //
-//   auto a = rk::api::parse_ip("[2001:db8:1:2:aaaa::1]:443");
-//   rk::api::client_key(*a, {.ipv4 = 32, .ipv6 = 64})        // "2001:db8:1:2::/64"
-//   rk::api::client_key(*rk::api::parse_ip("::ffff:192.0.2.7"), {})  // "192.0.2.7": IPv4-mapped is IPv4
+//   auto a = rk::server::api::parse_ip("[2001:db8:1:2:aaaa::1]:443");
+//   rk::server::api::client_key(*a, {.ipv4 = 32, .ipv6 = 64})        // "2001:db8:1:2::/64"
+//   rk::server::api::client_key(*rk::server::api::parse_ip("::ffff:192.0.2.7"), {})  // "192.0.2.7": IPv4-mapped is IPv4
 //
 // Keys are in canonical text (RFC 5952 for IPv6, dotted quad for IPv4), with "/bits" only when the prefix is
 // shorter than the address, so that every address of one prefix gives the same key byte for byte.
@@ -17,7 +17,7 @@
 
 #include "rules/config.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 struct IpAddress {
   std::uint8_t bytes[16] = {};  // IPv4 as ::ffff:a.b.c.d, like rules::Cidr
@@ -41,4 +41,4 @@ struct ClientPrefixes {
 // The client's key: the address with the bits past its family's prefix cleared, then "/bits" unless whole.
 std::string client_key(const IpAddress& a, ClientPrefixes prefixes);
 
-}  // namespace rk::api
+}  // namespace rk::server::api

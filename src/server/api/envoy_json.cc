@@ -4,7 +4,7 @@
 
 #include "server/api/check_json.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -46,7 +46,7 @@ std::string envoy_response_json(const service::CheckResponse& r) {
   return out.dump(-1, ' ', false, ordered::error_handler_t::replace);
 }
 
-void envoy_json_answer(const service::CheckResponse& response, http::Response& out) {
+void envoy_json_answer(const service::CheckResponse& response, server::http::Response& out) {
   out.status = response.overall == service::Code::kOverLimit ? 429
                : response.overall == service::Code::kUnknown ? 500
                                                              : 200;
@@ -54,17 +54,17 @@ void envoy_json_answer(const service::CheckResponse& response, http::Response& o
   out.body = envoy_response_json(response);
 }
 
-void envoy_bad_request(http::Response& out) {
+void envoy_bad_request(server::http::Response& out) {
   out.status = 400;
   out.content_type = "text/plain; charset=utf-8";
   out.headers.emplace_back("X-Content-Type-Options", "nosniff");
   out.body = "Bad Request\n";
 }
 
-void envoy_healthcheck(bool ready, http::Response& out) {
+void envoy_healthcheck(bool ready, server::http::Response& out) {
   out.status = ready ? 200 : 500;
   out.content_type = ready ? "text/plain; charset=utf-8" : "";
   out.body = ready ? "OK" : "";
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

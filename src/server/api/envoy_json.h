@@ -17,18 +17,18 @@
 #include "server/http/server.h"
 #include "service/service.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 // The gRPC answer as upstream's protojson marshalling writes it.
 std::string envoy_response_json(const service::CheckResponse& response);
 
 // The whole answer of POST /json to a decided request: status, Content-Type and body.
-void envoy_json_answer(const service::CheckResponse& response, http::Response& out);
+void envoy_json_answer(const service::CheckResponse& response, server::http::Response& out);
 
 // 400 "Bad Request\n" as text/plain, the body upstream's handler writes for every bad request.
-void envoy_bad_request(http::Response& out);
+void envoy_bad_request(server::http::Response& out);
 
 // GET /healthcheck: 200 "OK" while ready (rules loaded, not draining), else 500 with no body.
-void envoy_healthcheck(bool ready, http::Response& out);
+void envoy_healthcheck(bool ready, server::http::Response& out);
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <iterator>
 
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "service/response_headers.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -214,12 +214,12 @@ std::variant<service::CheckRequest, service::RequestError> build_descriptors(con
 namespace {
 
 // Passes the fields on to `inner`, keeping Retry-After's value, so that the body says the same wait.
-class KeepRetryAfter final : public headers::FieldSink {
+class KeepRetryAfter final : public http_fields::FieldSink {
  public:
-  explicit KeepRetryAfter(headers::FieldSink& inner) : inner_(inner) {}
+  explicit KeepRetryAfter(http_fields::FieldSink& inner) : inner_(inner) {}
   std::string& value_of(std::string_view name) override {
     std::string& v = inner_.value_of(name);
-    if (name == headers::kRetryAfter) {
+    if (name == http_fields::kRetryAfter) {
       at_ = &v;
       from_ = v.size();
     }
@@ -233,14 +233,14 @@ class KeepRetryAfter final : public headers::FieldSink {
   std::string wait = "1";  // the binding limit's Retry-After, so body and field agree
 
  private:
-  headers::FieldSink& inner_;
+  http_fields::FieldSink& inner_;
   std::string* at_ = nullptr;
   std::size_t from_ = 0;
 };
 
 }  // namespace
 
-AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status, headers::FieldSink& fields) {
+AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status, http_fields::FieldSink& fields) {
   AuthAnswer a;
   if (r.overall != service::Code::kOverLimit) {
     service::rate_limit_headers(r, fields);
@@ -258,7 +258,7 @@ AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status, headers
   nlohmann::json body = {{"type", "https://iana.org/assignments/http-problem-types#quota-exceeded"},
                          {"title", "Too Many Requests"},
                          {"status", deny_status},
-                         {"detail", wait == std::to_string(headers::kMaxSeconds)
+                         {"detail", wait == std::to_string(http_fields::kMaxSeconds)
                                         ? std::string("Rate limit exceeded; no wait lets this request through.")
                                         : "Rate limit exceeded; retry in " + wait + " s."},
                          {"violated-policies", std::move(violated)}};
@@ -267,10 +267,10 @@ AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status, headers
 }
 
 AuthAnswer auth_answer(const service::CheckResponse& r, int deny_status) {
-  headers::FieldPairs fields;
+  http_fields::FieldPairs fields;
   AuthAnswer a = auth_answer(r, deny_status, fields);
   a.headers = std::move(fields.fields);
   return a;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -17,14 +17,14 @@
 #include <variant>
 #include <vector>
 
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 #include "rules/config.h"
 #include "server/api/client_address.h"
 #include "server/api/uri_path.h"
 #include "server/http/server.h"
 #include "service/service.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 // Which proxy sits in front, and so which headers carry the proxied request (docs/service.md#forward-auth). Each
 // kind believes exactly the headers that proxy sets, never another as a fallback: a client's own X-Forwarded-For
@@ -45,15 +45,15 @@ struct ProxiedRequest {
   std::string_view method;   // the auth request's own
   std::string_view uri;      // the auth request's own target (Envoy: what follows /v1/auth/<domain>)
   std::string_view host;     // the auth request's Host
-  std::span<const http::Field> fields;  // the auth request's header fields, in the order received
+  std::span<const server::http::Field> fields;  // the auth request's header fields, in the order received
 
   // Calls f(value) for each value of the header `name` (case-insensitive), in order; returns how many there were.
   template <class F>
   std::size_t each(std::string_view name, F&& f) const {
     std::size_t n = 0;
-    for (const http::Field& field : fields) {
+    for (const server::http::Field& field : fields) {
       // The lengths first, here: most fields are not the one asked for.
-      if (field.name.size() != name.size() || !http::is_field(field, name)) continue;
+      if (field.name.size() != name.size() || !server::http::is_field(field, name)) continue;
       f(field.value);
       ++n;
     }
@@ -83,17 +83,17 @@ struct AuthAnswer {
 
 AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status);
 // The same, the header fields written to `fields` rather than to the answer's headers.
-AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status, headers::FieldSink& fields);
+AuthAnswer auth_answer(const service::CheckResponse& response, int deny_status, http_fields::FieldSink& fields);
 
-// The header fields as an HTTP answer's own field lines (http::Response::field_lines): no allocation per field.
-class ResponseFields final : public headers::FieldSink {
+// The header fields as an HTTP answer's own field lines (server::http::Response::field_lines): no allocation per field.
+class ResponseFields final : public http_fields::FieldSink {
  public:
-  explicit ResponseFields(http::Response& res) : res_(res) {}
+  explicit ResponseFields(server::http::Response& res) : res_(res) {}
   std::string& value_of(std::string_view name) override { return res_.begin_field(name); }
   void end_field() override { res_.end_field(); }
 
  private:
-  http::Response& res_;
+  server::http::Response& res_;
 };
 
-}  // namespace rk::api
+}  // namespace rk::server::api

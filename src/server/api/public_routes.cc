@@ -12,18 +12,18 @@
 #include "server/api/routes.h"
 #include "service/response_headers.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
-void check(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+void check(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
   auto request = check_body(req, res, hooks, "http");
   if (!request) return;
   request->protocol = "http";
   const auto start = std::chrono::steady_clock::now();
   std::string domain = request->domain;
   decide(service, req, res, std::move(*request), true,
-         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, server::http::Response& out) {
            if (auto* e = std::get_if<service::RequestError>(&result)) {
              return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
            }
@@ -38,7 +38,7 @@ void check(service::Service& service, const Hooks& hooks, const http::Request& r
 
 // envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
 // body decides. Bad requests are counted as /v1/check's are.
-void envoy_json(service::Service& service, const Hooks& hooks, const http::Request& req, http::Response& res) {
+void envoy_json(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
   auto parsed = parse_check_request(req.body);
   if (std::holds_alternative<service::RequestError>(parsed)) {
     if (hooks.bad_request) hooks.bad_request("http", "invalid_json");
@@ -49,7 +49,7 @@ void envoy_json(service::Service& service, const Hooks& hooks, const http::Reque
   request.protocol = "http";
   std::string domain = request.domain;
   decide(service, req, res, std::move(request), true,
-         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, http::Response& out) {
+         [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, server::http::Response& out) {
            if (std::holds_alternative<service::RequestError>(result)) {
              if (hooks.bad_request) hooks.bad_request("http", "invalid_request");
              return envoy_bad_request(out);
@@ -61,7 +61,7 @@ void envoy_json(service::Service& service, const Hooks& hooks, const http::Reque
 }
 
 void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
-                  const http::Request& req, http::Response& res, std::string_view domain_name, std::string_view uri) {
+                  const server::http::Request& req, server::http::Response& res, std::string_view domain_name, std::string_view uri) {
   auto rules = service.rules();
   const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
   if (!domain || !domain->forward_auth.enabled) {
@@ -90,7 +90,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   request.protocol = "auth";
   request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
-         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, http::Response& out) {
+         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, server::http::Response& out) {
            if (auto* e = std::get_if<service::RequestError>(&result)) {
              // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
              return error(out, hooks, "auth", 400, "invalid_request", e->field, e->message);
@@ -107,8 +107,8 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
 
 }  // namespace
 
-http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
-  return [&service, hooks, forward](const http::Request& req, http::Response& res) {
+server::http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward) {
+  return [&service, hooks, forward](const server::http::Request& req, server::http::Response& res) {
     if (req.path == "/v1/check") return check(service, hooks, req, res);
     if (req.path == "/json") return envoy_json(service, hooks, req, res);
     if (req.path == "/healthcheck") return envoy_healthcheck(!hooks.ready || hooks.ready(), res);
@@ -129,4 +129,4 @@ http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthO
   };
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

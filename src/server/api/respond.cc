@@ -8,24 +8,24 @@
 #include "server/api/check_json.h"
 #include "server/http/response_writer.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
-void error(http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
+void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
            std::string_view field, std::string_view message) {
   res.status = status;
   res.content_type = "application/json";
-  res.body = http::error_json(status, reason, message, field);
+  res.body = server::http::error_json(status, reason, message, field);
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
 }
 
-bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks, std::string_view method) {
+bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks, std::string_view method) {
   if (req.method == method || (method == "GET" && req.method == "HEAD")) return true;
   error(res, hooks, "admin", 405, "method", "", "use " + std::string(method));
   res.headers.emplace_back("Allow", method == "GET" ? "GET, HEAD" : std::string(method));
   return false;
 }
 
-bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
+bool health(const server::http::Request& req, server::http::Response& res, const Hooks& hooks) {
   if (req.path == "/healthz") {
     res.body = R"({"status":"ok"})";
     return true;
@@ -40,7 +40,7 @@ bool health(const http::Request& req, http::Response& res, const Hooks& hooks) {
 }
 
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
-std::optional<service::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
+std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
                                             std::string_view protocol) {
   if (req.method != "POST") {
     error(res, hooks, protocol, 405, "method", "", "use POST with a JSON body");
@@ -67,4 +67,4 @@ tracing::Parent trace_parent(const http::Request& req) {
   });
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

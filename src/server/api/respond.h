@@ -4,7 +4,7 @@
 //
 //   auto request = check_body(req, res, hooks, "http");  // nullopt: the error is answered already
 //   if (request) decide(service, req, res, std::move(*request), /*charge=*/true, answer);
-//   // answer(const service::CheckResult&, http::Response&): now, or later on the store's thread
+//   // answer(const service::CheckResult&, server::http::Response&): now, or later on the store's thread
 #pragma once
 
 #include <atomic>
@@ -19,20 +19,20 @@
 #include "service/service.h"
 #include "tracing/context.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 // The error body (server/http/response_writer.h's one shape) with `status`; `reason` is what hooks.bad_request counts.
-void error(http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
+void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
            std::string_view field, std::string_view message);
 
 // Whether the request's method is `method` (HEAD too for GET); otherwise answers 405 with Allow and returns false.
-bool method_is(const http::Request& req, http::Response& res, const Hooks& hooks, std::string_view method);
+bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks, std::string_view method);
 
 // /healthz and /readyz; false for any other path.
-bool health(const http::Request& req, http::Response& res, const Hooks& hooks);
+bool health(const server::http::Request& req, server::http::Response& res, const Hooks& hooks);
 
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
-std::optional<service::CheckRequest> check_body(const http::Request& req, http::Response& res, const Hooks& hooks,
+std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
                                                 std::string_view protocol);
 
 // The caller's trace context from the request's headers (tracing/context.h); a header given twice is malformed.
@@ -46,7 +46,7 @@ tracing::Parent trace_parent(const http::Request& req);
 // holds one pointer (which std::function keeps without an allocation of its own) and no shared_ptr is copied. The
 // service runs its callback exactly once (service.h), which drops the callback's count.
 template <class Answer>
-void decide(service::Service& service, const http::Request& req, http::Response& res, service::CheckRequest request,
+void decide(service::Service& service, const server::http::Request& req, server::http::Response& res, service::CheckRequest request,
             bool charge, Answer answer) {
   struct Pending {
     explicit Pending(Answer a) : answer(std::move(a)) {}
@@ -57,7 +57,7 @@ void decide(service::Service& service, const http::Request& req, http::Response&
     std::mutex mu;
     bool deferred = false;  // under mu: the handler has returned; answer through `reply`
     std::optional<service::CheckResult> early;
-    http::Reply reply;
+    server::http::Reply reply;
     Answer answer;
   };
   auto* pending = new Pending(std::move(answer));
@@ -70,7 +70,7 @@ void decide(service::Service& service, const http::Request& req, http::Response&
         return pending->release();
       }
     }
-    http::Response out;
+    server::http::Response out;
     pending->answer(result, out);
     pending->reply.send(std::move(out));
     pending->release();
@@ -92,4 +92,4 @@ void decide(service::Service& service, const http::Request& req, http::Response&
   pending->deferred = true;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

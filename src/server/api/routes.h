@@ -1,4 +1,4 @@
-// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::http::Server (public_routes.cc,
+// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::server::http::Server (public_routes.cc,
 // admin_routes.cc, rules_json.cc; what every route answers with: respond.h; the admin listener's own-page checks:
 // own_page.h).
 //
@@ -29,7 +29,7 @@
 #include "service/service.h"
 #include "server/http/server.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 struct Hooks {
   // After every decision (protocol "http" or "auth"), with how long it took.
@@ -48,7 +48,7 @@ struct Hooks {
 // probes and the 404.
 struct AdminRoute {
   // Answers the request and returns true, or returns false and leaves it to the next route.
-  std::function<bool(const http::Request&, http::Response&)> handle;
+  std::function<bool(const server::http::Request&, server::http::Response&)> handle;
   // Whether the path is a page a browser loads (AdminAuth::check's dashboard_page: answered with the sign-in form
   // rather than JSON). Null: none is.
   std::function<bool(std::string_view path)> page;
@@ -65,10 +65,10 @@ struct AdminOptions {
   std::vector<AdminRoute> routes;
 };
 
-http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
-http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin = {});
+server::http::Handler public_routes(service::Service& service, Hooks hooks, ForwardAuthOptions forward = {});
+server::http::Handler admin_routes(service::Service& service, Hooks hooks, AdminOptions admin = {});
 
 // GET /v1/rules: the active rules as JSON (version, load time, every rule and its parameters).
 std::string rules_json(const rules::RuleSet* set);
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -9,7 +9,7 @@
 #include "core/registry.h"
 #include "server/api/routes.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -74,4 +74,4 @@ std::string rules_json(const rules::RuleSet* set) {
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -4,7 +4,7 @@
 
 #include "base/hex.h"
 
-namespace rk::api {
+namespace rk::server::api {
 
 namespace {
 
@@ -105,4 +105,4 @@ std::string normalize_path(std::string_view path, PathOptions options) {
   return out;
 }
 
-}  // namespace rk::api
+}  // namespace rk::server::api

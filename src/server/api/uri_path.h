@@ -1,7 +1,7 @@
 // server/api/uri_path.h: a request path as the proxy in front would route it, so that a limit on /login cannot be
 // stepped around by writing the same path differently (//login, /%6cogin, /./login, /x/../login, /login;a=b).
 //
-//   rk::api::normalize_path("/x/..//%6Cogin;jsessionid=1")   // "/login"
+//   rk::server::api::normalize_path("/x/..//%6Cogin;jsessionid=1")   // "/login"
 //
 // In order: every '%' escape of an unreserved character (ALPHA, DIGIT, '-', '.', '_', '~') is decoded and every
 // other escape's hex digits are upper-cased (RFC 3986 6.2.2.1-2), and a '%' not followed by two hex digits becomes
@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-namespace rk::api {
+namespace rk::server::api {
 
 struct PathOptions {
   bool strip_params = true;   // cut ";..." from each segment (the safe choice: backends that honour them exist)
@@ -26,4 +26,4 @@ struct PathOptions {
 
 std::string normalize_path(std::string_view path, PathOptions options = {});
 
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
-namespace rk::connections {
+namespace rk::server::connections {
 
 bool Address::unspecified() const noexcept {
   const std::size_t n = v4 ? 4 : 16;
@@ -104,4 +104,4 @@ void ConnectionLimits::give_ip(const std::string& key) noexcept {
   if (it != per_ip_.end() && --it->second == 0) per_ip_.erase(it);
 }
 
-}  // namespace rk::connections
+}  // namespace rk::server::connections

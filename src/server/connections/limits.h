@@ -23,7 +23,7 @@
 
 struct sockaddr;
 
-namespace rk::connections {
+namespace rk::server::connections {
 
 // An IP address as the limits see it: IPv4 (an IPv4-mapped IPv6 address is IPv4) or IPv6, in network order.
 struct Address {
@@ -89,4 +89,4 @@ class ConnectionLimits {
   std::unordered_map<std::string, std::size_t> per_ip_;  // under mu_: admitted connections by ip_key()
 };
 
-}  // namespace rk::connections
+}  // namespace rk::server::connections

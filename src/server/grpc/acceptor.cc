@@ -15,7 +15,7 @@
 #include <system_error>
 #include <utility>
 
-namespace rk::grpcapi::detail {
+namespace rk::server::grpc::detail {
 
 namespace {
 
@@ -192,7 +192,7 @@ void Acceptor::refuse(int fd, std::string_view reason) {
 void Acceptor::admit(int fd, const sockaddr_storage& peer) {
   const int ceiling = options_.fd_ceiling;
   if (ceiling > 0 && fd >= ceiling) return refuse(fd, "descriptor_reserve");
-  std::string key = limits_.ip_key(connections::address_of(reinterpret_cast<const sockaddr*>(&peer)));
+  std::string key = limits_.ip_key(server::connections::address_of(reinterpret_cast<const sockaddr*>(&peer)));
   if (!key.empty() && !limits_.take_ip(key)) return refuse(fd, "too_many_connections_from_ip");
   if (!limits_.take() && !make_room()) {
     limits_.give();
@@ -276,4 +276,4 @@ void Acceptor::sweep() {
                                                            milliseconds(1000));
 }
 
-}  // namespace rk::grpcapi::detail
+}  // namespace rk::server::grpc::detail

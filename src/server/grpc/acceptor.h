@@ -20,7 +20,7 @@
 // handshake not done in time), and that is the HUP: the place is given back and the duplicate closed. The duplicate
 // is also how this thread reads a connection's TCP_INFO (the kernel's time since it last received data) and shuts it
 // down, with no race with gRPC closing its own descriptor and the number being reused. Each connection so costs two
-// descriptors, which the budget (server/serve/fd_budget.h) counts.
+// descriptors, which the budget (cli/serve/fd_budget.h) counts.
 //
 // Thread safety: the constructor, start() and stop() from one thread; the handoff and the events run on the
 // acceptor's thread. Everything else is that thread's only.
@@ -40,11 +40,11 @@
 
 #include "server/connections/limits.h"
 
-namespace rk::grpcapi::detail {
+namespace rk::server::grpc::detail {
 
 struct AcceptorOptions {
   std::string address = "127.0.0.1:0";  // IP:PORT or [IPv6]:PORT; port 0 picks a free one
-  connections::Limits limits;
+  server::connections::Limits limits;
   std::chrono::milliseconds busy_idle_timeout{5000};
   int fd_ceiling = 0;  // 0: none
 };
@@ -86,7 +86,7 @@ class Acceptor {
 
   const AcceptorOptions options_;
   const AcceptorEvents events_;
-  connections::ConnectionLimits limits_;
+  server::connections::ConnectionLimits limits_;
   Handoff handoff_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
@@ -103,4 +103,4 @@ class Acceptor {
   Clock::time_point paused_until_{};  // accept() ran out of descriptors: wait before trying again
 };
 
-}  // namespace rk::grpcapi::detail
+}  // namespace rk::server::grpc::detail

@@ -10,10 +10,10 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/grpc/unary_call.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 namespace {
-namespace hv = grpc::health::v1;
+namespace hv = ::grpc::health::v1;
 using ServingStatus = hv::HealthCheckResponse::ServingStatus;
 }  // namespace
 
@@ -24,14 +24,14 @@ struct HealthService::Impl {
 
   // Check, as UnaryCall answers it.
   template <class Finish>
-  void answer(const grpc::ServerContext&, const hv::HealthCheckRequest& request,
+  void answer(const ::grpc::ServerContext&, const hv::HealthCheckRequest& request,
               hv::HealthCheckResponse& response, Finish finish) {
-    if (!known(request.service())) return finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+    if (!known(request.service())) return finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "unknown service"));
     {
       std::lock_guard lock(mu);
       response.set_status(status_of(true));
     }
-    finish(grpc::Status::OK);
+    finish(::grpc::Status::OK);
   }
 
   bool known(const std::string& name) const {
@@ -58,7 +58,7 @@ struct HealthService::Impl {
 // set_serving's thread. It deletes itself once done and with nothing in flight.
 class HealthService::Impl::WatchCall final : public CqTag {
  public:
-  WatchCall(Impl& owner, grpc::ServerCompletionQueue* queue) : impl_(owner), cq_(queue), writer_(&context_) {
+  WatchCall(Impl& owner, ::grpc::ServerCompletionQueue* queue) : impl_(owner), cq_(queue), writer_(&context_) {
     context_.AsyncNotifyWhenDone(&done_);
     impl_.async.RequestWatch(&context_, &request_, &writer_, cq_, cq_, this);
   }
@@ -117,7 +117,7 @@ class HealthService::Impl::WatchCall final : public CqTag {
     std::lock_guard lock(mu_);
     finished_ = true;
     in_flight_ = true;
-    writer_.Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+    writer_.Finish(::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
                                 "too many health Watch streams (" + std::to_string(impl_.max_watchers) +
                                     "); use Check, or try again later"),
                    this);
@@ -134,16 +134,16 @@ class HealthService::Impl::WatchCall final : public CqTag {
     } else if (finish_) {
       finished_ = true;
       in_flight_ = true;
-      writer_.Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"), this);
+      writer_.Finish(::grpc::Status(::grpc::StatusCode::UNAVAILABLE, "server shutting down"), this);
     }
   }
 
   Impl& impl_;
-  grpc::ServerCompletionQueue* cq_;
-  grpc::ServerContext context_;
+  ::grpc::ServerCompletionQueue* cq_;
+  ::grpc::ServerContext context_;
   hv::HealthCheckRequest request_;
   hv::HealthCheckResponse response_;
-  grpc::ServerAsyncWriter<hv::HealthCheckResponse> writer_;
+  ::grpc::ServerAsyncWriter<hv::HealthCheckResponse> writer_;
   Done done_{this};
   bool started_ = false;  // only the queue's thread touches it
   bool known_ = false;    // the name asked for is ours; written before the call is shared (add)
@@ -172,9 +172,9 @@ HealthService::HealthService(std::vector<std::string> services, int max_watchers
 
 HealthService::~HealthService() = default;
 
-grpc::Service* HealthService::service() { return &impl_->async; }
+::grpc::Service* HealthService::service() { return &impl_->async; }
 
-void HealthService::start(grpc::ServerCompletionQueue* cq) {
+void HealthService::start(::grpc::ServerCompletionQueue* cq) {
   UnaryCall<hv::HealthCheckRequest, hv::HealthCheckResponse, Impl, &hv::Health::AsyncService::RequestCheck>::start(
       *impl_, impl_->async, cq);
   new Impl::WatchCall(*impl_, cq);
@@ -194,4 +194,4 @@ void HealthService::shut_down() {
   for (Impl::WatchCall* w : impl_->watchers) w->notify(impl_->status_of(w->known()), true);
 }
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

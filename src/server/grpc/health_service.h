@@ -1,7 +1,7 @@
 // server/grpc/health_service.h: the standard gRPC health service (grpc.health.v1.Health: Check, and Watch as a
 // server stream) answered on the server's own completion queues.
 //
-// Why not gRPC's built-in one (grpc::EnableDefaultHealthCheckService): in gRPC 1.51 it is callback-based and
+// Why not gRPC's built-in one (::grpc::EnableDefaultHealthCheckService): in gRPC 1.51 it is callback-based and
 // brings its own polling threads, which compete with our completion-queue threads for the same connections; under
 // load they took about a fifth of the server's CPU samples (bench/RESULTS.md, "gRPC").
 //
@@ -34,7 +34,7 @@ class Service;
 class ServerCompletionQueue;
 }  // namespace grpc
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 // What every tag on our completion queues points at: the queue's thread calls proceed(ok) for each event.
 class CqTag {
@@ -49,8 +49,8 @@ class HealthService {
  public:
   HealthService(std::vector<std::string> services, int max_watchers);
   ~HealthService();
-  grpc::Service* service();                   // register with the ServerBuilder before BuildAndStart
-  void start(grpc::ServerCompletionQueue* cq);  // after BuildAndStart: one Check and one Watch wait on cq
+  ::grpc::Service* service();                   // register with the ServerBuilder before BuildAndStart
+  void start(::grpc::ServerCompletionQueue* cq);  // after BuildAndStart: one Check and one Watch wait on cq
   void set_serving(bool serving);             // ignored after shut_down
   void shut_down();                           // NOT_SERVING to every watcher, then ends its stream
 
@@ -60,4 +60,4 @@ class HealthService {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

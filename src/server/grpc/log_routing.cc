@@ -10,7 +10,7 @@
 
 #include "logging/log.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 namespace {
 
@@ -52,4 +52,4 @@ void route_grpc_logs() {
   });
 }
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

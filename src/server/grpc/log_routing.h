@@ -9,8 +9,8 @@
 // Thread safety: any thread; the first call does it, later ones nothing.
 #pragma once
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 void route_grpc_logs();
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

@@ -21,7 +21,7 @@
 #include "server/grpc/tls_credentials.h"
 #include "server/grpc/unary_call.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 namespace {
 
@@ -99,7 +99,7 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
     }
   }
   if (headers) {
-    // The library's one formatter (src/headers/rate_limit_headers.h): the bytes forward-auth and nginx send.
+    // The library's one formatter (src/http_fields/rate_limit_headers.h): the bytes forward-auth and nginx send.
     for (auto& [k, v] : service::rate_limit_headers(in)) {
       auto* h = out.add_response_headers_to_add();
       h->set_key(k);
@@ -109,10 +109,10 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
 }
 
 // The caller's trace context from the call's metadata (lower-case keys); a key given twice is malformed.
-tracing::Parent trace_parent(const grpc::ServerContext& context) {
+tracing::Parent trace_parent(const ::grpc::ServerContext& context) {
   const auto& metadata = context.client_metadata();
   return tracing::read_parent([&metadata](std::string_view name) -> std::optional<std::string_view> {
-    const auto [first, last] = metadata.equal_range(grpc::string_ref(name.data(), name.size()));
+    const auto [first, last] = metadata.equal_range(::grpc::string_ref(name.data(), name.size()));
     if (first == last) return std::nullopt;
     if (std::next(first) != last) return std::string_view();
     return std::string_view(first->second.data(), first->second.size());
@@ -132,7 +132,7 @@ struct GrpcServer::Impl {
                          &pb::RateLimitService::AsyncService::RequestShouldRateLimit>;
 
   template <class Finish>
-  void answer(const grpc::ServerContext& context, const pb::RateLimitRequest& request, pb::RateLimitResponse& response,
+  void answer(const ::grpc::ServerContext& context, const pb::RateLimitRequest& request, pb::RateLimitResponse& response,
               Finish finish) {
     const auto start = std::chrono::steady_clock::now();
     service::CheckRequest check;
@@ -147,13 +147,13 @@ struct GrpcServer::Impl {
       to_proto(r, options.response_headers, response);
       if (hooks.decided) hooks.decided(domain, r, std::chrono::steady_clock::now() - start);
       if (hooks.answered) hooks.answered("OK");
-      finish(grpc::Status::OK);
+      finish(::grpc::Status::OK);
     });
   }
 
-  grpc::Status invalid(const service::RequestError& error) const {
+  ::grpc::Status invalid(const service::RequestError& error) const {
     if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    return ::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT,
                         (error.field.empty() ? "" : error.field + ": ") + error.message);
   }
 
@@ -163,10 +163,10 @@ struct GrpcServer::Impl {
   pb::RateLimitService::AsyncService rls;
   HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
   std::unique_ptr<TlsCredentials> tls;   // with TLS; outlives the server, whose handshakes read its directory
-  std::unique_ptr<grpc::Server> server;  // declared after the services it serves: destroyed before them
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> external;  // how connections reach the server
+  std::unique_ptr<::grpc::Server> server;  // declared after the services it serves: destroyed before them
+  std::unique_ptr<::grpc::experimental::ExternalConnectionAcceptor> external;  // how connections reach the server
   std::unique_ptr<detail::Acceptor> acceptor;  // declared after: stopped and destroyed first
-  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  std::vector<std::unique_ptr<::grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
   int port = 0;
   std::mutex mu;
@@ -186,7 +186,7 @@ GrpcServer::GrpcServer(service::Service& service, GrpcOptions options, GrpcHooks
     throw std::invalid_argument("GrpcOptions::max_connections is 0; it must be at least 1");
   }
   try {
-    (void)connections::Networks(options.per_ip_exempt);
+    (void)server::connections::Networks(options.per_ip_exempt);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("GrpcOptions::per_ip_exempt: ") + e.what());
   }
@@ -198,15 +198,15 @@ GrpcServer::~GrpcServer() { stop(); }
 
 namespace {
 
-tls::TlsFiles tls_files(const GrpcOptions& o) {
+server::tls::TlsFiles tls_files(const GrpcOptions& o) {
   return {.cert = o.tls_cert, .key = o.tls_key, .client_ca = o.tls_client_ca};
 }
 
 // Plaintext, or TLS from pairs read and checked as the HTTPS listeners' are (tls_credentials.h).
-std::shared_ptr<grpc::ServerCredentials> credentials(GrpcServer::Impl& impl) {
+std::shared_ptr<::grpc::ServerCredentials> credentials(GrpcServer::Impl& impl) {
   const GrpcOptions& o = impl.options;
-  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  impl.tls = std::make_unique<TlsCredentials>(tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds);
+  if (o.tls_cert.empty()) return ::grpc::InsecureServerCredentials();
+  impl.tls = std::make_unique<TlsCredentials>(server::tls::read_tls_files(tls_files(o)), o.tls_refresh_seconds);
   return impl.tls->credentials();
 }
 
@@ -217,7 +217,7 @@ void GrpcServer::start() {
   // deadlock detection (absl's GraphCycles, a few % of the server's CPU under load; upstream release builds skip
   // it). Process-wide; ratekeeper's own locks are std::mutex.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
+  ::grpc::EnableDefaultHealthCheckService(false);  // ours instead, on our queues
   const GrpcOptions& o = impl_->options;
   // Our own accept() (acceptor.h) hands gRPC the connections it admits; it listens first, so that a port in use
   // throws before anything starts.
@@ -230,9 +230,9 @@ void GrpcServer::start() {
                               .fd_ceiling = o.fd_ceiling},
       detail::AcceptorEvents{.connection = impl_->hooks.connection, .refused = impl_->hooks.refused});
   impl_->port = impl_->acceptor->port();
-  grpc::ServerBuilder builder;
+  ::grpc::ServerBuilder builder;
   impl_->external = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials(*impl_));
+      ::grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials(*impl_));
   builder.RegisterService(&impl_->rls);
   builder.RegisterService(impl_->health.service());
   builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
@@ -247,7 +247,7 @@ void GrpcServer::start() {
     throw std::runtime_error("cannot listen for gRPC on " + impl_->options.address);
   }
   for (auto& q : impl_->queues) {
-    grpc::ServerCompletionQueue* cq = q.get();
+    ::grpc::ServerCompletionQueue* cq = q.get();
     // A few calls waiting per queue, so a burst of new calls is not serialised behind one.
     for (int i = 0; i < 8; ++i) Impl::Call::start(*impl_, impl_->rls, cq);
     impl_->health.start(cq);
@@ -258,7 +258,7 @@ void GrpcServer::start() {
     });
   }
   impl_->acceptor->start([external = impl_->external.get()](int listener_fd, int fd) {
-    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    ::grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
     connection.listener_fd = listener_fd;
     connection.fd = fd;
     external->HandleNewConnection(&connection);
@@ -272,12 +272,12 @@ void GrpcServer::set_serving(bool serving) {
   if (impl_->server) impl_->health.set_serving(serving);
 }
 
-void GrpcServer::install_tls(std::shared_ptr<const tls::TlsPem> pem) {
+void GrpcServer::install_tls(std::shared_ptr<const server::tls::TlsPem> pem) {
   if (impl_->tls && pem) impl_->tls->install(*pem);
 }
 
 void GrpcServer::reload_tls() {
-  if (impl_->tls) impl_->tls->install(*tls::read_tls_files(tls_files(impl_->options)));
+  if (impl_->tls) impl_->tls->install(*server::tls::read_tls_files(tls_files(impl_->options)));
 }
 
 void GrpcServer::stop() {
@@ -291,4 +291,4 @@ void GrpcServer::stop() {
   for (auto& t : impl_->threads) t.join();
 }
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

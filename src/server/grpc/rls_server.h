@@ -19,7 +19,7 @@
 #include "server/tls/tls_files.h"
 #include "service/service.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 struct GrpcOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free one (see port())
@@ -70,11 +70,11 @@ class GrpcServer {
   int port() const;
   void stop();   // finishes calls in flight; idempotent
   void set_serving(bool serving);  // the health service's answer
-  // With TLS, after start(), from any thread: a pair read and checked (tls::read_tls_files, one read the HTTPS
+  // With TLS, after start(), from any thread: a pair read and checked (server::tls::read_tls_files, one read the HTTPS
   // listeners take too) for new connections; reload_tls() reads GrpcOptions' files for it (throws TlsFileError).
   // A pair refused, or one that cannot be handed to gRPC (std::runtime_error), leaves the one in use. Nothing
   // without TLS.
-  void install_tls(std::shared_ptr<const tls::TlsPem> pem);
+  void install_tls(std::shared_ptr<const server::tls::TlsPem> pem);
   void reload_tls();
 
   struct Impl;
@@ -83,4 +83,4 @@ class GrpcServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

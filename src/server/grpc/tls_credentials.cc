@@ -18,7 +18,7 @@
 #include <system_error>
 #include <vector>
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 namespace {
 
@@ -66,7 +66,7 @@ void write_file(const std::string& path, const std::string& text, std::time_t st
 
 }  // namespace
 
-TlsCredentials::TlsCredentials(std::shared_ptr<const tls::TlsPem> pem, unsigned refresh_seconds)
+TlsCredentials::TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds)
     : dir_(private_directory()), client_ca_(!pem->client_ca.empty()) {
   try {
     std::lock_guard lock(mu_);
@@ -76,7 +76,7 @@ TlsCredentials::TlsCredentials(std::shared_ptr<const tls::TlsPem> pem, unsigned 
     fs::remove_all(dir_, ec);
     throw;
   }
-  namespace gx = grpc::experimental;
+  namespace gx = ::grpc::experimental;
   const std::string current = dir_ + "/current/";
   provider_ = std::make_shared<gx::FileWatcherCertificateProvider>(
       current + "key.pem", current + "cert.pem", client_ca_ ? current + "ca.pem" : "", std::max(1u, refresh_seconds));
@@ -96,7 +96,7 @@ TlsCredentials::~TlsCredentials() {
   fs::remove_all(dir_, ec);
 }
 
-void TlsCredentials::install(const tls::TlsPem& pem) {
+void TlsCredentials::install(const server::tls::TlsPem& pem) {
   if (pem.client_ca.empty() == client_ca_) {
     throw std::invalid_argument("gRPC's TLS pair: client CAs cannot be added or dropped while serving");
   }
@@ -104,7 +104,7 @@ void TlsCredentials::install(const tls::TlsPem& pem) {
   write_generation(pem);
 }
 
-void TlsCredentials::write_generation(const tls::TlsPem& pem) {
+void TlsCredentials::write_generation(const server::tls::TlsPem& pem) {
   const std::uint64_t next = generation_ + 1;
   const std::string dir = dir_ + "/" + std::to_string(next);
   std::error_code ec;
@@ -124,4 +124,4 @@ void TlsCredentials::write_generation(const tls::TlsPem& pem) {
   if (next > 2) fs::remove_all(dir_ + "/" + std::to_string(next - 2), ec);
 }
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

@@ -1,9 +1,9 @@
 // server/grpc/tls_credentials.h: gRPC's TLS, handed only pairs read and checked by server/tls/tls_files.h (the one
 // reload path the HTTPS listeners take too), never the user's files themselves.
 //
-//   TlsCredentials tls(tls::read_tls_files(files), /*refresh_seconds=*/1);  // throws std::runtime_error
+//   TlsCredentials tls(server::tls::read_tls_files(files), /*refresh_seconds=*/1);  // throws std::runtime_error
 //   builder.AddListeningPort(address, tls.credentials(), &port);
-//   tls.install(*tls::read_tls_files(files));  // a rotation: new handshakes get it within refresh_seconds
+//   tls.install(*server::tls::read_tls_files(files));  // a rotation: new handshakes get it within refresh_seconds
 //
 // gRPC 1.51 serves TLS from a certificate provider. Its file-watching one rereads a key file and a certificate file
 // every refresh interval and does not check that they match: pointed at the user's files, it took a key written
@@ -33,34 +33,34 @@ class FileWatcherCertificateProvider;
 }  // namespace experimental
 }  // namespace grpc
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 class TlsCredentials {
  public:
   // Writes `pem` as the first generation; gRPC looks for a new one every refresh_seconds. With pem->client_ca, a
   // client certificate issued by those CAs is required. Throws std::runtime_error if the directory cannot be made
   // or written.
-  TlsCredentials(std::shared_ptr<const tls::TlsPem> pem, unsigned refresh_seconds);
+  TlsCredentials(std::shared_ptr<const server::tls::TlsPem> pem, unsigned refresh_seconds);
   ~TlsCredentials();  // after the server using credentials() is gone: removes the directory
   TlsCredentials(const TlsCredentials&) = delete;
   TlsCredentials& operator=(const TlsCredentials&) = delete;
 
-  std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
-  // A pair read and checked (tls::read_tls_files) becomes the current generation: handshakes from gRPC's next
+  std::shared_ptr<::grpc::ServerCredentials> credentials() const { return credentials_; }
+  // A pair read and checked (server::tls::read_tls_files) becomes the current generation: handshakes from gRPC's next
   // refresh on get it. Throws std::runtime_error, the current generation kept, if it cannot be written.
-  void install(const tls::TlsPem& pem);
+  void install(const server::tls::TlsPem& pem);
   const std::string& directory() const { return dir_; }
 
  private:
-  void write_generation(const tls::TlsPem& pem);  // under mu_
+  void write_generation(const server::tls::TlsPem& pem);  // under mu_
 
   const std::string dir_;
   const bool client_ca_;
   std::mutex mu_;
   std::uint64_t generation_ = 0;  // the current one's number, its directory's name; under mu_
   std::time_t stamp_ = 0;         // the modification time its files carry; under mu_
-  std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> provider_;
-  std::shared_ptr<grpc::ServerCredentials> credentials_;
+  std::shared_ptr<::grpc::experimental::FileWatcherCertificateProvider> provider_;
+  std::shared_ptr<::grpc::ServerCredentials> credentials_;
 };
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

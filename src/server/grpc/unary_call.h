@@ -5,8 +5,8 @@
 //   using Check = UnaryCall<HealthCheckRequest, HealthCheckResponse, Owner, &Health::AsyncService::RequestCheck>;
 //   Check::start(owner, async_service, cq);
 // with, on Owner:
-//   void answer(const grpc::ServerContext&, const Request&, Response&, F finish);  // calls finish(grpc::Status)
-//                                                        // once, now or later, from any thread
+//   void answer(const ::grpc::ServerContext&, const Request&, Response&, F finish);  // calls
+//                                          // finish(::grpc::Status) once, now or later, from any thread
 // Thread safety: a call's events come from its queue's thread; finish may run on another (gRPC allows Finish from
 // any thread, and its completion comes back to the queue).
 #pragma once
@@ -15,7 +15,7 @@
 
 #include "server/grpc/health_service.h"  // CqTag
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 
 // The class a pointer to member belongs to.
 template <class>
@@ -30,7 +30,7 @@ template <class Request, class Response, class Owner, auto kAsk>
 class UnaryCall final : public CqTag {
  public:
   template <class AsyncService>
-  static void start(Owner& owner, AsyncService& service, grpc::ServerCompletionQueue* cq) {
+  static void start(Owner& owner, AsyncService& service, ::grpc::ServerCompletionQueue* cq) {
     new UnaryCall(owner, service, cq);
   }
 
@@ -43,14 +43,14 @@ class UnaryCall final : public CqTag {
     answered_ = true;
     // A non-OK status is sent alone, without the response (as FinishWithError does).
     owner_.answer(context_, request_, response_,
-                  [this](const grpc::Status& status) { responder_.Finish(response_, status, this); });
+                  [this](const ::grpc::Status& status) { responder_.Finish(response_, status, this); });
   }
 
  private:
   // The service as the type that declares Request<Method> (a base of the generated AsyncService).
   using Service = typename MemberOf<decltype(kAsk)>::type;
 
-  UnaryCall(Owner& owner, Service& service, grpc::ServerCompletionQueue* cq)
+  UnaryCall(Owner& owner, Service& service, ::grpc::ServerCompletionQueue* cq)
       : owner_(owner), service_(service), cq_(cq), responder_(&context_) {
     (service_.*kAsk)(&context_, &request_, &responder_, cq_, cq_, this);
   }
@@ -58,12 +58,12 @@ class UnaryCall final : public CqTag {
 
   Owner& owner_;
   Service& service_;
-  grpc::ServerCompletionQueue* cq_;
-  grpc::ServerContext context_;
+  ::grpc::ServerCompletionQueue* cq_;
+  ::grpc::ServerContext context_;
   Request request_;
   Response response_;
-  grpc::ServerAsyncResponseWriter<Response> responder_;
+  ::grpc::ServerAsyncResponseWriter<Response> responder_;
   bool answered_ = false;
 };
 
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

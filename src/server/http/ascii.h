@@ -6,7 +6,7 @@
 
 #include "base/ascii.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 using base::iequals;
 
@@ -17,4 +17,4 @@ constexpr std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -2,19 +2,19 @@
 
 #include <stdexcept>
 
-namespace rk::http {
+namespace rk::server::http {
 
 void check_per_ip_exempt(const std::vector<std::string>& list) {
   (void)detail::connection_limits({.per_ip_exempt = list});
 }
 
-}  // namespace rk::http
+}  // namespace rk::server::http
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
-connections::Limits connection_limits(const ServerOptions& options) {
+server::connections::Limits connection_limits(const ServerOptions& options) {
   try {
-    (void)connections::Networks(options.per_ip_exempt);
+    (void)server::connections::Networks(options.per_ip_exempt);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("ServerOptions::per_ip_exempt: ") + e.what());
   }
@@ -23,8 +23,8 @@ connections::Limits connection_limits(const ServerOptions& options) {
           .per_ip_exempt = options.per_ip_exempt};
 }
 
-connections::Address address_of(const asio::ip::address& a) {
-  connections::Address out;
+server::connections::Address address_of(const asio::ip::address& a) {
+  server::connections::Address out;
   if (a.is_v4()) {
     const auto bytes = a.to_v4().to_bytes();
     std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
@@ -36,4 +36,4 @@ connections::Address address_of(const asio::ip::address& a) {
   return out;
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

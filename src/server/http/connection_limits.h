@@ -19,15 +19,15 @@ namespace boost::asio::ssl {
 class context;
 }  // namespace boost::asio::ssl
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
-using connections::ConnectionLimits;
+using server::connections::ConnectionLimits;
 
 // ServerOptions' limits, for ConnectionLimits.
-connections::Limits connection_limits(const ServerOptions& options);
+server::connections::Limits connection_limits(const ServerOptions& options);
 
 // A peer's address as the limits see it.
-connections::Address address_of(const asio::ip::address& a);
+server::connections::Address address_of(const asio::ip::address& a);
 
 // What a new connection was admitted under; nothing for one that is refused.
 struct Admission {
@@ -37,4 +37,4 @@ struct Admission {
   std::string ip_key;    // holds one under max_connections_per_ip too ("": none)
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 void Listener::open(const std::string& address, std::uint16_t port, std::span<tcp::acceptor* const> acceptors) {
   const bool v6 = address.find(':') != std::string::npos;
@@ -46,4 +46,4 @@ void Listener::close() noexcept {
   fd_ = -1;
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -21,7 +21,7 @@
 
 #include "server/http/net.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 class Listener {
  public:
@@ -46,4 +46,4 @@ class Listener {
   tcp protocol_ = tcp::v4();
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -7,11 +7,11 @@
 #include <boost/system/error_code.hpp>
 #include <chrono>
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using Clock = std::chrono::steady_clock;  // every deadline: timeouts, lingering, the sweep
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

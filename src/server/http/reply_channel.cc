@@ -6,7 +6,7 @@
 
 #include "server/http/session.h"
 
-namespace rk::http {
+namespace rk::server::http {
 
 namespace detail {
 
@@ -51,4 +51,4 @@ Reply Request::defer() const {
   return channel->defer();
 }
 
-}  // namespace rk::http
+}  // namespace rk::server::http

@@ -17,7 +17,7 @@
 #include "server/http/net.h"
 #include "server/http/server.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 class Session;
 
@@ -41,4 +41,4 @@ class ReplyChannel : public std::enable_shared_from_this<ReplyChannel> {
   bool open_ = true;
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

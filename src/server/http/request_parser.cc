@@ -4,7 +4,7 @@
 
 #include "server/http/ascii.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 void RequestData::clear() {
   text_.clear();
@@ -67,9 +67,9 @@ std::size_t RequestParser::on_chunk_body_impl(std::uint64_t, string_view body, e
   return body.size();
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail
 
-namespace rk::http {
+namespace rk::server::http {
 
 bool is_field(const Field& field, std::string_view name) { return detail::iequals(field.name, name); }
 
@@ -88,4 +88,4 @@ std::vector<std::string_view> Request::headers(std::string_view name) const {
   return out;
 }
 
-}  // namespace rk::http
+}  // namespace rk::server::http

@@ -20,7 +20,7 @@
 
 #include "server/http/server.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 class RequestData {
  public:
@@ -76,4 +76,4 @@ class RequestParser final : public boost::beast::http::basic_parser<true> {
   RequestData& data_;
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

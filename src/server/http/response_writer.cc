@@ -7,7 +7,7 @@
 #include "base/json_string.h"
 #include "server/http/ascii.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 namespace {
 
@@ -157,4 +157,4 @@ void append_error(std::string& out, int status, std::string_view reason, std::st
   append_response(out, res, {.keep_alive = false});
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

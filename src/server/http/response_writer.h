@@ -10,7 +10,7 @@
 
 #include "server/http/server.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 struct Framing {
   bool head_only = false;  // a HEAD request: Content-Length of the body, but not the body
@@ -35,8 +35,8 @@ std::string error_json(int status, std::string_view reason, std::string_view mes
 // A JSON error answer with `Connection: close`.
 void append_error(std::string& out, int status, std::string_view reason, std::string_view message);
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail
 
-namespace rk::http {
+namespace rk::server::http {
 using detail::error_json;  // for the handlers: one shape for every error answer
-}  // namespace rk::http
+}  // namespace rk::server::http

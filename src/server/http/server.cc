@@ -17,7 +17,7 @@
 
 #include "server/http/server_impl.h"
 
-namespace rk::http {
+namespace rk::server::http {
 
 namespace {
 thread_local const Server::Impl* tls_server = nullptr;  // the server whose thread this is, if any
@@ -102,7 +102,7 @@ void Server::reload_tls() { impl_->tls.reload(); }
 
 std::shared_ptr<const PreparedTls> Server::prepare_tls() const { return impl_->tls.prepare(); }
 
-std::shared_ptr<const PreparedTls> Server::prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const {
+std::shared_ptr<const PreparedTls> Server::prepare_tls(std::shared_ptr<const server::tls::TlsPem> pem) const {
   return impl_->tls.prepare(std::move(pem));
 }
 
@@ -138,4 +138,4 @@ void Server::stop() {
   s.listener.close();
 }
 
-}  // namespace rk::http
+}  // namespace rk::server::http

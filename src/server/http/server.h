@@ -4,8 +4,8 @@
 // Boost.Beast and Asio stay inside the library's .cc files: nothing here needs them, so the code base does not
 // compile Beast.
 //
-//   rk::http::Server server({.port = 8080, .threads = 2},
-//                           [](const rk::http::Request& req, rk::http::Response& res) {
+//   rk::server::http::Server server({.port = 8080, .threads = 2},
+//                           [](const rk::server::http::Request& req, rk::server::http::Response& res) {
 //                             if (req.path != "/hello") { res.status = 404; res.body = R"({"error":"no"})"; return; }
 //                             res.headers.emplace_back("X-Seen", std::string(req.header("user-agent")));
 //                             res.body = R"({"hello":"world"})";
@@ -83,7 +83,7 @@
 
 #include "server/tls/tls_files.h"
 
-namespace rk::http {
+namespace rk::server::http {
 
 struct Response;
 struct PreparedTls;  // tls_context.h: a listener's TLS files, read and checked, not yet in use
@@ -174,8 +174,8 @@ using Handler = std::function<void(const Request&, Response&)>;
 
 // TLS on a listener: PEM files (server/tls/tls_files.h), read when the Server is made and again by
 // Server::reload_tls(); a file that cannot be used is a TlsFileError naming it.
-using TlsFiles = tls::TlsFiles;
-using TlsFileError = tls::TlsFileError;
+using TlsFiles = server::tls::TlsFiles;
+using TlsFileError = server::tls::TlsFileError;
 
 // Reads and checks the files as the Server would (the key matches the certificate); throws TlsFileError.
 void check_tls_files(const TlsFiles& files);
@@ -197,7 +197,7 @@ struct ServerOptions {
   std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
   // A new connection whose descriptor's number is this or more is closed at once, unanswered (0: none).
   // Descriptors are handed out lowest first, so the process then holds that many: those past it are kept for the
-  // admin listener and the process itself (server/serve/fd_budget.h).
+  // admin listener and the process itself (cli/serve/fd_budget.h).
   int fd_ceiling = 0;
   // Set: every connection speaks TLS (HTTPS). The handshake counts as the start of the first request: it must end
   // within header_timeout of the connection, and the connection holds its place under the limits meanwhile. A
@@ -241,9 +241,9 @@ class Server {
   // to this server's new connections (nothing without TLS). Read once, installed in both, two listeners never serve
   // different certificates, and a read that fails changes neither. From any thread.
   std::shared_ptr<const PreparedTls> prepare_tls() const;
-  // prepare_tls() from files already read and checked (tls::read_tls_files), for a read that listeners other than
+  // prepare_tls() from files already read and checked (server::tls::read_tls_files), for a read that listeners other than
   // HTTP ones (gRPC) take too. Null without TLS.
-  std::shared_ptr<const PreparedTls> prepare_tls(std::shared_ptr<const tls::TlsPem> pem) const;
+  std::shared_ptr<const PreparedTls> prepare_tls(std::shared_ptr<const server::tls::TlsPem> pem) const;
   void install_tls(std::shared_ptr<const PreparedTls> prepared);
   std::uint16_t port() const;  // the port listened on, valid from construction on
   // Stops accepting, closes idle connections, lets requests in flight finish and answers them with
@@ -256,4 +256,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rk::http
+}  // namespace rk::server::http

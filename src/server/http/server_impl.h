@@ -22,7 +22,7 @@
 #include "server/http/tls_context.h"
 #include "server/http/worker.h"
 
-namespace rk::http {
+namespace rk::server::http {
 
 namespace detail {
 
@@ -69,4 +69,4 @@ struct Server::Impl {
   void run(detail::Worker& worker);  // a thread's body: the worker's event loop until it ends
 };
 
-}  // namespace rk::http
+}  // namespace rk::server::http

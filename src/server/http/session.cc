@@ -16,7 +16,7 @@
 #include "server/http/server_impl.h"
 #include "server/http/worker.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 namespace {
 
@@ -478,4 +478,4 @@ void Session::on_stop() noexcept {
   });
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -32,7 +32,7 @@
 #include "server/http/request_parser.h"
 #include "server/http/server.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 class ReplyChannel;
 class Worker;
@@ -130,4 +130,4 @@ class Session : public std::enable_shared_from_this<Session> {
   bool handshaking_ = false;
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

@@ -6,13 +6,13 @@
 
 #include <utility>
 
-namespace rk::http {
+namespace rk::server::http {
 
 namespace detail {
 
 namespace ssl = boost::asio::ssl;
 
-std::shared_ptr<ssl::context> make_tls_context(const tls::TlsPem& pem, const TlsFiles& files) {
+std::shared_ptr<ssl::context> make_tls_context(const server::tls::TlsPem& pem, const TlsFiles& files) {
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* ctx = context->native_handle();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -23,12 +23,12 @@ std::shared_ptr<ssl::context> make_tls_context(const tls::TlsPem& pem, const Tls
   // Sessions resumed under client verification need a context id, else OpenSSL refuses them.
   static constexpr unsigned char kSessionContext[] = "ratekeeper";
   SSL_CTX_set_session_id_context(ctx, kSessionContext, static_cast<unsigned>(sizeof kSessionContext - 1));
-  tls::use_tls_pem(ctx, pem, files);
+  server::tls::use_tls_pem(ctx, pem, files);
   return context;
 }
 
 TlsContexts::TlsContexts(std::optional<TlsFiles> files) : files_(std::move(files)) {
-  if (files_) current_ = make_tls_context(*tls::read_tls_files(*files_), *files_);
+  if (files_) current_ = make_tls_context(*server::tls::read_tls_files(*files_), *files_);
 }
 
 std::shared_ptr<ssl::context> TlsContexts::current() const {
@@ -41,10 +41,10 @@ void TlsContexts::reload() { install(prepare()); }
 
 std::shared_ptr<const PreparedTls> TlsContexts::prepare() const {
   if (!files_) return nullptr;
-  return prepare(tls::read_tls_files(*files_));  // throws: nothing changed
+  return prepare(server::tls::read_tls_files(*files_));  // throws: nothing changed
 }
 
-std::shared_ptr<const PreparedTls> TlsContexts::prepare(std::shared_ptr<const tls::TlsPem> pem) const {
+std::shared_ptr<const PreparedTls> TlsContexts::prepare(std::shared_ptr<const server::tls::TlsPem> pem) const {
   if (!files_ || !pem) return nullptr;
   return std::make_shared<const PreparedTls>(PreparedTls{make_tls_context(*pem, *files_)});
 }
@@ -58,6 +58,6 @@ void TlsContexts::install(std::shared_ptr<const PreparedTls> prepared) {
 
 }  // namespace detail
 
-void check_tls_files(const TlsFiles& files) { tls::read_tls_files(files); }
+void check_tls_files(const TlsFiles& files) { server::tls::read_tls_files(files); }
 
-}  // namespace rk::http
+}  // namespace rk::server::http

@@ -21,19 +21,19 @@
 
 #include "server/http/server.h"
 
-namespace rk::http {
+namespace rk::server::http {
 
 struct PreparedTls {
   std::shared_ptr<boost::asio::ssl::context> context;
 };
 
-}  // namespace rk::http
+}  // namespace rk::server::http
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
-// A server-side context from the files' contents (tls::read_tls_files): TLS 1.2 or later, no renegotiation; with
+// A server-side context from the files' contents (server::tls::read_tls_files): TLS 1.2 or later, no renegotiation; with
 // client_ca, a client certificate is required and verified. Throws TlsFileError naming the file at fault.
-std::shared_ptr<boost::asio::ssl::context> make_tls_context(const tls::TlsPem& pem, const TlsFiles& files);
+std::shared_ptr<boost::asio::ssl::context> make_tls_context(const server::tls::TlsPem& pem, const TlsFiles& files);
 
 class TlsContexts {
  public:
@@ -42,8 +42,8 @@ class TlsContexts {
   void reload();  // install(prepare())
   // The files, read and checked (throws TlsFileError); null without TLS.
   std::shared_ptr<const PreparedTls> prepare() const;
-  // The same from files read and checked already (tls::read_tls_files). Null without TLS.
-  std::shared_ptr<const PreparedTls> prepare(std::shared_ptr<const tls::TlsPem> pem) const;
+  // The same from files read and checked already (server::tls::read_tls_files). Null without TLS.
+  std::shared_ptr<const PreparedTls> prepare(std::shared_ptr<const server::tls::TlsPem> pem) const;
   void install(std::shared_ptr<const PreparedTls> prepared);  // for new connections from now on; nothing if null
 
  private:
@@ -52,4 +52,4 @@ class TlsContexts {
   std::shared_ptr<boost::asio::ssl::context> current_;  // under mu_
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

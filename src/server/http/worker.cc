@@ -12,7 +12,7 @@
 #include "server/http/server_impl.h"
 #include "server/http/session.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 namespace {
 
@@ -252,4 +252,4 @@ void Worker::begin_stop() {
   if (!sessions) sweep->cancel();
 }
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

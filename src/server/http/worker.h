@@ -27,7 +27,7 @@
 #include "server/http/net.h"
 #include "server/http/server.h"
 
-namespace rk::http::detail {
+namespace rk::server::http::detail {
 
 class Session;
 
@@ -75,4 +75,4 @@ class Worker {
   std::atomic<std::size_t> incoming_{0};            // handed over, not yet adopted
 };
 
-}  // namespace rk::http::detail
+}  // namespace rk::server::http::detail

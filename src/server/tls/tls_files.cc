@@ -12,7 +12,7 @@
 #include <cstring>
 #include <utility>
 
-namespace rk::tls {
+namespace rk::server::tls {
 
 namespace {
 
@@ -141,4 +141,4 @@ std::shared_ptr<const TlsPem> read_tls_files(const TlsFiles& files) {
   return pem;
 }
 
-}  // namespace rk::tls
+}  // namespace rk::server::tls

@@ -18,7 +18,7 @@
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX: this header needs no OpenSSL header
 
-namespace rk::tls {
+namespace rk::server::tls {
 
 // TLS on a listener: PEM files.
 struct TlsFiles {
@@ -55,4 +55,4 @@ std::shared_ptr<const TlsPem> read_tls_files(const TlsFiles& files);
 // read_tls_files accepted).
 void use_tls_pem(ssl_ctx_st* ctx, const TlsPem& pem, const TlsFiles& files);
 
-}  // namespace rk::tls
+}  // namespace rk::server::tls

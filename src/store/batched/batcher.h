@@ -85,7 +85,7 @@ class Batcher {
   static constexpr std::size_t kMinKeysPerShard = 64;
   static constexpr std::size_t kMinShardBytes = 64 << 10;  // a key bigger than a shard's share is still held, alone
 
-  Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock, BatcherOptions options);
+  Batcher(std::shared_ptr<store::remote::SharedCounters> counters, std::shared_ptr<const Clock> clock, BatcherOptions options);
   ~Batcher();
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -128,20 +128,20 @@ class Batcher {
   Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;
-  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::CounterSync>& full);
-  bool evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full);
+  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::remote::CounterSync>& full);
+  bool evict_one(Shard& s, std::size_t home, std::vector<store::remote::CounterSync>& full);
   void erase(Shard& s, KeyMap::const_iterator it);  // under s.mu: the key forgotten, its bytes given back
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
-  store::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
-  void send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
+  store::remote::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
+  void send(std::vector<store::remote::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
             std::function<void()> after);
-  void apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply, std::int64_t now,
+  void apply(const std::string& key, std::uint64_t generation, const store::remote::CounterReply& reply, std::int64_t now,
              std::int64_t started);
   void batch_once(std::function<void()> after);
-  void send_orphans(std::vector<store::CounterSync> ops);
+  void send_orphans(std::vector<store::remote::CounterSync> ops);
   void loop();
 
-  std::shared_ptr<store::SharedCounters> counters_;
+  std::shared_ptr<store::remote::SharedCounters> counters_;
   std::shared_ptr<const Clock> clock_;
   const BatcherOptions options_;
   const std::uint64_t seed_;
@@ -151,7 +151,7 @@ class Batcher {
   std::atomic<std::uint64_t> next_generation_{0};  // the next entry made's (Entry::generation)
 
   std::mutex orphans_mu_;
-  std::vector<store::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
+  std::vector<store::remote::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
   std::size_t orphan_bytes_ = 0;             // their keys' bytes; under orphans_mu_
 
   std::mutex loop_mu_;

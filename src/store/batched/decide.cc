@@ -47,7 +47,7 @@ void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t 
                      std::function<void(Decision)> done) {
   const Hashed k = hashed(key);
   Shard& s = shard_of(k);
-  std::vector<store::CounterSync> full;
+  std::vector<store::remote::CounterSync> full;
   std::unique_lock lock(s.mu);
   Entry* e = find_or_make(s, spec, k, full);
   const std::int64_t t = now.count();
@@ -59,7 +59,7 @@ void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t 
   }
   // Wait for the key's sync (one for every waiter), then decide at the time it is back, whatever it answered.
   e->waiters.push_back([this, &s, spec = &spec, key = std::string(key), cost, peek, done = std::move(done)] {
-    std::vector<store::CounterSync> overflow;
+    std::vector<store::remote::CounterSync> overflow;
     std::unique_lock l(s.mu);
     Entry* again = find_or_make(s, *spec, hashed(key), overflow);
     const Decision d = decide_here(*again, *spec, cost, peek, clock_->now().count());
@@ -71,7 +71,7 @@ void Batcher::decide(const LimitSpec& spec, std::string_view key, std::uint64_t 
     lock.unlock();
     return send_orphans(std::move(full));
   }
-  std::vector<store::CounterSync> ops{take_op(std::string(key), *e, t)};
+  std::vector<store::remote::CounterSync> ops{take_op(std::string(key), *e, t)};
   std::vector<std::uint64_t> generations{e->generation};
   lock.unlock();
   send_orphans(std::move(full));

@@ -85,7 +85,7 @@ std::size_t shards_for(const BatcherOptions& o) {
 
 }  // namespace
 
-Batcher::Batcher(std::shared_ptr<store::SharedCounters> counters, std::shared_ptr<const Clock> clock,
+Batcher::Batcher(std::shared_ptr<store::remote::SharedCounters> counters, std::shared_ptr<const Clock> clock,
                  BatcherOptions options)
     : counters_(std::move(counters)),
       clock_(std::move(clock)),
@@ -113,7 +113,7 @@ std::size_t KeyHash::operator()(std::string_view key) const {
 // only keys sharing buckets: long chains, which tests/store/batched/key_table_redis_test.cc counts). An evicted key's
 // unsent hits are kept for the next batch; a full backlog is handed back in `full`, to go out at once once the lock
 // is let go (its replies unread: nothing here to learn them).
-bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::CounterSync>& full) {
+bool Batcher::evict_one(Shard& s, std::size_t home, std::vector<store::remote::CounterSync>& full) {
   if (s.keys.empty()) return false;
   const std::size_t buckets = s.keys.bucket_count();
   std::size_t b = home;
@@ -158,7 +158,7 @@ void Batcher::erase(Shard& s, KeyMap::const_iterator it) {
 }
 
 Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
-                                      std::vector<store::CounterSync>& full) {
+                                      std::vector<store::remote::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
   std::string owned(key.key);
   const std::size_t bytes = key_bytes(spec, owned);

@@ -42,11 +42,11 @@ Nanos Batcher::ttl_for(const KeyState& state, std::int64_t now) const {
 
 Batcher::~Batcher() { close(); }
 
-store::CounterSync Batcher::take_op(const std::string& key, Entry& e, std::int64_t now) {
+store::remote::CounterSync Batcher::take_op(const std::string& key, Entry& e, std::int64_t now) {
   e.busy = true;
   e.inflight = e.pending;
   e.pending = 0;
-  store::CounterSync op{.key = key, .add = e.inflight, .ttl = ttl_for(*e.state, now), .want_snapshot = !e.joined};
+  store::remote::CounterSync op{.key = key, .add = e.inflight, .ttl = ttl_for(*e.state, now), .want_snapshot = !e.joined};
   if (e.joined && e.changed) {
     // The state with the counts it includes; this server's own as it will be once this sync has counted.
     std::string frame;
@@ -88,7 +88,7 @@ bool read_frame(std::string_view in, Counts& counts, std::string_view& state) {
 
 }  // namespace
 
-void Batcher::apply(const std::string& key, std::uint64_t generation, const store::CounterReply& reply,
+void Batcher::apply(const std::string& key, std::uint64_t generation, const store::remote::CounterReply& reply,
                     std::int64_t now, std::int64_t started) {
   Shard& s = shard_of(hashed(key));
   Waiters waiters;
@@ -154,7 +154,7 @@ void Batcher::apply(const std::string& key, std::uint64_t generation, const stor
   for (auto& w : waiters) w();
 }
 
-void Batcher::send(std::vector<store::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
+void Batcher::send(std::vector<store::remote::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
                    std::function<void()> after) {
   if (ops.empty()) {
     if (after) after();
@@ -167,7 +167,7 @@ void Batcher::send(std::vector<store::CounterSync> ops, std::vector<std::uint64_
   stats_.keys_sent.fetch_add(ops.size(), std::memory_order_relaxed);
   stats_.last_keys.store(static_cast<std::int64_t>(ops.size()), std::memory_order_relaxed);
   counters_->sync(std::move(ops), [this, keys = std::move(keys), generations = std::move(generations), started,
-                                   after = std::move(after)](std::vector<store::CounterReply> replies) {
+                                   after = std::move(after)](std::vector<store::remote::CounterReply> replies) {
     const std::int64_t now = clock_->now().count();
     replies.resize(keys.size());
     bool any = false;
@@ -185,10 +185,10 @@ void Batcher::send(std::vector<store::CounterSync> ops, std::vector<std::uint64_
 }
 
 // Evicted keys' hits: counted in Redis, their replies for no one (the key may be back here, with a sync of its own).
-void Batcher::send_orphans(std::vector<store::CounterSync> ops) {
+void Batcher::send_orphans(std::vector<store::remote::CounterSync> ops) {
   if (ops.empty()) return;
   stats_.keys_sent.fetch_add(ops.size(), std::memory_order_relaxed);
-  counters_->sync(std::move(ops), [](const std::vector<store::CounterReply>&) {});
+  counters_->sync(std::move(ops), [](const std::vector<store::remote::CounterReply>&) {});
 }
 
 void Batcher::batch_once(std::function<void()> after) {
@@ -199,7 +199,7 @@ void Batcher::batch_once(std::function<void()> after) {
     previous = last_batch_ns_;
     last_batch_ns_ = now;
   }
-  std::vector<store::CounterSync> ops;
+  std::vector<store::remote::CounterSync> ops;
   std::vector<std::uint64_t> generations;
   for (std::size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
@@ -217,7 +217,7 @@ void Batcher::batch_once(std::function<void()> after) {
       ++it;
     }
   }
-  std::vector<store::CounterSync> orphans;
+  std::vector<store::remote::CounterSync> orphans;
   {
     std::lock_guard lock(orphans_mu_);
     orphans.swap(orphans_);

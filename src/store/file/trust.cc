@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 
-namespace rk::store {
+namespace rk::store::file {
 
 std::string octal(unsigned mode) {
   char buf[16];
@@ -53,4 +53,4 @@ TrustedFile open_trusted(const std::string& path, int flags, unsigned allowed_mo
   return f;
 }
 
-}  // namespace rk::store
+}  // namespace rk::store::file

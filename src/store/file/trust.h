@@ -1,7 +1,7 @@
 // store/file/trust.h: a store's file opened only if it can be believed: the one check that the shared-memory
-// store's region (store/shm/region_file.h) and serve's state file (server/serve/state_file.h) both pass.
+// store's region (store/shm/region_file.h) and serve's state file (cli/serve/state_file.h) both pass.
 //
-//   const rk::store::TrustedFile f = rk::store::open_trusted(path, O_RDONLY, 0644, "a state file may have");
+//   const rk::store::file::TrustedFile f = rk::store::file::open_trusted(path, O_RDONLY, 0644, "a state file may have");
 //   if (!f.refused.empty()) ...       // there is a file, and this says why it is not believed (naming the path)
 //   else if (f.fd < 0) ...            // f.error: errno of the open (ENOENT: nothing at the path)
 //   else ... f.st.st_size ...; ::close(f.fd);
@@ -17,7 +17,7 @@
 
 #include <string>
 
-namespace rk::store {
+namespace rk::store::file {
 
 // Why the file fstat described as `st`, found at `path`, is not to be believed, or "". `allowed` names where the
 // allowed mode comes from, for the message ("asked for (SharedOptions::mode)").
@@ -37,4 +37,4 @@ struct TrustedFile {
 // checks the file as above.
 TrustedFile open_trusted(const std::string& path, int flags, unsigned allowed_mode, const std::string& allowed);
 
-}  // namespace rk::store
+}  // namespace rk::store::file

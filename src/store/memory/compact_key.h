@@ -10,7 +10,7 @@
 #include <string_view>
 #include <type_traits>
 
-namespace rk::store {
+namespace rk::store::memory {
 
 class CompactKey {
  public:
@@ -105,4 +105,4 @@ class CompactKey {
 
 static_assert(sizeof(CompactKey) == 20 && alignof(CompactKey) == 4);
 
-}  // namespace rk::store
+}  // namespace rk::store::memory

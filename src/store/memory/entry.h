@@ -15,7 +15,7 @@
 #include "store/memory/compact_key.h"
 #include "base/spin_lock.h"
 
-namespace rk::store::sharded {
+namespace rk::store::memory::sharded {
 
 inline constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
 inline constexpr std::uint32_t kUsedBit = 0x40000000u;  // in an entry's word: decided on since the hand passed
@@ -85,4 +85,4 @@ inline void prefetch_entry(const Entry<State>* e) {
   if constexpr (sizeof(Entry<State>) > 32) __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1, 1);
 }
 
-}  // namespace rk::store::sharded
+}  // namespace rk::store::memory::sharded

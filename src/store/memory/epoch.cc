@@ -6,7 +6,7 @@
 
 #include <limits>
 
-namespace rk::store::epoch {
+namespace rk::store::memory::epoch {
 
 namespace detail {
 
@@ -90,4 +90,4 @@ std::uint64_t oldest_active() noexcept {
   return oldest;
 }
 
-}  // namespace rk::store::epoch
+}  // namespace rk::store::memory::epoch

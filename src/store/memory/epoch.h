@@ -17,7 +17,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace rk::store::epoch {
+namespace rk::store::memory::epoch {
 
 namespace detail {
 
@@ -75,4 +75,4 @@ std::uint64_t retire_tag() noexcept;
 // The oldest epoch a live Guard entered in, or UINT64_MAX when none is live (0 when it cannot be known).
 std::uint64_t oldest_active() noexcept;
 
-}  // namespace rk::store::epoch
+}  // namespace rk::store::memory::epoch

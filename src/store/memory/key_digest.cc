@@ -9,7 +9,7 @@
 
 #include "base/hash.h"
 
-namespace rk::store {
+namespace rk::store::memory {
 
 namespace {
 
@@ -46,4 +46,4 @@ KeyDigestSeed random_digest_seed() {
   return seed;
 }
 
-}  // namespace rk::store
+}  // namespace rk::store::memory

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace rk::store {
+namespace rk::store::memory {
 
 using KeyDigestSeed = std::array<std::uint8_t, 16>;
 using KeyDigest = std::array<std::uint8_t, 16>;
@@ -23,4 +23,4 @@ KeyDigest key_digest(const KeyDigestSeed& seed, std::string_view key);
 // From the operating system's random source (getrandom); throws if it has none to give.
 KeyDigestSeed random_digest_seed();
 
-}  // namespace rk::store
+}  // namespace rk::store::memory

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-namespace rk::store::last_key {
+namespace rk::store::memory::last_key {
 
 constinit thread_local Hint t_hint;
 
@@ -11,4 +11,4 @@ std::uint64_t new_store_serial() noexcept {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-}  // namespace rk::store::last_key
+}  // namespace rk::store::memory::last_key

@@ -19,7 +19,7 @@
 
 #include "store/memory/compact_key.h"
 
-namespace rk::store::last_key {
+namespace rk::store::memory::last_key {
 
 inline constexpr std::size_t kMax = CompactKey::kInline;
 
@@ -52,4 +52,4 @@ std::uint64_t new_store_serial() noexcept;
   CompactKey::copy_inline(h.key, key.data(), h.len);
 }
 
-}  // namespace rk::store::last_key
+}  // namespace rk::store::memory::last_key

@@ -21,7 +21,7 @@
 #include "store/memory/epoch.h"
 #include "base/spin_lock.h"
 
-namespace rk::store::sharded {
+namespace rk::store::memory::sharded {
 
 inline constexpr std::size_t kHintProbes = 16;  // update_many's prefetch gives up on longer probe runs
 inline constexpr std::uint32_t kNil = 0xFFFFFFFFu;
@@ -382,4 +382,4 @@ struct alignas(64) Shard {
   }
 };
 
-}  // namespace rk::store::sharded
+}  // namespace rk::store::memory::sharded

@@ -55,7 +55,7 @@
 #include "store/memory/last_key.h"
 #include "store/memory/shard.h"
 
-namespace rk::store::sharded {
+namespace rk::store::memory::sharded {
 
 template <class State>
 class ShardedStore {
@@ -389,8 +389,8 @@ class ShardedStore {
   std::unique_ptr<Shard[]> shards_;
 };
 
-}  // namespace rk::store::sharded
+}  // namespace rk::store::memory::sharded
 
-namespace rk::store {
+namespace rk::store::memory {
 using sharded::ShardedStore;
-}  // namespace rk::store
+}  // namespace rk::store::memory

@@ -12,7 +12,7 @@
 #include "core/derived_params.h"
 #include "store/redis/lua_sources.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace {
 
@@ -184,4 +184,4 @@ std::variant<Decision, std::string> decode_reply(std::span<const std::string> e)
   return d;
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -1,10 +1,10 @@
 // store/redis/algorithm_scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
 // its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
 //
-//   const auto& s = rk::redis::script_for(rk::Algorithm::kEarrrl);
-//   rk::redis::Script script(client, std::string(s.source), {std::string(s.library), std::string(s.function)});
-//   script.eval({key}, rk::redis::script_args(spec, now, 1, false), ...);
-//   auto d = rk::redis::decode_reply(elements);  // Decision, or an error message
+//   const auto& s = rk::store::redis::script_for(rk::Algorithm::kEarrrl);
+//   rk::store::redis::Script script(client, std::string(s.source), {std::string(s.library), std::string(s.function)});
+//   script.eval({key}, rk::store::redis::script_args(spec, now, 1, false), ...);
+//   auto d = rk::store::redis::decode_reply(elements);  // Decision, or an error message
 #pragma once
 
 #include <optional>
@@ -17,7 +17,7 @@
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct ScriptSource {
   std::string_view name;      // "earrrl", ...
@@ -41,4 +41,4 @@ std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos>
 // The script's reply elements as strings; the Decision, or a message naming what was wrong with the reply.
 std::variant<Decision, std::string> decode_reply(std::span<const std::string> elements);
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

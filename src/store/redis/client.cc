@@ -13,7 +13,7 @@
 #include "store/redis/client_impl.h"
 #include "store/redis/url.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
@@ -128,7 +128,7 @@ void Client::on_every_connection(std::vector<std::string> args, std::function<vo
   impl->post([impl, s] { impl->on_every_connection(std::move(*s)); });
 }
 
-std::string Client::describe() const { return redis::describe(impl_->options); }
+std::string Client::describe() const { return store::redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
   return {impl_->writes.load(),       impl_->commands.load(),       impl_->timeouts.load(),
@@ -136,4 +136,4 @@ Client::Stats Client::stats() const {
           impl_->spins_answered.load(), impl_->spins_idle.load()};
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

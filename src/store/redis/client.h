@@ -2,10 +2,10 @@
 // with timeouts, reconnection with backoff, AUTH, TLS (rediss://), host names resolved at every connection, Redis
 // Cluster routing and Sentinel discovery.
 //
-//   auto options = rk::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // url.h; throws on a bad URL
-//   rk::redis::Client client(options);
-//   client.exec({"INCR", "k"}, "k", [](rk::redis::Result r) { ... });   // on the client's thread, exactly once
-//   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");  // lua_script.h
+//   auto options = rk::store::redis::ClientOptions::parse_url("redis://127.0.0.1:6379");  // url.h; throws on a bad URL
+//   rk::store::redis::Client client(options);
+//   client.exec({"INCR", "k"}, "k", [](rk::store::redis::Result r) { ... });   // on the client's thread, exactly once
+//   rk::store::redis::Script script(client, "return redis.call('INCR', KEYS[1])");  // lua_script.h
 //
 // Pipelining: the commands given while a connection is writing go out together in its next write; replies are
 // matched in order. A command not answered within command_timeout of its exec() (connecting, asking the sentinels,
@@ -40,7 +40,7 @@
 #include "store/redis/resp.h"
 #include "store/redis/url.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct Error {
   enum class Kind : std::uint8_t { kTimeout, kConnection, kProtocol, kServer, kClosed };
@@ -84,4 +84,4 @@ class Client {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -34,7 +34,7 @@
 #include "store/redis/sentinel.h"
 #include "store/redis/transport.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   using Clock = std::chrono::steady_clock;
@@ -161,4 +161,4 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void expire(Conn& c, Clock::time_point now);
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 std::uint16_t crc16(std::string_view data) {
   std::uint16_t crc = 0;
@@ -63,4 +63,4 @@ std::optional<Redirect> parse_redirect(std::string_view error) {
   return r;
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

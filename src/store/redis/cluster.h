@@ -2,7 +2,7 @@
 // {hash tag}), the slot map CLUSTER SLOTS answers, and the MOVED and ASK redirects. Pure functions: the client
 // (routing.cc) keeps the map and follows the redirects.
 //
-//   rk::redis::key_slot("{user1000}.following");       // == key_slot("{user1000}.followers")
+//   rk::store::redis::key_slot("{user1000}.following");       // == key_slot("{user1000}.followers")
 //   for (const SlotRange& r : slot_ranges(reply, asked)) ...  // from CLUSTER SLOTS
 //   if (auto to = parse_redirect("MOVED 3999 127.0.0.1:6381")) ...
 #pragma once
@@ -15,7 +15,7 @@
 #include "store/redis/resp.h"
 #include "store/redis/url.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 inline constexpr std::size_t kSlots = 16384;
 
@@ -40,4 +40,4 @@ struct Redirect {
 // A MOVED or ASK error's redirect ("MOVED 3999 127.0.0.1:6381"), or nullopt for any other error.
 std::optional<Redirect> parse_redirect(std::string_view error);
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -13,7 +13,7 @@
 
 #include "store/redis/client_impl.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 using error_code = boost::system::error_code;
 
@@ -296,4 +296,4 @@ void Client::Impl::expire(Conn& c, Clock::time_point now) {
   }
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

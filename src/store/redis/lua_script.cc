@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace {
 
@@ -83,4 +83,4 @@ void Script::eval(std::vector<std::string> keys, std::vector<std::string> args,
   }, deadline);
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -2,10 +2,10 @@
 // digest (EVALSHA) elsewhere. Both are loaded in the handshake of every connection (client.h): no round trip of
 // their own, and nothing hashed here.
 //
-//   rk::redis::Script script(client, "return redis.call('INCR', KEYS[1])");
-//   script.eval({"k"}, {}, [](rk::redis::Result r) { ... });  // EVALSHA; EVAL until a digest is known, and once
+//   rk::store::redis::Script script(client, "return redis.call('INCR', KEYS[1])");
+//   script.eval({"k"}, {}, [](rk::store::redis::Result r) { ... });  // EVALSHA; EVAL until a digest is known, and once
 //                                                              // after a NOSCRIPT (which also loads it again)
-//   rk::redis::Script fn(client, source, {.library = "#!lua name=f_1\n...", .name = "f_1"});
+//   rk::store::redis::Script fn(client, source, {.library = "#!lua name=f_1\n...", .name = "f_1"});
 //   fn.eval(...);  // FCALL f_1 once Redis said it loaded the library; else as above
 //
 // A function runs without making the script's functions and closures again at each call, which cost an EVAL
@@ -27,7 +27,7 @@
 
 #include "store/redis/client.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 // A library for FUNCTION LOAD registering one function, `name`, that takes the same KEYS and ARGV as the script
 // and answers the same. `name` must change whenever the text does: Redis keeps one library of a name.
@@ -62,4 +62,4 @@ class Script {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

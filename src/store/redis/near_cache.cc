@@ -7,7 +7,7 @@
 
 #include "core/registry.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 NearCache::NearCache(std::size_t keys, Nanos flush_every, Send send)
     : keys_(keys), flush_every_(flush_every), send_(std::move(send)), flusher_([this] { flush_loop(); }) {}
@@ -15,7 +15,7 @@ NearCache::NearCache(std::size_t keys, Nanos flush_every, Send send)
 NearCache::~NearCache() { close(); }
 
 // Answers from the near cache if Redis has refused this key until later; false: ask Redis.
-bool NearCache::answer(const store::RemoteOp& op, Nanos now, store::RemoteResult& out) {
+bool NearCache::answer(const store::remote::RemoteOp& op, Nanos now, store::remote::RemoteResult& out) {
   std::lock_guard lock(near_mu_);
   const auto it = near_.find(op.key);
   if (it == near_.end()) return false;
@@ -31,7 +31,7 @@ bool NearCache::answer(const store::RemoteOp& op, Nanos now, store::RemoteResult
     }
     return false;
   }
-  out.status = store::RemoteResult::Status::kOk;
+  out.status = store::remote::RemoteResult::Status::kOk;
   out.decision = e.refusal;
   out.decision.retry_after = e.until - now;
   out.decision.reset_after = std::max(out.decision.reset_after - (now - e.pending_at), out.decision.retry_after);
@@ -43,9 +43,9 @@ bool NearCache::answer(const store::RemoteOp& op, Nanos now, store::RemoteResult
 }
 
 void NearCache::learn(const std::string& key, const LimitSpec& spec, std::uint64_t hits, Nanos now,
-                      const store::RemoteResult& r) {
+                      const store::remote::RemoteResult& r) {
   std::lock_guard lock(near_mu_);
-  const bool refused = r.status == store::RemoteResult::Status::kOk && !r.decision.allowed &&
+  const bool refused = r.status == store::remote::RemoteResult::Status::kOk && !r.decision.allowed &&
                        r.decision.retry_after > Nanos{0} && r.decision.retry_after != kNever;
   auto it = near_.find(key);
   if (!refused) {
@@ -100,4 +100,4 @@ void NearCache::flush_loop() {
   }
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -23,7 +23,7 @@
 #include "ratekeeper/params.h"
 #include "store/remote/remote_store.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 class NearCache {
  public:
@@ -37,10 +37,10 @@ class NearCache {
   NearCache& operator=(const NearCache&) = delete;
 
   // Answers from the near cache if Redis has refused this key until later; false: ask Redis.
-  bool answer(const store::RemoteOp& op, Nanos now, store::RemoteResult& out);
+  bool answer(const store::remote::RemoteOp& op, Nanos now, store::remote::RemoteResult& out);
   // What Redis answered for `key`: a refusal until a known time is kept; anything else forgets the key.
   void learn(const std::string& key, const LimitSpec& spec, std::uint64_t hits, Nanos now,
-             const store::RemoteResult& r);
+             const store::remote::RemoteResult& r);
   // Sends every key's batched hits now.
   void flush();
   // Stops the flusher and joins it; idempotent.
@@ -68,4 +68,4 @@ class NearCache {
   std::thread flusher_;                                 // last: started once the rest is built
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -17,7 +17,7 @@
 #include "store/redis/lua_script.h"
 #include "store/redis/algorithm_scripts.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace {
 
@@ -35,72 +35,72 @@ constexpr std::uint64_t kTagSeed = 0x726b2d73'6c6f7473;  // "rk-slots"
 static_assert(kMaxPackedHashes - 1 <= 0xffffff && kTagDigits > 6);
 
 // One decision's reply, as the strings decode_reply() takes.
-std::vector<std::string> flatten(const redis::Reply& reply) {
+std::vector<std::string> flatten(const store::redis::Reply& reply) {
   std::vector<std::string> out;
-  for (const redis::Reply& e : reply.elements) {
+  for (const store::redis::Reply& e : reply.elements) {
     switch (e.type) {
-      case redis::Reply::Type::kInteger: out.push_back(std::to_string(e.integer)); break;
-      case redis::Reply::Type::kNil: out.emplace_back(); break;
+      case store::redis::Reply::Type::kInteger: out.push_back(std::to_string(e.integer)); break;
+      case store::redis::Reply::Type::kNil: out.emplace_back(); break;
       default: out.push_back(e.str); break;
     }
   }
   return out;
 }
 
-store::RemoteResult to_result(const redis::Result& r) {
-  store::RemoteResult out;
-  if (const auto* e = std::get_if<redis::Error>(&r)) {
+store::remote::RemoteResult to_result(const store::redis::Result& r) {
+  store::remote::RemoteResult out;
+  if (const auto* e = std::get_if<store::redis::Error>(&r)) {
     // Redis answered, and refused this script (a foreign value in the key, say): only this decision fails. Every
     // other error means Redis was not reached or did not answer in time.
-    out.status = e->kind == redis::Error::Kind::kServer ? store::RemoteResult::Status::kError
-                                                        : store::RemoteResult::Status::kUnavailable;
+    out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
+                                                        : store::remote::RemoteResult::Status::kUnavailable;
     out.error = e->message;
     return out;
   }
-  const redis::Reply& reply = std::get<redis::Reply>(r);
-  if (reply.type != redis::Reply::Type::kArray) {
-    out.status = store::RemoteResult::Status::kError;
+  const store::redis::Reply& reply = std::get<store::redis::Reply>(r);
+  if (reply.type != store::redis::Reply::Type::kArray) {
+    out.status = store::remote::RemoteResult::Status::kError;
     out.error = "the decision script answered something other than an array";
     return out;
   }
   const std::vector<std::string> fields = flatten(reply);
-  auto decoded = redis::decode_reply(fields);
+  auto decoded = store::redis::decode_reply(fields);
   if (auto* msg = std::get_if<std::string>(&decoded)) {
-    out.status = store::RemoteResult::Status::kError;
+    out.status = store::remote::RemoteResult::Status::kError;
     out.error = *msg;
     return out;
   }
-  out.status = store::RemoteResult::Status::kOk;
+  out.status = store::remote::RemoteResult::Status::kOk;
   out.decision = std::get<Decision>(decoded);
   return out;
 }
 
 // Thread safety: decide() and reset() from any thread; replies arrive on the client's thread. The near cache keeps
 // its own lock (near_cache.h).
-class RedisRemote final : public store::RemoteStore {
+class RedisRemote final : public store::remote::RemoteStore {
  public:
   explicit RedisRemote(const RedisRemoteOptions& o) : options_(o), client_(client_options(o)) {
     for (Algorithm a : kAllAlgorithms) {
-      const redis::ScriptSource& s = redis::script_for(a);
-      scripts_[static_cast<std::size_t>(a)] = std::make_unique<redis::Script>(
-          client_, std::string(s.source), redis::FunctionSource{std::string(s.library), std::string(s.function)});
+      const store::redis::ScriptSource& s = store::redis::script_for(a);
+      scripts_[static_cast<std::size_t>(a)] = std::make_unique<store::redis::Script>(
+          client_, std::string(s.source), store::redis::FunctionSource{std::string(s.library), std::string(s.function)});
     }
     if (options_.near_cache) {
       near_ = std::make_unique<NearCache>(
           options_.near_cache_keys, options_.near_cache_flush,
           [this](const LimitSpec& spec, const std::string& key, Nanos at, std::uint64_t hits) {
-            send(spec, key, at, hits, false, [](const redis::Result&) {});
+            send(spec, key, at, hits, false, [](const store::redis::Result&) {});
           });
     }
   }
   ~RedisRemote() override { close(); }
 
-  void decide(std::vector<store::RemoteOp> ops, Nanos now,
-              std::function<void(std::vector<store::RemoteResult>)> done) override {
+  void decide(std::vector<store::remote::RemoteOp> ops, Nanos now,
+              std::function<void(std::vector<store::remote::RemoteResult>)> done) override {
     struct Batch {
-      std::vector<store::RemoteResult> results;
+      std::vector<store::remote::RemoteResult> results;
       std::atomic<std::size_t> left;
-      std::function<void(std::vector<store::RemoteResult>)> done;
+      std::function<void(std::vector<store::remote::RemoteResult>)> done;
     };
     if (ops.empty()) return done({});
     auto batch = std::make_shared<Batch>();
@@ -111,7 +111,7 @@ class RedisRemote final : public store::RemoteStore {
       if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->results));
     };
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      store::RemoteOp& op = ops[i];
+      store::remote::RemoteOp& op = ops[i];
       if (near_ && !op.peek && near_->answer(op, now, batch->results[i])) {
         one_done();
         continue;
@@ -120,7 +120,7 @@ class RedisRemote final : public store::RemoteStore {
       std::string key = learn ? op.key : std::string();
       send(*op.spec, std::move(op.key), now, op.hits, op.peek,
            [this, batch, i, one_done, learn, key = std::move(key), spec = *op.spec, hits = op.hits,
-            now](redis::Result r) {
+            now](store::redis::Result r) {
              batch->results[i] = to_result(r);
              if (learn) near_->learn(key, spec, hits, now, batch->results[i]);
              one_done();
@@ -152,8 +152,8 @@ class RedisRemote final : public store::RemoteStore {
           rkeys.size() == 1 ? std::vector<std::string>{"DEL", std::move(rkeys[0])}
                             : std::vector<std::string>{"EVAL", std::string(kResetPacked), "2", std::move(rkeys[0]),
                                                        std::move(rkeys[1])};
-      client_.exec(std::move(cmd), routing, [batch, i](redis::Result r) {
-        if (const auto* reply = std::get_if<redis::Reply>(&r); reply && reply->type == redis::Reply::Type::kInteger) {
+      client_.exec(std::move(cmd), routing, [batch, i](store::redis::Result r) {
+        if (const auto* reply = std::get_if<store::redis::Reply>(&r); reply && reply->type == store::redis::Reply::Type::kInteger) {
           batch->existed[i] = reply->integer > 0;
         }
         if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->existed));
@@ -179,15 +179,15 @@ class RedisRemote final : public store::RemoteStore {
 
  private:
   void send(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t hits, bool peek,
-            std::function<void(redis::Result)> done) {
+            std::function<void(store::redis::Result)> done) {
     const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
-    const redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
-    script.eval(redis_keys(key, options_.packed_hashes), redis::script_args(spec, time, hits, peek), std::move(done));
+    const store::redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
+    script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time, hits, peek), std::move(done));
   }
 
   RedisRemoteOptions options_;
-  redis::Client client_;
-  std::array<std::unique_ptr<redis::Script>, std::size(kAllAlgorithms)> scripts_;
+  store::redis::Client client_;
+  std::array<std::unique_ptr<store::redis::Script>, std::size(kAllAlgorithms)> scripts_;
   std::unique_ptr<NearCache> near_;  // with options_.near_cache; last: its flusher starts once the rest is built
 };
 
@@ -248,7 +248,7 @@ ClientOptions client_options(const RedisRemoteOptions& o) {
   return c;
 }
 
-std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
+std::shared_ptr<store::remote::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
   if (options.packed_hashes > kMaxPackedHashes) {
     throw std::invalid_argument("packed hashes is " + std::to_string(options.packed_hashes) + "; it must be from 0 "
                                 "(off) to " + std::to_string(kMaxPackedHashes));
@@ -256,4 +256,4 @@ std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& 
   return std::make_shared<RedisRemote>(options);
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

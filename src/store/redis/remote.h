@@ -1,10 +1,10 @@
 // store/redis/remote.h: the remote store of `ratekeeper serve --redis URL`: each decision one Lua script in
 // Redis (src/store/redis/lua/), sent through our pipelining RESP client (src/store/redis/client.h).
 //
-//   auto store = rk::redis::make_redis_remote({.url = "redis://127.0.0.1:6379"});  // throws on a bad URL
+//   auto store = rk::store::redis::make_redis_remote({.url = "redis://127.0.0.1:6379"});  // throws on a bad URL
 //   rk::service::Service service(reloader, clock, {.remote = store});
 //
-// Thread safety: as store::RemoteStore. Destroying the store fails what is still in flight (as unavailable) and joins
+// Thread safety: as store::remote::RemoteStore. Destroying the store fails what is still in flight (as unavailable) and joins
 // its threads; destroy it after the servers that wait on its answers have stopped.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "store/redis/url.h"
 #include "store/remote/remote_store.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct RedisRemoteOptions {
   std::string url;                                       // redis://, redis+cluster://, redis+sentinel:// (rediss...)
@@ -42,7 +42,7 @@ inline constexpr std::uint32_t kMaxPackedHashes = 1u << 24;
 
 // Throws std::invalid_argument naming what is wrong with the URL or options (a TLS or password file: its flag, and
 // the file).
-std::shared_ptr<store::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
+std::shared_ptr<store::remote::RemoteStore> make_redis_remote(const RedisRemoteOptions& options);
 
 // The client options these options make (the URL's, with the timeouts, connections, spin, TLS files and password
 // file), for every client of Redis that --redis starts: the decisions' and the batched domains' alike. Throws
@@ -68,4 +68,4 @@ std::string redis_key(std::string_view store_key);
 // followed by the field, the store key after "rk:". The hash and the own key share one hash tag, so one Cluster slot.
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes);
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 void encode(std::string& out, const std::vector<std::string>& args) {
   out += '*';
@@ -129,4 +129,4 @@ std::optional<Reply> Parser::next() {
   return r;
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -2,8 +2,8 @@
 // incremental, bounded parser that any byte sequence can be fed to without harm.
 //
 //   std::string out;
-//   rk::redis::encode(out, {"EVALSHA", sha, "1", key, "5"});
-//   rk::redis::Parser p;
+//   rk::store::redis::encode(out, {"EVALSHA", sha, "1", key, "5"});
+//   rk::store::redis::Parser p;
 //   p.feed(bytes);                      // any split: a byte at a time works
 //   while (auto r = p.next()) use(*r);  // each complete reply, in order
 //   if (p.failed()) drop_connection(p.error());
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct Reply {
   enum class Type : std::uint8_t { kSimple, kError, kInteger, kBulk, kNil, kArray };
@@ -55,4 +55,4 @@ class Parser {
   std::string error_;
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

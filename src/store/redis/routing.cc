@@ -12,7 +12,7 @@
 
 #include "store/redis/client_impl.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace {
 
@@ -131,4 +131,4 @@ void Client::Impl::refresh_slots() {
   send_to(*from, std::move(p), false);
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace asio = boost::asio;
 using error_code = boost::system::error_code;
@@ -104,4 +104,4 @@ void SentinelAsker::read(std::uint64_t gen, std::size_t turn) {
   });
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

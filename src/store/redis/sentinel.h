@@ -2,7 +2,7 @@
 // ever blocking: each sentinel in turn, each exchange (connect, question, answer) bounded as a whole by the connect
 // timeout, so that a sentinel answering a byte at a time, or never, costs that and no more.
 //
-//   rk::redis::SentinelAsker asker(ioc, options, tls);   // options.endpoints: the sentinels; tls: transport.h
+//   rk::store::redis::SentinelAsker asker(ioc, options, tls);   // options.endpoints: the sentinels; tls: transport.h
 //   asker.ask([](std::optional<Endpoint> primary) { ... });  // on ioc's thread; nullopt: no sentinel named one
 //
 // Thread safety: none; used on its io_context's thread only. ask() and cancel() drop the question before (its
@@ -22,7 +22,7 @@
 #include "store/redis/transport.h"
 #include "store/redis/url.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 class SentinelAsker {
  public:
@@ -54,4 +54,4 @@ class SentinelAsker {
   Done done_;
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -11,7 +11,7 @@
 #include "store/redis/lua_script.h"
 #include "store/redis/shared_counters_lua.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace {
 
@@ -33,8 +33,8 @@ std::optional<std::uint64_t> count_of(const Reply& r) {
   return v;
 }
 
-store::CounterReply to_reply(const Result& r) {
-  store::CounterReply out;
+store::remote::CounterReply to_reply(const Result& r) {
+  store::remote::CounterReply out;
   if (const auto* e = std::get_if<Error>(&r)) {
     out.error = e->message;
     return out;
@@ -56,7 +56,7 @@ store::CounterReply to_reply(const Result& r) {
   return out;
 }
 
-class RedisSharedCounters final : public store::SharedCounters {
+class RedisSharedCounters final : public store::remote::SharedCounters {
  public:
   explicit RedisSharedCounters(const RedisRemoteOptions& o)
       : id_(random_id()), client_(client_options(o)), script_(client_, std::string(lua::kSharedCounters)) {}
@@ -64,11 +64,11 @@ class RedisSharedCounters final : public store::SharedCounters {
 
   const std::string& server_id() const override { return id_; }
 
-  void sync(std::vector<store::CounterSync> ops, std::function<void(std::vector<store::CounterReply>)> done) override {
+  void sync(std::vector<store::remote::CounterSync> ops, std::function<void(std::vector<store::remote::CounterReply>)> done) override {
     struct Batch {
-      std::vector<store::CounterReply> replies;
+      std::vector<store::remote::CounterReply> replies;
       std::atomic<std::size_t> left;
-      std::function<void(std::vector<store::CounterReply>)> done;
+      std::function<void(std::vector<store::remote::CounterReply>)> done;
     };
     if (ops.empty()) return done({});
     auto batch = std::make_shared<Batch>();
@@ -76,7 +76,7 @@ class RedisSharedCounters final : public store::SharedCounters {
     batch->left = ops.size();
     batch->done = std::move(done);
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      store::CounterSync& op = ops[i];
+      store::remote::CounterSync& op = ops[i];
       const auto ttl_ms = std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(op.ttl).count());
       std::vector<std::string> args{id_, std::to_string(op.add), std::to_string(ttl_ms), op.want_snapshot ? "1" : "0"};
       if (op.snapshot) args.push_back(std::move(*op.snapshot));
@@ -114,8 +114,8 @@ class RedisSharedCounters final : public store::SharedCounters {
 std::string counters_key(const std::string& store_key) { return tagged_key(store_key, "b:", "c"); }
 std::string snapshot_key(const std::string& store_key) { return tagged_key(store_key, "b:", "s"); }
 
-std::shared_ptr<store::SharedCounters> make_redis_shared_counters(const RedisRemoteOptions& options) {
+std::shared_ptr<store::remote::SharedCounters> make_redis_shared_counters(const RedisRemoteOptions& options) {
   return std::make_shared<RedisSharedCounters>(options);
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

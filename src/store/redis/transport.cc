@@ -13,7 +13,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 namespace asio = boost::asio;
 namespace ssl = asio::ssl;
@@ -168,4 +168,4 @@ void Link::close() {
   impl_->socket().close(ignored);
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

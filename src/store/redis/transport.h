@@ -2,8 +2,8 @@
 // every connection, so that a name a failover moved is followed), TCP, and for rediss:// TLS over it, with the
 // server's certificate and name checked.
 //
-//   auto tls = rk::redis::make_tls_context(options);  // null for redis://; throws naming a bad flag or file
-//   auto link = std::make_shared<rk::redis::Link>(ioc, tls, options.tls_files.server_name);
+//   auto tls = rk::store::redis::make_tls_context(options);  // null for redis://; throws naming a bad flag or file
+//   auto link = std::make_shared<rk::store::redis::Link>(ioc, tls, options.tls_files.server_name);
 //   link->open(endpoint, [](const std::optional<LinkFailure>& f) { ... });  // resolved, connected, TLS shaken
 //   link->write(std::move(bytes), [](error_code) { ... });
 //   link->read([](error_code, std::string_view bytes) { ... });
@@ -30,7 +30,7 @@ namespace boost::asio::ssl {
 class context;
 }
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 // The TLS settings every connection of a client shares: the CA, the client's certificate and key, read at once.
 // Null when `options.tls` is false. Throws std::invalid_argument naming the flag (--redis-tls-ca, ...) and the file
@@ -64,4 +64,4 @@ class Link : public std::enable_shared_from_this<Link> {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <stdexcept>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 std::string endpoint_text(const Endpoint& e) {
   return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
@@ -157,4 +157,4 @@ std::string describe(const ClientOptions& o) {
   return s;
 }
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

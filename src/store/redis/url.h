@@ -1,9 +1,9 @@
 // store/redis/url.h: where the Redis client connects and how: a node's address, the client's options, and the URL
 // (`--redis`) that fills them.
 //
-//   auto options = rk::redis::ClientOptions::parse_url("redis+sentinel://10.0.0.1,10.0.0.2/mymaster");
+//   auto options = rk::store::redis::ClientOptions::parse_url("redis+sentinel://10.0.0.1,10.0.0.2/mymaster");
 //   options.command_timeout = std::chrono::milliseconds(50);   // the rest is not in a URL
-//   rk::redis::endpoint_text(options.endpoints[0]);             // "10.0.0.1:26379"
+//   rk::store::redis::endpoint_text(options.endpoints[0]);             // "10.0.0.1:26379"
 //
 // A host is an IP address or a DNS name; a name is kept as written and resolved by the client at every connection
 // (transport.h), so that a name moved by a failover is followed. rediss:// (and rediss+cluster://,
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rk::redis {
+namespace rk::store::redis {
 
 struct Endpoint {
   std::string host;
@@ -70,4 +70,4 @@ struct ClientOptions {
 // The URL again, without the password: "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster".
 std::string describe(const ClientOptions& options);
 
-}  // namespace rk::redis
+}  // namespace rk::store::redis

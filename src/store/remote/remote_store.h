@@ -20,7 +20,7 @@
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
 
-namespace rk::store {
+namespace rk::store::remote {
 
 struct RemoteOp {
   const LimitSpec* spec = nullptr;  // valid until done runs (the caller holds the rule set)
@@ -67,4 +67,4 @@ class RemoteStore {
   virtual Spins spins() const { return {}; }
 };
 
-}  // namespace rk::store
+}  // namespace rk::store::remote

@@ -16,7 +16,7 @@
 
 #include "ratekeeper/units.h"
 
-namespace rk::store {
+namespace rk::store::remote {
 
 struct CounterSync {
   std::string key;                      // the store key, as RemoteOp's
@@ -46,4 +46,4 @@ class SharedCounters {
   virtual void close() = 0;
 };
 
-}  // namespace rk::store
+}  // namespace rk::store::remote

@@ -22,7 +22,7 @@
 
 #include "ratekeeper/params.h"
 
-namespace rk::shm {
+namespace rk::store::shm {
 
 // "rkshm" then the format's version: a region of another version is refused by name, not misread. 02: a sliding
 // window's state in 16 bytes (core/windows.h), where 01 had 24.
@@ -88,4 +88,4 @@ inline Layout layout_for(std::size_t max_keys, std::size_t key_bytes, std::size_
   return l;
 }
 
-}  // namespace rk::shm
+}  // namespace rk::store::shm

@@ -14,7 +14,7 @@
 #include "core/algorithms.h"
 #include "core/registry.h"
 
-namespace rk::shm {
+namespace rk::store::shm {
 
 namespace {
 
@@ -197,4 +197,4 @@ void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o) {
   r.adopt(stored, h.seed);
 }
 
-}  // namespace rk::shm
+}  // namespace rk::store::shm

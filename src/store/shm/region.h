@@ -18,7 +18,7 @@
 #include "ratekeeper/shared.h"
 #include "store/shm/layout.h"
 
-namespace rk::shm {
+namespace rk::store::shm {
 
 // The region, and this process's view of it: where it is mapped, its layout and seed as checked when this
 // process attached (never read from the region again), and whether this object unmaps it.
@@ -74,4 +74,4 @@ void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint6
 // Checks a region made elsewhere against what this process expects of it, then adopts its layout and seed.
 void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o);
 
-}  // namespace rk::shm
+}  // namespace rk::store::shm

@@ -20,12 +20,12 @@
 namespace rk {
 
 #if defined(RK_TEST_HOOKS)
-namespace shm_testing {
+namespace store::shm_testing {
 bool no_tmpfile = false;
 }
 #endif
 
-namespace shm {
+namespace store::shm {
 namespace {
 
 std::system_error os_error(const std::string& what) { return {errno, std::generic_category(), what}; }
@@ -90,7 +90,7 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   int raw = -1;
-  if (shm_testing::without_tmpfile()) errno = EOPNOTSUPP;
+  if (store::shm_testing::without_tmpfile()) errno = EOPNOTSUPP;
   else raw = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   std::string temp;  // the file's name, where O_TMPFILE is not available; removed on every way out
   if (raw < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
@@ -108,7 +108,7 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
       if (!name.empty()) ::unlink(name.c_str());
     }
   } unlink_temp{temp};
-  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + store::octal(mode) + " of the new " + path);
+  if (::fchmod(fd.get(), mode) != 0) throw os_error("chmod " + store::file::octal(mode) + " of the new " + path);
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) throw os_error("sizing " + path);
   Mapping m(fd.get(), bytes, path);
   format(m.base());
@@ -129,13 +129,13 @@ std::optional<MappedFile> create(const std::string& path, std::size_t bytes, uns
 MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned mode,
                            const std::function<void(unsigned char*)>& format) {
   if ((mode & ~0777u) != 0 || (mode & 0600u) != 0600u) {
-    throw InvalidArgument("mode " + store::octal(mode) +
+    throw InvalidArgument("mode " + store::file::octal(mode) +
                           " is not a permission mode that lets the owner read and write (SharedOptions::mode: 0600 to "
                           "0777)");
   }
   // A few rounds: between a failed open and a failed link, another process may have removed the file.
   for (int round = 0; round < 8; ++round) {
-    const store::TrustedFile f = store::open_trusted(path, O_RDWR, mode, "asked for (SharedOptions::mode)");
+    const store::file::TrustedFile f = store::file::open_trusted(path, O_RDWR, mode, "asked for (SharedOptions::mode)");
     if (!f.refused.empty()) throw InvalidArgument(f.refused);
     if (f.fd >= 0) {
       const Fd fd(f.fd);
@@ -150,5 +150,5 @@ MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned 
   throw InvalidArgument(path + " kept appearing and disappearing while it was being opened; is something removing it?");
 }
 
-}  // namespace shm
+}  // namespace store::shm
 }  // namespace rk

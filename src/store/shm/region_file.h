@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-namespace rk::shm {
+namespace rk::store::shm {
 
 struct MappedFile {
   unsigned char* base = nullptr;  // mapped shared, read-write; the caller unmaps it (munmap(base, bytes))
@@ -26,4 +26,4 @@ struct MappedFile {
 MappedFile map_region_file(const std::string& path, std::size_t bytes, unsigned mode,
                            const std::function<void(unsigned char*)>& format);
 
-}  // namespace rk::shm
+}  // namespace rk::store::shm

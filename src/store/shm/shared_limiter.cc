@@ -21,16 +21,16 @@ namespace rk {
 
 namespace {
 
-using shm::attach_region;
-using shm::check_options;
-using shm::format_region;
-using shm::kMaxKeyBytes;
-using shm::kMaxKeys;
-using shm::kMaxShards;
-using shm::Layout;
-using shm::layout_for;
-using shm::make_store;
-using shm::Region;
+using store::shm::attach_region;
+using store::shm::check_options;
+using store::shm::format_region;
+using store::shm::kMaxKeyBytes;
+using store::shm::kMaxKeys;
+using store::shm::kMaxShards;
+using store::shm::Layout;
+using store::shm::layout_for;
+using store::shm::make_store;
+using store::shm::Region;
 
 }  // namespace
 
@@ -68,7 +68,7 @@ SharedLimiter SharedLimiter::open(const std::string& path, const LimitSpec& spec
   check_options(spec, o);
   const Layout l = layout_for(o.max_keys, o.max_key_bytes, o.shards);
   const std::uint64_t seed = base::random_seed();
-  const shm::MappedFile file = shm::map_region_file(path, l.bytes, o.mode, [&](unsigned char* base) {
+  const store::shm::MappedFile file = store::shm::map_region_file(path, l.bytes, o.mode, [&](unsigned char* base) {
     Region scratch(base, l.bytes, false);
     format_region(scratch, l, spec, seed);
   });

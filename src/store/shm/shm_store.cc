@@ -23,12 +23,12 @@
 namespace rk {
 
 #if defined(RK_TEST_HOOKS)
-namespace shm_testing {
+namespace store::shm_testing {
 void (*hook)(Stage) = nullptr;
 }
 #endif
 
-namespace shm {
+namespace store::shm {
 
 namespace {
 
@@ -68,9 +68,9 @@ class ShmStore final : public SharedLimiter::Impl {
     // Journal, write, clear: a death in between is undone by the next locker.
     std::memcpy(sh.journal_state, bytes, kStateBytes);
     sh.journal_slot.store(i, std::memory_order_release);
-    shm_testing::reached(shm_testing::Stage::kJournalled);
+    store::shm_testing::reached(store::shm_testing::Stage::kJournalled);
     std::memcpy(bytes, &state, sizeof state);
-    shm_testing::reached(shm_testing::Stage::kWritten);
+    store::shm_testing::reached(store::shm_testing::Stage::kWritten);
     sh.journal_slot.store(kNil, std::memory_order_release);
     return d;
   }
@@ -297,6 +297,6 @@ std::unique_ptr<SharedLimiter::Impl> make_store(std::unique_ptr<Region> r, const
                               });
 }
 
-}  // namespace shm
+}  // namespace store::shm
 
 }  // namespace rk

@@ -3,7 +3,7 @@
 // switch that makes open() create its file the way it does where the file system has no O_TMPFILE.
 #pragma once
 
-namespace rk::shm_testing {
+namespace rk::store::shm_testing {
 
 enum class Stage {
   kJournalled,  // the old state is in the journal; the slot's state is not yet written
@@ -24,4 +24,4 @@ inline void reached(Stage) {}
 inline bool without_tmpfile() { return false; }
 #endif
 
-}  // namespace rk::shm_testing
+}  // namespace rk::store::shm_testing

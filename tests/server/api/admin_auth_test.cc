@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,14 +25,14 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 // A request with these header fields from `ip`; Request's views point into it, so it outlives them.
 struct Req {
   std::vector<std::pair<std::string, std::string>> owned;
-  std::vector<http::Field> fields;
+  std::vector<server::http::Field> fields;
   std::string ip = "192.0.2.7";
   explicit Req(Fields f = {}) : owned(std::move(f)) {
     for (const auto& [n, v] : owned) fields.push_back({n, v});
   }
-  http::Request request(std::string_view method = "GET", std::string_view path = "/v1/rules",
+  server::http::Request request(std::string_view method = "GET", std::string_view path = "/v1/rules",
                         std::string_view body = "") const {
-    http::Request r;
+    server::http::Request r;
     r.method = method;
     r.path = r.target = path;
     r.body = body;
@@ -42,7 +42,7 @@ struct Req {
   }
 };
 
-std::string header(const http::Response& res, std::string_view name) {
+std::string header(const server::http::Response& res, std::string_view name) {
   for (const auto& [n, v] : res.headers) {
     if (n == name) return v;
   }
@@ -67,17 +67,17 @@ class AdminAuthTest : public ::testing::Test {
     std::ofstream(path_ + ".new", std::ios::binary) << text;
     fs::rename(path_ + ".new", path_);
   }
-  AdminAuth::Verdict check(const Req& req, http::Response& res, std::string_view method = "GET",
+  AdminAuth::Verdict check(const Req& req, server::http::Response& res, std::string_view method = "GET",
                            std::string_view path = "/v1/rules", std::string_view body = "") {
     return auth_->check(req.request(method, path, body), res, path == "/ui");
   }
   AdminAuth::Verdict check(const Req& req) {
-    http::Response res;
+    server::http::Response res;
     return check(req, res);
   }
   // Signs in through the form and returns the cookie's value.
   std::string sign_in() {
-    http::Response res;
+    server::http::Response res;
     EXPECT_EQ(check(Req{}, res, "POST", "/ui/login", "token=" + kToken), AdminAuth::kAnswered);
     const std::string set = header(res, "Set-Cookie");
     const std::string prefix = std::string(kAdminCookie) + "=";
@@ -121,14 +121,14 @@ TEST_F(AdminAuthTest, TheTokenIsTakenFromABearerHeader) {
 }
 
 TEST_F(AdminAuthTest, UnauthorizedIs401WithAChallengeAndTheHouseErrorOrTheLoginPage) {
-  http::Response res;
+  server::http::Response res;
   EXPECT_EQ(check(Req{}, res), AdminAuth::kUnauthorized);
   EXPECT_EQ(res.status, 401);
   EXPECT_EQ(header(res, "WWW-Authenticate"), R"(Bearer realm="ratekeeper admin")");
   EXPECT_NE(res.body.find(R"({"error":{"code":401,"reason":"unauthorized","field":"Authorization")"),
             std::string::npos)
       << res.body;
-  http::Response page;
+  server::http::Response page;
   EXPECT_EQ(check(Req{}, page, "GET", "/ui"), AdminAuth::kUnauthorized);
   EXPECT_EQ(page.status, 401);
   EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
@@ -137,11 +137,11 @@ TEST_F(AdminAuthTest, UnauthorizedIs401WithAChallengeAndTheHouseErrorOrTheLoginP
 }
 
 TEST_F(AdminAuthTest, TheLoginFormSetsAStrictHttpOnlySessionCookieThatIsNotTheToken) {
-  http::Response wrong;
+  server::http::Response wrong;
   EXPECT_EQ(check(Req{}, wrong, "POST", "/ui/login", "token=nope"), AdminAuth::kUnauthorized);
   EXPECT_EQ(wrong.status, 401);
   EXPECT_EQ(header(wrong, "Set-Cookie"), "");
-  http::Response right;  // percent-encoded as a browser sends it, among other fields
+  server::http::Response right;  // percent-encoded as a browser sends it, among other fields
   EXPECT_EQ(check(Req{}, right, "POST", "/ui/login", "x=1&token=t0ken%2DSecret_42-0123&y=2"), AdminAuth::kAnswered);
   EXPECT_EQ(right.status, 303);
   EXPECT_EQ(header(right, "Location"), "/ui");
@@ -149,13 +149,13 @@ TEST_F(AdminAuthTest, TheLoginFormSetsAStrictHttpOnlySessionCookieThatIsNotTheTo
   EXPECT_TRUE(set.starts_with("ratekeeper_admin_session=")) << set;
   EXPECT_TRUE(set.ends_with("; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict")) << set;
   EXPECT_EQ(set.find(kToken), std::string::npos) << set;
-  http::Response form;
+  server::http::Response form;
   EXPECT_EQ(check(Req{}, form, "GET", "/ui/login"), AdminAuth::kAnswered);
   EXPECT_EQ(form.status, 200);
   EXPECT_EQ(header(form, "Set-Cookie"), "");
 
   AdminAuth tls(std::make_shared<base::SecretFile>("--admin-token-file", path_), {.secure_cookie = true});
-  http::Response secure;
+  server::http::Response secure;
   EXPECT_EQ(tls.check(Req{}.request("POST", "/ui/login", "token=" + kToken), secure, false), AdminAuth::kAnswered);
   EXPECT_TRUE(header(secure, "Set-Cookie").ends_with("; HttpOnly; SameSite=Strict; Secure"));
 }
@@ -175,7 +175,7 @@ TEST_F(AdminAuthTest, ASessionIsAdmittedUntilItExpiresAndAForgedOneNever) {
   id = id == '0' ? '1' : '0';
   other_signature.back() = other_signature.back() == '0' ? '1' : '0';
   AdminAuth other_process(std::make_shared<base::SecretFile>("--admin-token-file", path_), {.clock = clock_});
-  http::Response res;
+  server::http::Response res;
   ASSERT_EQ(other_process.check(Req{}.request("POST", "/ui/login", "token=" + kToken), res, false),
             AdminAuth::kAnswered);
   const std::string set = header(res, "Set-Cookie");
@@ -207,7 +207,7 @@ TEST_F(AdminAuthTest, ThreeHundredWrongTokensFromOneAddressAreThrottledAfterTenA
   std::vector<int> statuses;
   std::string retry_after;
   for (int i = 0; i < 300; ++i) {  // all at once: the clock does not move
-    http::Response res;
+    server::http::Response res;
     check(attacker, res);
     statuses.push_back(res.status);
     if (res.status == 429) retry_after = header(res, "Retry-After");
@@ -217,12 +217,12 @@ TEST_F(AdminAuthTest, ThreeHundredWrongTokensFromOneAddressAreThrottledAfterTenA
   EXPECT_EQ(retry_after, "6");
   // The right token from the throttled address is not looked at either: a lucky guess is not told so.
   Req right(Fields{{"Authorization", "Bearer " + kToken}});
-  http::Response res;
+  server::http::Response res;
   EXPECT_EQ(check(right, res), AdminAuth::kThrottled);
   EXPECT_EQ(res.status, 429);
   EXPECT_NE(res.body.find(R"("reason":"throttled")"), std::string::npos) << res.body;
   // Nor a sign-in: the form again, with the wait.
-  http::Response form;
+  server::http::Response form;
   EXPECT_EQ(check(attacker, form, "POST", "/ui/login", "token=" + kToken), AdminAuth::kThrottled);
   EXPECT_EQ(form.status, 429);
   EXPECT_EQ(header(form, "Set-Cookie"), "");
@@ -249,4 +249,4 @@ TEST_F(AdminAuthTest, ForgedSessionsAreGuessesToo) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 using std::chrono::seconds;
@@ -74,4 +74,4 @@ TEST(AdminThrottle, AnAddressNeverWrongHasNoPlace) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -14,7 +14,7 @@
 #include "server/api/routes.h"
 #include "server/http/response_writer.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 service::RequestError bad(std::string_view body) {
@@ -166,11 +166,11 @@ TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
 
 // One shape for every error answer, the HTTP server's own (a malformed request) and the API's (a bad field).
 TEST(ErrorJson, OneShapeWithTheFieldWhenOneIsAtFault) {
-  const auto api = nlohmann::json::parse(http::error_json(400, "invalid_request", "must not be empty", "domain"));
+  const auto api = nlohmann::json::parse(server::http::error_json(400, "invalid_request", "must not be empty", "domain"));
   EXPECT_EQ(api,
             nlohmann::json::parse(
                 R"({"error":{"code":400,"reason":"invalid_request","field":"domain","message":"must not be empty"}})"));
-  const auto server = nlohmann::json::parse(http::error_json(400, "malformed", "bad request line"));
+  const auto server = nlohmann::json::parse(server::http::error_json(400, "malformed", "bad request line"));
   EXPECT_EQ(server,
             nlohmann::json::parse(R"({"error":{"code":400,"reason":"malformed","message":"bad request line"}})"));
 }
@@ -184,4 +184,4 @@ TEST(ProtoDuration, Format) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

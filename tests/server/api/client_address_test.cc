@@ -5,7 +5,7 @@
 
 #include "server/api/client_address.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 std::string key(std::string_view text, ClientPrefixes p = {}) {
@@ -55,4 +55,4 @@ TEST(ClientAddress, EveryAddressOfOneSlash64SharesOneKey) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

@@ -11,7 +11,7 @@
 
 #include "server/api/routes.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 class EnvoyHttp : public ::testing::Test {
@@ -26,9 +26,9 @@ class EnvoyHttp : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(file_); }
 
-  http::Response call(std::string_view method, std::string_view path, std::string_view body) {
-    http::Request req{.method = method, .target = path, .path = path, .body = body, .remote_ip = "127.0.0.1"};
-    http::Response res;
+  server::http::Response call(std::string_view method, std::string_view path, std::string_view body) {
+    server::http::Request req{.method = method, .target = path, .path = path, .body = body, .remote_ip = "127.0.0.1"};
+    server::http::Response res;
     public_routes(*service_, hooks_)(req, res);
     return res;
   }
@@ -44,13 +44,13 @@ class EnvoyHttp : public ::testing::Test {
 // 200 and OVER_LIMIT 429, with the answer in proto3 JSON.
 TEST_F(EnvoyHttp, ServerImplTestJsonHandler) {
   for (std::string_view bad : {"", "}", R"({"domain": "foo"})", R"({"domain": "foo", "descriptors": [{}]})"}) {
-    const http::Response r = call("POST", "/json", bad);
+    const server::http::Response r = call("POST", "/json", bad);
     EXPECT_EQ(r.status, 400) << bad;
     EXPECT_EQ(r.content_type, "text/plain; charset=utf-8");
     EXPECT_EQ(r.body, "Bad Request\n");
   }
   const std::string unknown_domain = R"({"domain": "bar", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]})";
-  http::Response r = call("POST", "/json", unknown_domain);
+  server::http::Response r = call("POST", "/json", unknown_domain);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "application/json");
   EXPECT_EQ(r.body, R"({"overallCode":"OK","statuses":[{"code":"OK"}]})");
@@ -68,7 +68,7 @@ TEST_F(EnvoyHttp, ServerImplTestJsonHandler) {
 
 // TestJsonHandler, "Unknown response code": 500 with the empty answer.
 TEST(EnvoyJson, ServerImplTestJsonHandlerUnknownCode) {
-  http::Response r;
+  server::http::Response r;
   envoy_json_answer(service::CheckResponse{.overall = service::Code::kUnknown}, r);
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(r.body, "{}");
@@ -83,7 +83,7 @@ TEST(EnvoyJson, ServerImplTestJsonHandlerUnknownCode) {
 TEST_F(EnvoyHttp, HealthTestHealthCheck) {
   bool ready = true;
   hooks_.ready = [&] { return ready; };
-  http::Response r = call("GET", "/healthcheck", "");
+  server::http::Response r = call("GET", "/healthcheck", "");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "OK");
   ready = false;
@@ -96,4 +96,4 @@ TEST_F(EnvoyHttp, HealthTestHealthCheck) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

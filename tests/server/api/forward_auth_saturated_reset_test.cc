@@ -1,14 +1,14 @@
 // Regression (found by fuzz_forward_auth, docs/reliability.md): an algorithm that saturates its wait to
 // Nanos::max() (EARRRL with a half-life of years and a huge hits_addend reports "never" that way) made the
 // rate-limit header fields overflow while rounding up to whole seconds. Said now as the largest 32-bit count of
-// seconds, as every wait past it is (src/headers/rate_limit_headers.h).
+// seconds, as every wait past it is (src/http_fields/rate_limit_headers.h).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "server/api/forward_auth.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 std::string header(const AuthAnswer& a, const std::string& name) {
@@ -63,4 +63,4 @@ TEST(SaturatedReset, BlockedRuleSaysNeverInEveryField) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

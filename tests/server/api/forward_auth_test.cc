@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 struct FakeRequest {
@@ -19,7 +19,7 @@ struct FakeRequest {
     for (const auto& [name, value] : headers) fields.push_back({name, value});
     return {peer, method, uri, "example.com", fields};
   }
-  mutable std::vector<http::Field> fields;  // the view's
+  mutable std::vector<server::http::Field> fields;  // the view's
 };
 
 rules::Cidr cidr(const std::uint8_t v4[4], int prefix) {
@@ -243,4 +243,4 @@ TEST(ForwardAuth, AnswerHeadersAndProblemBody) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

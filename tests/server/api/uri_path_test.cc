@@ -6,7 +6,7 @@
 
 #include "server/api/uri_path.h"
 
-namespace rk::api {
+namespace rk::server::api {
 namespace {
 
 TEST(NormalizePath, EveryWayOfWritingLoginIsLogin) {
@@ -78,4 +78,4 @@ TEST(NormalizePath, IdempotentOverGeneratedPaths) {
 }
 
 }  // namespace
-}  // namespace rk::api
+}  // namespace rk::server::api

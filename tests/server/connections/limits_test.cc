@@ -8,7 +8,7 @@
 
 #include <stdexcept>
 
-namespace rk::connections {
+namespace rk::server::connections {
 namespace {
 
 Address v4(const char* text) {
@@ -75,4 +75,4 @@ TEST(ConnectionLimits, ABadExemptEntryIsAClearError) {
 }
 
 }  // namespace
-}  // namespace rk::connections
+}  // namespace rk::server::connections

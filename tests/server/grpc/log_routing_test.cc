@@ -12,7 +12,7 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "logging/log.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 namespace {
 
 std::vector<nlohmann::json> lines_of(const std::string& out) {
@@ -58,4 +58,4 @@ TEST(LogRouting, GrpcAndProtobufLinesAreJsonAndTheirFloodsAreCounted) {
 }
 
 }  // namespace
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

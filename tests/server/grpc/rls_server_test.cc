@@ -18,11 +18,11 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/grpc/rls_server.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 namespace {
 
 namespace pb = envoy::service::ratelimit::v3;
-namespace hv = grpc::health::v1;
+namespace hv = ::grpc::health::v1;
 
 const char* kRules = R"(
 domain: edge
@@ -56,7 +56,7 @@ class GrpcTest : public ::testing::Test {
         std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
                                      GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
     server_->start();
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials());
+    channel_ = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), ::grpc::InsecureChannelCredentials());
     stub_ = pb::RateLimitService::NewStub(channel_);
   }
   void TearDown() override {
@@ -79,8 +79,8 @@ class GrpcTest : public ::testing::Test {
     return r;
   }
 
-  grpc::Status call(const pb::RateLimitRequest& req, pb::RateLimitResponse& resp) {
-    grpc::ClientContext ctx;
+  ::grpc::Status call(const pb::RateLimitRequest& req, pb::RateLimitResponse& resp) {
+    ::grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return stub_->ShouldRateLimit(&ctx, req, &resp);
   }
@@ -90,7 +90,7 @@ class GrpcTest : public ::testing::Test {
   std::unique_ptr<rules::Reloader> reloader_;
   std::unique_ptr<service::Service> service_;
   std::unique_ptr<GrpcServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<::grpc::Channel> channel_;
   std::unique_ptr<pb::RateLimitService::Stub> stub_;
   std::vector<std::string> codes_;
 };
@@ -115,7 +115,7 @@ TEST_F(GrpcTest, FixedWindowThenOverLimit) {
   EXPECT_EQ(resp.statuses(0).code(), pb::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
   // The rate-limit header fields, when asked for: the library's one formatter, the same lines as forward-auth's
-  // and the nginx module's (tests/headers/rate_limit_headers_test.cc).
+  // and the nginx module's (tests/http_fields/rate_limit_headers_test.cc).
   std::vector<std::pair<std::string, std::string>> fields;
   for (const auto& h : resp.response_headers_to_add()) fields.emplace_back(h.key(), h.value());
   const std::vector<std::pair<std::string, std::string>> expected = {
@@ -197,8 +197,8 @@ TEST_F(GrpcTest, EachKindOfBadRequestIsInvalidArgumentAndChangesNothing) {
       {bad_unit, "descriptors[0].limit.unit: must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"},
   };
   for (const auto& [req, message] : cases) {
-    const grpc::Status s = call(req, resp = {});
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+    const ::grpc::Status s = call(req, resp = {});
+    EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT) << message;
     EXPECT_EQ(s.error_message(), message);
   }
   ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
@@ -215,7 +215,7 @@ hv::HealthCheckRequest health_request(const std::string& service) {
 TEST_F(GrpcTest, HealthCheckAnswersKnownServicesAndNotFoundOtherwise) {
   auto health = hv::Health::NewStub(channel_);
   auto check = [&](const std::string& service, hv::HealthCheckResponse& resp) {
-    grpc::ClientContext ctx;
+    ::grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return health->Check(&ctx, health_request(service), &resp);
   };
@@ -224,7 +224,7 @@ TEST_F(GrpcTest, HealthCheckAnswersKnownServicesAndNotFoundOtherwise) {
   EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
   ASSERT_TRUE(check("envoy.service.ratelimit.v3.RateLimitService", resp = {}).ok());
   EXPECT_EQ(resp.status(), hv::HealthCheckResponse::SERVING);
-  EXPECT_EQ(check("no.such.Service", resp = {}).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(check("no.such.Service", resp = {}).error_code(), ::grpc::StatusCode::NOT_FOUND);
   server_->set_serving(false);
   ASSERT_TRUE(check("", resp = {}).ok());
   EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
@@ -236,7 +236,7 @@ TEST_F(GrpcTest, HealthCheckAnswersKnownServicesAndNotFoundOtherwise) {
 // stop() tells watchers NOT_SERVING and ends their streams instead of waiting out Shutdown's grace period.
 TEST_F(GrpcTest, HealthWatchStreamsEachChangeAndEndsOnStop) {
   auto health = hv::Health::NewStub(channel_);
-  grpc::ClientContext ctx, unknown_ctx;
+  ::grpc::ClientContext ctx, unknown_ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   unknown_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   auto watch = health->Watch(&ctx, health_request(""));
@@ -260,24 +260,24 @@ TEST_F(GrpcTest, HealthWatchStreamsEachChangeAndEndsOnStop) {
   ASSERT_TRUE(watch->Read(&resp));
   EXPECT_EQ(resp.status(), hv::HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(watch->Read(&resp));
-  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(watch->Finish().error_code(), ::grpc::StatusCode::UNAVAILABLE);
   EXPECT_FALSE(unknown->Read(&resp));  // SERVICE_UNKNOWN does not change, so only the end
-  EXPECT_EQ(unknown->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(unknown->Finish().error_code(), ::grpc::StatusCode::UNAVAILABLE);
 }
 
 // A watcher that goes away is forgotten: later changes and stop() touch nothing of it (ASan checks the rest).
 TEST_F(GrpcTest, HealthWatchCancelledByTheClientIsForgotten) {
   auto health = hv::Health::NewStub(channel_);
   for (int i = 0; i < 20; ++i) {
-    grpc::ClientContext ctx;
+    ::grpc::ClientContext ctx;
     auto watch = health->Watch(&ctx, health_request(""));
     hv::HealthCheckResponse resp;
     ASSERT_TRUE(watch->Read(&resp));
     ctx.TryCancel();
     server_->set_serving(i % 2 == 1);
-    EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+    EXPECT_EQ(watch->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
   }
-  grpc::ClientContext ctx;
+  ::grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto watch = health->Watch(&ctx, health_request(""));
   hv::HealthCheckResponse resp;
@@ -295,20 +295,20 @@ class GrpcBoundsTest : public GrpcTest {
     bounded_->start();
   }
   // A channel with a connection of its own (channels otherwise share connections to the same address).
-  std::shared_ptr<grpc::Channel> connect() {
-    grpc::ChannelArguments args;
+  std::shared_ptr<::grpc::Channel> connect() {
+    ::grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxSendMessageSize(-1);
-    return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(bounded_->port()),
-                                     grpc::InsecureChannelCredentials(), args);
+    return ::grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(bounded_->port()),
+                                     ::grpc::InsecureChannelCredentials(), args);
   }
   void TearDown() override {
     if (bounded_) bounded_->stop();
     GrpcTest::TearDown();
   }
   struct Watch {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReader<hv::HealthCheckResponse>> reader;
+    ::grpc::ClientContext ctx;
+    std::unique_ptr<::grpc::ClientReader<hv::HealthCheckResponse>> reader;
   };
   static std::unique_ptr<Watch> watch(hv::Health::Stub& stub, const std::string& service,
                                       std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
@@ -317,9 +317,9 @@ class GrpcBoundsTest : public GrpcTest {
     w->reader = stub.Watch(&w->ctx, health_request(service));
     return w;
   }
-  static bool rate_limit_answers(const std::shared_ptr<grpc::Channel>& channel) {
+  static bool rate_limit_answers(const std::shared_ptr<::grpc::Channel>& channel) {
     auto stub = pb::RateLimitService::NewStub(channel);
-    grpc::ClientContext ctx;
+    ::grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     pb::RateLimitResponse resp;
     return stub->ShouldRateLimit(&ctx, request("edge", {{{"vip", "v"}}}), &resp).ok() &&
@@ -343,13 +343,13 @@ TEST_F(GrpcBoundsTest, WatchStreamsPastTheCapAreRefusedWhileCallsGoOn) {
   for (int i = 0; i < 2; ++i) {
     auto extra = watch(*health, big);
     EXPECT_FALSE(extra->reader->Read(&resp));
-    const grpc::Status s = extra->reader->Finish();
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    const ::grpc::Status s = extra->reader->Finish();
+    EXPECT_EQ(s.error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
     EXPECT_EQ(s.error_message(), "too many health Watch streams (3); use Check, or try again later");
   }
   EXPECT_TRUE(rate_limit_answers(channel));  // on the same connection, meanwhile
   open.front()->ctx.TryCancel();             // a place frees up once the server has seen it go
-  EXPECT_EQ(open.front()->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(open.front()->reader->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
   bool admitted = false;
   for (int attempt = 0; attempt < 100 && !admitted; ++attempt) {
     auto again = watch(*health, "");
@@ -370,7 +370,7 @@ TEST_F(GrpcBoundsTest, AMessageOverTheLimitIsRefusedBeforeItIsHeld) {
   auto w = watch(*health, std::string(512 * 1024, 'n'));
   hv::HealthCheckResponse resp;
   EXPECT_FALSE(w->reader->Read(&resp));
-  EXPECT_EQ(w->reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(w->reader->Finish().error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   auto stub = pb::RateLimitService::NewStub(channel);
   auto big = request("edge", {});
   for (int i = 0; i < 64; ++i) {  // the most descriptors a request may have, each of 16 entries at the limits
@@ -381,9 +381,9 @@ TEST_F(GrpcBoundsTest, AMessageOverTheLimitIsRefusedBeforeItIsHeld) {
       e->set_value(std::string(1024, 'v'));
     }
   }
-  grpc::ClientContext ctx;
+  ::grpc::ClientContext ctx;
   pb::RateLimitResponse rls;
-  EXPECT_EQ(stub->ShouldRateLimit(&ctx, big, &rls).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(stub->ShouldRateLimit(&ctx, big, &rls).error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(rate_limit_answers(channel));
 }
 
@@ -400,10 +400,10 @@ TEST_F(GrpcBoundsTest, StreamsPerConnectionAreCapped) {
   }
   auto fifth = watch(*health, "", std::chrono::milliseconds(1000));
   EXPECT_FALSE(fifth->reader->Read(&resp));  // never started on the server
-  EXPECT_EQ(fifth->reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(fifth->reader->Finish().error_code(), ::grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(rate_limit_answers(connect()));
   open.back()->ctx.TryCancel();
-  EXPECT_EQ(open.back()->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(open.back()->reader->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(rate_limit_answers(channel));  // a place on the first connection again
   bounded_->stop();
 }
@@ -566,4 +566,4 @@ TEST_F(GrpcTest, BoundsBelowOneAreAClearError) {
 }
 
 }  // namespace
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

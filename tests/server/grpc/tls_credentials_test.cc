@@ -19,11 +19,11 @@
 #include "server/grpc/rls_server.h"
 #include "support/certs.h"
 
-namespace rk::grpcapi {
+namespace rk::server::grpc {
 namespace {
 
 namespace fs = std::filesystem;
-namespace hv = grpc::health::v1;
+namespace hv = ::grpc::health::v1;
 using namespace std::chrono_literals;
 using rk::tests::Certs;
 
@@ -34,12 +34,12 @@ std::string read(const std::string& path) {
 
 // A health Check on a connection of its own (so a new handshake), trusting the CA certificates in `ca`.
 bool answered(int port, const std::string& ca) {
-  grpc::SslCredentialsOptions ssl;
+  ::grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = read(ca);
-  grpc::ChannelArguments args;
+  ::grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::SslCredentials(ssl), args);
-  grpc::ClientContext ctx;
+  auto channel = ::grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), ::grpc::SslCredentials(ssl), args);
+  ::grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   hv::HealthCheckResponse response;
   return hv::Health::NewStub(channel)->Check(&ctx, hv::HealthCheckRequest(), &response).ok();
@@ -77,7 +77,7 @@ TEST_F(GrpcTls, AKeyWrittenBeforeItsCertificateKeepsTheOldPairUntilTheCertificat
   ASSERT_TRUE(answered(server_->port(), certs_("ca.crt")));
   certs_.make_server_aside(2, "other-ca");
   fs::rename(certs_.aside() + "/server.key", certs_("server.key"));  // the key first
-  EXPECT_THROW(server_->reload_tls(), tls::TlsFileError);
+  EXPECT_THROW(server_->reload_tls(), server::tls::TlsFileError);
   // Longer than gRPC's refresh: had it been handed the files, it would serve the mismatched pair by now.
   for (const auto gap_end = std::chrono::steady_clock::now() + 2500ms; std::chrono::steady_clock::now() < gap_end;) {
     ASSERT_TRUE(answered(server_->port(), certs_("ca.crt")));
@@ -97,8 +97,8 @@ TEST_F(GrpcTls, AKeyWrittenBeforeItsCertificateKeepsTheOldPairUntilTheCertificat
 
 TEST(GrpcTlsDirectory, OnlyTheOwnerReadsItEachPairIsAGenerationAndItGoesWithTheCredentials) {
   Certs certs;
-  const tls::TlsFiles files{.cert = certs("server.crt"), .key = certs("server.key")};
-  const auto first = tls::read_tls_files(files);
+  const server::tls::TlsFiles files{.cert = certs("server.crt"), .key = certs("server.key")};
+  const auto first = server::tls::read_tls_files(files);
   std::string dir;
   {
     TlsCredentials credentials(first, 1);
@@ -114,7 +114,7 @@ TEST(GrpcTlsDirectory, OnlyTheOwnerReadsItEachPairIsAGenerationAndItGoesWithTheC
     EXPECT_FALSE(fs::exists(dir + "/current/ca.pem"));
 
     certs.rotate_server(2);
-    const auto second = tls::read_tls_files(files);
+    const auto second = server::tls::read_tls_files(files);
     credentials.install(*second);
     credentials.install(*first);
     EXPECT_EQ(fs::read_symlink(dir + "/current"), "3");
@@ -127,7 +127,7 @@ TEST(GrpcTlsDirectory, OnlyTheOwnerReadsItEachPairIsAGenerationAndItGoesWithTheC
     ASSERT_EQ(::stat((dir + "/3/key.pem").c_str(), &three), 0);
     EXPECT_LT(two.st_mtime, three.st_mtime);
 
-    tls::TlsPem with_ca = *first;  // client certificates are asked for from the start, or never
+    server::tls::TlsPem with_ca = *first;  // client certificates are asked for from the start, or never
     with_ca.client_ca = read(certs("ca.crt"));
     EXPECT_THROW(credentials.install(with_ca), std::invalid_argument);
     EXPECT_EQ(fs::read_symlink(dir + "/current"), "3");
@@ -136,4 +136,4 @@ TEST(GrpcTlsDirectory, OnlyTheOwnerReadsItEachPairIsAGenerationAndItGoesWithTheC
 }
 
 }  // namespace
-}  // namespace rk::grpcapi
+}  // namespace rk::server::grpc

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <thread>
 
-namespace rk::http {
+namespace rk::server::http {
 namespace {
 
 using namespace std::chrono_literals;
@@ -239,7 +239,7 @@ struct HttpServer : ::testing::Test {
   // /defer parks its Reply for the test to send; /defer-thread answers from another thread at once; -drop drops
   // it unsent; -twice calls defer() twice; -throw throws after deferring, parking the stale Reply.
   void defer(const Request& req) {
-    rk::http::Reply reply = req.defer();
+    rk::server::http::Reply reply = req.defer();
     const std::string body = "deferred " + std::string(req.query);
     if (req.path == "/defer-drop") return;
     if (req.path == "/defer-twice") (void)req.defer();
@@ -252,11 +252,11 @@ struct HttpServer : ::testing::Test {
     cv.notify_all();
     if (req.path == "/defer-throw") throw std::runtime_error("after deferring");
   }
-  rk::http::Reply take_parked() {
+  rk::server::http::Reply take_parked() {
     std::unique_lock lock(mu);
     cv.wait_for(lock, 5s, [&] { return !parked.empty(); });
     if (parked.empty()) return {};
-    rk::http::Reply r = std::move(parked.front());
+    rk::server::http::Reply r = std::move(parked.front());
     parked.erase(parked.begin());
     return r;
   }
@@ -279,7 +279,7 @@ struct HttpServer : ::testing::Test {
   bool release = false;  // under mu
   std::map<std::string, int> reasons;
   std::vector<std::string> handler_errors;
-  std::vector<rk::http::Reply> parked;  // under mu
+  std::vector<rk::server::http::Reply> parked;  // under mu
   std::atomic<int> connections{0};
   std::unique_ptr<Server> server;  // last: stopped before the members its handler uses go
 };
@@ -652,9 +652,9 @@ TEST_F(HttpServer, ConnectionsPastTheLimitGet503) {
   auto a = std::make_unique<Client>(port());
   Client b(port());
   ASSERT_TRUE(a->send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply for_a = take_parked();
+  rk::server::http::Reply for_a = take_parked();
   ASSERT_TRUE(b.send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply for_b = take_parked();
+  rk::server::http::Reply for_b = take_parked();
   ASSERT_TRUE(for_a && for_b);
   {
     Client c(port());
@@ -849,7 +849,7 @@ TEST_F(HttpServer, ADeferredAnswerComesFromAnotherThreadAndKeepsPipelinedOrder) 
   start();
   Client c(port());
   ASSERT_TRUE(c.send("GET /defer?a HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply reply = take_parked();
+  rk::server::http::Reply reply = take_parked();
   ASSERT_TRUE(reply);
   std::thread([&] { reply.send({.status = 429, .headers = {{"Retry-After", "3"}}, .body = "later"}); }).join();
   const auto first = c.read();
@@ -900,7 +900,7 @@ TEST_F(HttpServer, AReplySentAfterTheServerStoppedIsDiscarded) {
   start({.drain_timeout = 200ms});
   Client c(port());
   ASSERT_TRUE(c.send("GET /defer HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply reply = take_parked();
+  rk::server::http::Reply reply = take_parked();
   server->stop();  // the drain times out on the waiting connection
   server.reset();
   reply.send({.body = "too late"});  // must touch nothing of the server
@@ -911,7 +911,7 @@ TEST_F(HttpServer, StopWaitsForADeferredAnswerAndClosesAfterIt) {
   start();
   Client c(port());
   ASSERT_TRUE(c.send("GET /defer?x HTTP/1.1\r\nHost: t\r\n\r\n"));
-  rk::http::Reply reply = take_parked();
+  rk::server::http::Reply reply = take_parked();
   std::thread stopper([&] { server->stop(); });
   ASSERT_TRUE(eventually([&] { return !Client(port()).connected(); }));  // no longer accepting
   reply.send({.body = "in time"});
@@ -970,4 +970,4 @@ TEST(HttpRequest, HeaderLookupIsCaseInsensitive) {
 }
 
 }  // namespace
-}  // namespace rk::http
+}  // namespace rk::server::http

@@ -25,7 +25,7 @@
 #include "server/http/server.h"
 #include "support/certs.h"
 
-namespace rk::http {
+namespace rk::server::http {
 namespace {
 
 using namespace std::chrono_literals;
@@ -314,4 +314,4 @@ TEST_F(HttpsServer, HandshakesThatNeverFinishAreShedAndTimedOut) {
 }
 
 }  // namespace
-}  // namespace rk::http
+}  // namespace rk::server::http

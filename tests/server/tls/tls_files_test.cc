@@ -10,7 +10,7 @@
 
 #include "support/certs.h"
 
-namespace rk::tls {
+namespace rk::server::tls {
 namespace {
 
 using rk::tests::Certs;
@@ -53,4 +53,4 @@ TEST(TlsFiles, OneReadOfAPairCaughtHalfRotatedIsRefused) {
 }
 
 }  // namespace
-}  // namespace rk::tls
+}  // namespace rk::server::tls

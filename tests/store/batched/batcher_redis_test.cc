@@ -24,7 +24,7 @@ struct Fleet {
   explicit Fleet(int port, std::size_t max_keys = 1000) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<Batcher>(
-          redis::make_redis_shared_counters({.url = "redis://127.0.0.1:" + std::to_string(port)}), clock,
+          store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:" + std::to_string(port)}), clock,
           BatcherOptions{.interval = 20ms, .max_keys = max_keys, .start_thread = false}));
     }
   }

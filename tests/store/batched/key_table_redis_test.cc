@@ -26,7 +26,7 @@ LimitSpec fixed() { return LimitSpec{.algorithm = Algorithm::kFixedWindow, .limi
 
 std::unique_ptr<Batcher> batcher(int port, std::size_t max_keys, std::size_t max_memory_bytes = 0) {
   return std::make_unique<Batcher>(
-      redis::make_redis_shared_counters({.url = "redis://127.0.0.1:" + std::to_string(port)}),
+      store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:" + std::to_string(port)}),
       std::make_shared<SystemClock>(),
       BatcherOptions{.max_keys = max_keys, .max_memory_bytes = max_memory_bytes, .start_thread = false});
 }

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace rk::store {
+namespace rk::store::memory {
 namespace {
 
 // Keys compare by words for common lengths: every byte counts, at every length (inline and on the heap).
@@ -37,4 +37,4 @@ TEST(CompactKey, EqualsComparesEveryByteAtEveryLength) {
 }
 
 }  // namespace
-}  // namespace rk::store
+}  // namespace rk::store::memory

@@ -13,7 +13,7 @@
 #include "ratekeeper/limiter.h"
 #include "store/memory/sharded_store.h"
 
-namespace rk::store {
+namespace rk::store::memory {
 namespace {
 
 struct Counter {
@@ -129,7 +129,7 @@ TEST(HostileKeys, LookupCostStaysFlatAsTheFloodGrows) {
 }
 
 }  // namespace
-}  // namespace rk::store
+}  // namespace rk::store::memory
 
 namespace rk {
 namespace {

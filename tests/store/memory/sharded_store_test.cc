@@ -10,7 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
-namespace rk::store {
+namespace rk::store::memory {
 namespace {
 
 using namespace rk::base;  // the hash (base/hash.h) the store places keys with
@@ -438,4 +438,4 @@ TEST(ShardedStore, UpdateManyRacesGrowthEvictionAndErasure) {
 }
 
 }  // namespace
-}  // namespace rk::store
+}  // namespace rk::store::memory

@@ -14,16 +14,16 @@
 #include "store/redis/algorithm_scripts.h"
 #include "store/remote/remote_store.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 using namespace std::chrono_literals;
 using redis_test::RedisProcess;
 
-std::vector<store::RemoteResult> decide(store::RemoteStore& s, std::vector<store::RemoteOp> ops, Nanos now) {
-  std::promise<std::vector<store::RemoteResult>> p;
+std::vector<store::remote::RemoteResult> decide(store::remote::RemoteStore& s, std::vector<store::remote::RemoteOp> ops, Nanos now) {
+  std::promise<std::vector<store::remote::RemoteResult>> p;
   auto f = p.get_future();
-  s.decide(std::move(ops), now, [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r)); });
+  s.decide(std::move(ops), now, [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(std::move(r)); });
   return f.get();
 }
 
@@ -47,7 +47,7 @@ TEST(EarrrlScript, APeeksRetryAfterHoldsForTheStateItLeft) {
     for (std::int64_t t = 27'590'188'606'082'934, i = 0; i < 300; t += 235'390'959'835'387, ++i) {
       for (const std::uint64_t cost : {0, 1, 3}) {
         const auto now = decide(*store, {{&spec, key, cost, true}}, Nanos{t}).at(0);
-        ASSERT_EQ(now.status, store::RemoteResult::Status::kOk) << now.error;
+        ASSERT_EQ(now.status, store::remote::RemoteResult::Status::kOk) << now.error;
         if (now.decision.allowed) continue;
         ++peeks;
         const auto then = decide(*store, {{&spec, key, cost, true}}, Nanos{t} + now.decision.retry_after).at(0);
@@ -105,4 +105,4 @@ TEST(ScriptReply, EachMalformedReplyIsNamed) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -22,7 +22,7 @@
 #include "store/redis/lua_script.h"
 #include "store/redis/algorithm_scripts.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 using namespace std::chrono_literals;
@@ -396,4 +396,4 @@ TEST(Script, TheScriptLoadAfterNoscriptSharesTheCommandsDeadline) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

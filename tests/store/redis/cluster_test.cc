@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 TEST(RedisSlots, Crc16AndHashTagsAgainstPublishedVectors) {
@@ -17,4 +17,4 @@ TEST(RedisSlots, Crc16AndHashTagsAgainstPublishedVectors) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

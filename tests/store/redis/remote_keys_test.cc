@@ -14,7 +14,7 @@
 #include "store/redis/remote.h"
 #include "store/redis/shared_counters.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 // A store key as the service makes one: the rule's prefix, then each entry as <length>:<text>.
@@ -150,4 +150,4 @@ TEST(RedisKeys, TheTagIsADigestAndTheWholeKeyFollowsIt) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -19,7 +19,7 @@
 #include "store/redis/algorithm_scripts.h"
 #include "store/remote/remote_store.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 using namespace std::chrono_literals;
@@ -34,13 +34,13 @@ long stat(const RedisProcess& r, const std::string& section, const std::string& 
 }
 
 // Decisions on many keys at once (one pipelined batch), at `now` by the caller's clock.
-std::vector<store::RemoteResult> decide(store::RemoteStore& s, const LimitSpec& spec,
+std::vector<store::remote::RemoteResult> decide(store::remote::RemoteStore& s, const LimitSpec& spec,
                                         const std::vector<std::string>& keys, Nanos now, std::uint64_t cost = 1) {
-  std::vector<store::RemoteOp> ops;
+  std::vector<store::remote::RemoteOp> ops;
   for (const auto& k : keys) ops.push_back({&spec, k, cost, false});
-  std::promise<std::vector<store::RemoteResult>> p;
+  std::promise<std::vector<store::remote::RemoteResult>> p;
   auto f = p.get_future();
-  s.decide(std::move(ops), now, [&p](std::vector<store::RemoteResult> r) { p.set_value(std::move(r)); });
+  s.decide(std::move(ops), now, [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(std::move(r)); });
   return f.get();
 }
 
@@ -108,7 +108,7 @@ TEST(PackedStates, AFloodIntoOneHashIsBoundedAndEveryKeyStillLimited) {
   for (int round = 0; round < 3; ++round) {
     const auto r = decide(*store, spec, flood, kNow);
     for (std::size_t i = 0; i < r.size(); ++i) {
-      ASSERT_EQ(r[i].status, store::RemoteResult::Status::kOk) << r[i].error;
+      ASSERT_EQ(r[i].status, store::remote::RemoteResult::Status::kOk) << r[i].error;
       EXPECT_EQ(r[i].decision.allowed, round < 2) << flood[i] << " round " << round;
     }
   }
@@ -211,7 +211,7 @@ TEST(PackedStates, EvictionForgetsAWholeHashAtOnce) {
   auto store = make_redis_remote({.url = redis.url(), .caller_clock = true, .timeout = 5s, .packed_hashes = kHashes});
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 1, .window = 3600s};
   const auto keys = names("rk:evict:", 8000);
-  for (const auto& d : decide(*store, spec, keys, kNow)) ASSERT_EQ(d.status, store::RemoteResult::Status::kOk);
+  for (const auto& d : decide(*store, spec, keys, kNow)) ASSERT_EQ(d.status, store::remote::RemoteResult::Status::kOk);
   // 150 kB less than Redis uses (of about 400 kB of states): it evicts at once, down to the bound, the least
   // recently used hashes.
   const long used = stat(redis, "memory", "used_memory:");
@@ -236,4 +236,4 @@ TEST(PackedStates, EvictionForgetsAWholeHashAtOnce) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

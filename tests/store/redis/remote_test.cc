@@ -42,7 +42,7 @@ class RemoteService : public ::testing::Test {
     if (remote_) remote_->close();
   }
 
-  Service& make(const std::string& rules, std::shared_ptr<store::RemoteStore> remote,
+  Service& make(const std::string& rules, std::shared_ptr<store::remote::RemoteStore> remote,
                 std::optional<rules::FailurePolicy> policy = {}) {
     auto e = std::make_unique<Env>();
     e->dir = std::filesystem::temp_directory_path() /
@@ -59,8 +59,8 @@ class RemoteService : public ::testing::Test {
     return *envs_.back()->service;
   }
 
-  std::shared_ptr<store::RemoteStore> remote(const std::string& url, Nanos timeout = 200ms) {
-    remote_ = redis::make_redis_remote({.url = url, .caller_clock = true, .timeout = timeout});
+  std::shared_ptr<store::remote::RemoteStore> remote(const std::string& url, Nanos timeout = 200ms) {
+    remote_ = store::redis::make_redis_remote({.url = url, .caller_clock = true, .timeout = timeout});
     return remote_;
   }
 
@@ -79,7 +79,7 @@ class RemoteService : public ::testing::Test {
   }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(Nanos{1'700'000'000'123'456'789});
-  std::shared_ptr<store::RemoteStore> remote_;
+  std::shared_ptr<store::remote::RemoteStore> remote_;
   std::vector<std::unique_ptr<Env>> envs_;
 };
 
@@ -251,10 +251,10 @@ std::string cli(const std::string& url, const std::string& args) {
   return redis_test::redis_cli(std::stoi(url.substr(url.rfind(':') + 1)), args);
 }
 
-store::RemoteResult decide_one(store::RemoteStore& remote, const LimitSpec& spec, const std::string& key, Nanos now) {
-  std::promise<store::RemoteResult> p;
+store::remote::RemoteResult decide_one(store::remote::RemoteStore& remote, const LimitSpec& spec, const std::string& key, Nanos now) {
+  std::promise<store::remote::RemoteResult> p;
   auto f = p.get_future();
-  remote.decide({{&spec, key, 1, false}}, now, [&p](std::vector<store::RemoteResult> r) { p.set_value(r.at(0)); });
+  remote.decide({{&spec, key, 1, false}}, now, [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(r.at(0)); });
   return f.get();
 }
 
@@ -269,36 +269,36 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
     LimitSpec spec{.algorithm = a, .limit = 10, .window = 60s};  // every state lives for seconds
     if (a == Algorithm::kEarrrl) spec.half_life = 10s;
     const std::string key = "rk:size:" + std::string(algorithm_name(a));
-    ASSERT_EQ(decide_one(*store, spec, key, now).status, store::RemoteResult::Status::kOk) << algorithm_name(a);
-    const std::string length = cli(redis.url(), "STRLEN '" + redis::redis_key(key) + "'");
+    ASSERT_EQ(decide_one(*store, spec, key, now).status, store::remote::RemoteResult::Status::kOk) << algorithm_name(a);
+    const std::string length = cli(redis.url(), "STRLEN '" + store::redis::redis_key(key) + "'");
     EXPECT_LE(std::stoi(length), 28) << algorithm_name(a);
     EXPECT_GE(std::stoi(length), 9) << algorithm_name(a);
   }
   // A fixed window that starts on a whole second is an integer to Redis (held in its object: 16 bytes less), one
   // that does not is the binary state; both read back.
-  const std::string minute = redis::redis_key("rk:size:fixed_window");
+  const std::string minute = store::redis::redis_key("rk:size:fixed_window");
   EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + minute + "'"), "int");
   const LimitSpec odd{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 1500ms + Nanos(1)};
   for (int i = 0; i < 2; ++i) {
     auto d = decide_one(*store, odd, "rk:odd", now);
-    ASSERT_EQ(d.status, store::RemoteResult::Status::kOk) << d.error;
+    ASSERT_EQ(d.status, store::remote::RemoteResult::Status::kOk) << d.error;
     EXPECT_EQ(d.decision.remaining, 9 - i);
   }
-  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + redis::redis_key("rk:odd") + "'"), "embstr");
+  EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + store::redis::redis_key("rk:odd") + "'"), "embstr");
   for (int i = 0; i < 2; ++i) EXPECT_EQ(decide_one(*store, LimitSpec{.algorithm = Algorithm::kFixedWindow,
                                                                       .limit = 10, .window = 60s},
                                                    "rk:size:fixed_window", now).decision.remaining, 8 - i);
 
   // A full fixed window as the layout before issue 17 wrote it: {tag, base_us, start_us, start_r, count}.
   const LimitSpec two{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = 3600s};
-  const std::string key = redis::redis_key("rk:old");
+  const std::string key = store::redis::redis_key("rk:old");
   const std::int64_t us = now.count() / 1000;
   const std::string start = std::to_string(us - us % 3'600'000'000);
   ASSERT_EQ(cli(redis.url(), "EVAL \"redis.call('SET', KEYS[1], cmsgpack.pack({'fixed_window.2', " +
                                  std::to_string(us) + ", " + start + ", 0, 2}), 'PX', 3600000)\" 1 '" + key + "'"),
             "");
   auto fresh = decide_one(*store, two, "rk:old", now);
-  ASSERT_EQ(fresh.status, store::RemoteResult::Status::kOk) << fresh.error;
+  ASSERT_EQ(fresh.status, store::remote::RemoteResult::Status::kOk) << fresh.error;
   EXPECT_TRUE(fresh.decision.allowed);
   EXPECT_EQ(fresh.decision.remaining, 1);  // counted from nothing, not from the old 2
   EXPECT_EQ(decide_one(*store, two, "rk:old", now).decision.remaining, 0);  // and from then on in the new layout
@@ -307,12 +307,12 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
   // Some other algorithm's old state, and a value that is nobody's state: refused, left as they were.
   for (const std::string value : {"\"redis.call('SET', KEYS[1], cmsgpack.pack({'gcra', 1, 2}))\"",
                                   "\"redis.call('SET', KEYS[1], 'hello')\""}) {
-    ASSERT_EQ(cli(redis.url(), "EVAL " + value + " 1 '" + redis::redis_key("rk:foreign") + "'"), "");
-    const std::string before = cli(redis.url(), "GET '" + redis::redis_key("rk:foreign") + "'");
+    ASSERT_EQ(cli(redis.url(), "EVAL " + value + " 1 '" + store::redis::redis_key("rk:foreign") + "'"), "");
+    const std::string before = cli(redis.url(), "GET '" + store::redis::redis_key("rk:foreign") + "'");
     auto r = decide_one(*store, two, "rk:foreign", now);
-    EXPECT_EQ(r.status, store::RemoteResult::Status::kError) << value;
+    EXPECT_EQ(r.status, store::remote::RemoteResult::Status::kError) << value;
     EXPECT_NE(r.error.find("holds something other than fixed_window state"), std::string::npos) << r.error;
-    EXPECT_EQ(cli(redis.url(), "GET '" + redis::redis_key("rk:foreign") + "'"), before);
+    EXPECT_EQ(cli(redis.url(), "GET '" + store::redis::redis_key("rk:foreign") + "'"), before);
   }
 }
 
@@ -321,21 +321,21 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
 // decision that counts nothing (cost 0, or refused) leaves the value as it was.
 TEST_F(RemoteService, AFixedWindowCountedAgainInItsWindowByRedisClockKeepsItsDigitsAndTtl) {
   RedisProcess redis;
-  auto store = redis::make_redis_remote({.url = redis.url(), .timeout = 500ms});
+  auto store = store::redis::make_redis_remote({.url = redis.url(), .timeout = 500ms});
   // 30 days: the window's end (a multiple of 30 days since the epoch) is not crossed while the test runs.
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 5, .window = 720h};
-  const std::string key = redis::redis_key("rk:incr");
+  const std::string key = store::redis::redis_key("rk:incr");
   const Nanos now = clock_->now();  // not read: Redis's clock decides
   auto first = decide_one(*store, spec, "rk:incr", now);
-  ASSERT_EQ(first.status, store::RemoteResult::Status::kOk) << first.error;
+  ASSERT_EQ(first.status, store::remote::RemoteResult::Status::kOk) << first.error;
   EXPECT_EQ(first.decision.remaining, 4);
   const long ttl = std::stol(cli(redis.url(), "PTTL '" + key + "'"));
   const std::string one = cli(redis.url(), "GET '" + key + "'");
   ASSERT_EQ(one.size(), 18u);
   EXPECT_EQ(one.substr(1, 7), "0000001");
-  std::promise<store::RemoteResult> p;
+  std::promise<store::remote::RemoteResult> p;
   store->decide({{&spec, "rk:incr", 0, false}}, now,
-                [&p](std::vector<store::RemoteResult> v) { p.set_value(v.at(0)); });
+                [&p](std::vector<store::remote::RemoteResult> v) { p.set_value(v.at(0)); });
   EXPECT_EQ(p.get_future().get().decision.remaining, 4);  // cost 0: nothing counted, nothing written
   EXPECT_EQ(cli(redis.url(), "GET '" + key + "'"), one);
   for (int i = 3; i >= 0; --i) EXPECT_EQ(decide_one(*store, spec, "rk:incr", now).decision.remaining, i);
@@ -356,7 +356,7 @@ TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
   RedisProcess redis;
   const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "
                             "algorithm: earrrl, half_life: 2s}\n";
-  auto near_store = redis::make_redis_remote(
+  auto near_store = store::redis::make_redis_remote(
       {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
   Service& near = make(rules, near_store);
   Service& plain = make(rules, remote(redis.url(), 500ms));
@@ -397,7 +397,7 @@ TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
 TEST_F(RemoteService, TheTokenQuotaCheckAnswersInRedisAndTheNearCacheAsInMemory) {
   RedisProcess redis;
   auto plain_store = remote(redis.url(), 500ms);
-  auto near_store = redis::make_redis_remote(
+  auto near_store = store::redis::make_redis_remote(
       {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
   for (std::size_t a = 0; a < std::size(kRuleFor); ++a) {
     const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + std::string(kRuleFor[a]) + "\n";

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 std::vector<Reply> parse_all(std::string_view bytes, bool one_at_a_time, std::string* error = nullptr) {
@@ -82,4 +82,4 @@ TEST(RespEncode, ArraysOfBulkStrings) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

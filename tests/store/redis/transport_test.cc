@@ -18,7 +18,7 @@
 #include "store/redis/shared_counters.h"
 #include "store/redis/transport.h"
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 using namespace std::chrono_literals;
@@ -254,9 +254,9 @@ TEST(RedisTls, BatchedDomainsCountersGoThroughTheSameTlsAndPasswordFile) {
   EXPECT_EQ(c.tls_files.ca_file, o.tls.ca_file);
   EXPECT_EQ(c.password_file, path);
   auto counters = make_redis_shared_counters(o);
-  std::promise<std::vector<store::CounterReply>> p;
+  std::promise<std::vector<store::remote::CounterReply>> p;
   counters->sync({{.key = "rk:tls:k", .add = 7, .ttl = std::chrono::seconds(60)}},
-                 [&p](std::vector<store::CounterReply> replies) { p.set_value(std::move(replies)); });
+                 [&p](std::vector<store::remote::CounterReply> replies) { p.set_value(std::move(replies)); });
   const auto replies = p.get_future().get();
   counters->close();
   ASSERT_EQ(replies.size(), 1u);
@@ -267,4 +267,4 @@ TEST(RedisTls, BatchedDomainsCountersGoThroughTheSameTlsAndPasswordFile) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-namespace rk::redis {
+namespace rk::store::redis {
 namespace {
 
 TEST(RedisUrl, GoodAndBad) {
@@ -46,4 +46,4 @@ TEST(RedisUrl, GoodAndBad) {
 }
 
 }  // namespace
-}  // namespace rk::redis
+}  // namespace rk::store::redis

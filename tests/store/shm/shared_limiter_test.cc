@@ -124,14 +124,14 @@ TEST(SharedLimiter, ThreadsShareOneLimitExactly) {
 
 // A child takes the shard's lock, journals, writes the new state and is killed before it clears the journal: the
 // parent takes the lock over, undoes the update, and decides as if the child's attempt had never been made.
-void killed_at(shm_testing::Stage stage) {
+void killed_at(store::shm_testing::Stage stage) {
   auto limiter = SharedLimiter::anonymous(fixed(3), {.max_keys = 8, .shards = 1});
   ASSERT_TRUE(limiter.check_at("k", Nanos{0}).allowed);
   ASSERT_TRUE(limiter.check_at("k", Nanos{0}).allowed);
-  static shm_testing::Stage die_at;
+  static store::shm_testing::Stage die_at;
   die_at = stage;
   const pid_t child = fork_child([&] {
-    shm_testing::hook = [](shm_testing::Stage s) {
+    store::shm_testing::hook = [](store::shm_testing::Stage s) {
       if (s == die_at) ::raise(SIGKILL);
     };
     limiter.check_at("k", Nanos{0});
@@ -146,8 +146,8 @@ void killed_at(shm_testing::Stage stage) {
   EXPECT_EQ(limiter.stats().keys, 1u);
 }
 
-TEST(SharedLimiter, AProcessKilledAfterJournallingWedgesNoOne) { killed_at(shm_testing::Stage::kJournalled); }
-TEST(SharedLimiter, AProcessKilledAfterWritingIsUndone) { killed_at(shm_testing::Stage::kWritten); }
+TEST(SharedLimiter, AProcessKilledAfterJournallingWedgesNoOne) { killed_at(store::shm_testing::Stage::kJournalled); }
+TEST(SharedLimiter, AProcessKilledAfterWritingIsUndone) { killed_at(store::shm_testing::Stage::kWritten); }
 
 // SIGKILL at a random point under load from three processes: the others finish, and the limit holds exactly.
 TEST(SharedLimiter, AProcessKilledUnderLoadLosesNothingForTheOthers) {
@@ -415,7 +415,7 @@ class RawRegion {
     if (base_ == MAP_FAILED) throw std::runtime_error("mmap " + path);
   }
   ~RawRegion() { ::munmap(base_, bytes_); }
-  shm::RegionHeader& header() { return *reinterpret_cast<shm::RegionHeader*>(base_); }
+  store::shm::RegionHeader& header() { return *reinterpret_cast<store::shm::RegionHeader*>(base_); }
 
  private:
   unsigned char* base_;
@@ -437,7 +437,7 @@ TEST(SharedLimiterFile, ACorruptedHeaderIsRefusedNamingWhatIsWrong) {
     }
     expect_error([&] { SharedLimiter::open(path, fixed(10), kSmall); }, says);
   };
-  using H = shm::RegionHeader;
+  using H = store::shm::RegionHeader;
   refused_after([](H& h) { h.slot_stride = std::uint64_t{1} << 40; }, "slot_stride is 1099511627776 where a region");
   refused_after([&](H& h) { h.shards_offset = bytes + 4096; }, "shards_offset is " + std::to_string(bytes + 4096));
   refused_after([&](H& h) { h.slots_offset = ~std::uint64_t{0}; }, "slots_offset is 18446744073709551615");
@@ -465,27 +465,27 @@ class TinyRegion {
  public:
   static constexpr SharedOptions kOptions{.max_keys = 2, .max_key_bytes = 16, .shards = 2};
   TinyRegion()
-      : layout_(shm::layout_for(2, 16, 2)),
+      : layout_(store::shm::layout_for(2, 16, 2)),
         memory_(layout_.bytes / 8 + 1),
         limiter(SharedLimiter::in_region(memory_.data(), layout_.bytes, true, fixed(100), kOptions)) {}
 
   void* base() { return memory_.data(); }
   std::size_t bytes() const { return layout_.bytes; }
-  shm::ShardHeader& shard(std::size_t s) {
-    return *reinterpret_cast<shm::ShardHeader*>(raw() + layout_.shards_offset + s * layout_.shard_stride);
+  store::shm::ShardHeader& shard(std::size_t s) {
+    return *reinterpret_cast<store::shm::ShardHeader*>(raw() + layout_.shards_offset + s * layout_.shard_stride);
   }
   std::uint32_t& bucket(std::size_t s) {
-    return *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&shard(s)) + sizeof(shm::ShardHeader));
+    return *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&shard(s)) + sizeof(store::shm::ShardHeader));
   }
-  shm::SlotHead& slot(std::size_t s) {
-    return *reinterpret_cast<shm::SlotHead*>(raw() + layout_.slots_offset + s * layout_.slot_stride);
+  store::shm::SlotHead& slot(std::size_t s) {
+    return *reinterpret_cast<store::shm::SlotHead*>(raw() + layout_.slots_offset + s * layout_.slot_stride);
   }
   // The shard holding the only key checked so far.
   std::size_t shard_in_use() { return slot(0).in_use.load() == 1 ? 0 : 1; }
 
  private:
   unsigned char* raw() { return reinterpret_cast<unsigned char*>(memory_.data()); }
-  shm::Layout layout_;
+  store::shm::Layout layout_;
   std::vector<std::uint64_t> memory_;
 
  public:
@@ -552,8 +552,8 @@ TEST(SharedLimiterCorruption, AnIndexPastTheShardIsReportedNotFollowed) {
   refused = corrupt_over_keys(t.limiter, fine);
   ASSERT_FALSE(refused.empty());
   EXPECT_NE(refused[0].find("the LRU list's tail is 7"), std::string::npos) << refused[0];
-  t.shard(s).lru_tail = shm::kNil;
-  t.shard(s).free_head = shm::kNil;  // neither a free slot nor a key to evict
+  t.shard(s).lru_tail = store::shm::kNil;
+  t.shard(s).free_head = store::shm::kNil;  // neither a free slot nor a key to evict
   refused = corrupt_over_keys(t.limiter, fine);
   ASSERT_FALSE(refused.empty());
   EXPECT_NE(refused[0].find("neither a free slot nor a key to evict"), std::string::npos) << refused[0];
@@ -570,7 +570,7 @@ TEST(SharedLimiterCorruption, TheCApiAnswersCorruptionWithAStatus) {
   spec.window_ns = std::chrono::nanoseconds(1h).count();
   spec.max_keys = 2;
   spec.max_key_bytes = 16;
-  auto* h = static_cast<shm::RegionHeader*>(t.base());
+  auto* h = static_cast<store::shm::RegionHeader*>(t.base());
   const std::uint64_t stride = h->slot_stride;
   h->slot_stride = std::uint64_t{1} << 40;
   rk_shared* shared = nullptr;
@@ -630,7 +630,7 @@ TEST(SharedLimiterFile, TwoProcessesHoldingTheFileAtOnceBothProceed) {
 TEST(SharedLimiterFile, ProcessesRacingToCreateTheFileAllUseOne) {
   TempDir dir;
   for (int round = 0; round < 6; ++round) {
-    shm_testing::no_tmpfile = round % 2 == 1;
+    store::shm_testing::no_tmpfile = round % 2 == 1;
     const std::string path = dir.file("race-" + std::to_string(round));
     SharedCounters go(1);
     std::vector<pid_t> children;
@@ -642,7 +642,7 @@ TEST(SharedLimiterFile, ProcessesRacingToCreateTheFileAllUseOne) {
     }
     go[0].store(1);
     for (pid_t pid : children) EXPECT_TRUE(exited_ok(wait_status(pid))) << round;
-    shm_testing::no_tmpfile = false;
+    store::shm_testing::no_tmpfile = false;
     auto after = SharedLimiter::open(path, fixed(100), kSmall);
     EXPECT_TRUE(after.check_at("k", Nanos{0}, 96).allowed) << round;
     EXPECT_FALSE(after.check_at("k", Nanos{0}, 1).allowed) << round;  // all four counted in the one region

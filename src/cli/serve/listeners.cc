@@ -1,6 +1,6 @@
-// server/serve/listeners.cc: serve's listeners, from flags to started servers, and their one log line; the TLS and
+// cli/serve/listeners.cc: serve's listeners, from flags to started servers, and their one log line; the TLS and
 // admin token files read and checked; rotated TLS files picked up.
-#include "server/serve/listeners.h"
+#include "cli/serve/listeners.h"
 
 #include <arpa/inet.h>
 
@@ -17,7 +17,7 @@
 #include "server/grpc/rls_server.h"
 #endif
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -43,17 +43,17 @@ bool loopback(const std::string& address) {
   return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
 }
 
-const char* flag_of(http::TlsFileError::Which which) {
+const char* flag_of(server::http::TlsFileError::Which which) {
   switch (which) {
-    case http::TlsFileError::Which::kCert: return "--tls-cert";
-    case http::TlsFileError::Which::kKey: return "--tls-key";
-    case http::TlsFileError::Which::kClientCa: return "--tls-client-ca";
+    case server::http::TlsFileError::Which::kCert: return "--tls-cert";
+    case server::http::TlsFileError::Which::kKey: return "--tls-key";
+    case server::http::TlsFileError::Which::kClientCa: return "--tls-client-ca";
   }
   return "--tls-cert";
 }
 
 // --tls-cert, --tls-key and --tls-client-ca, together and read: a listener must not start on half of them.
-bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std::string& error) {
+bool tls_files(const ServeFlags& flags, std::optional<server::http::TlsFiles>& tls, std::string& error) {
   if (flags.tls_cert.empty() && flags.tls_key.empty()) {
     if (!flags.tls_client_ca.empty()) {
       error = "--tls-client-ca " + flags.tls_client_ca + ": needs --tls-cert and --tls-key (client certificates "
@@ -67,10 +67,10 @@ bool tls_files(const ServeFlags& flags, std::optional<http::TlsFiles>& tls, std:
                 : "--tls-cert " + flags.tls_cert + ": needs --tls-key, its private key";
     return false;
   }
-  http::TlsFiles files{.cert = flags.tls_cert, .key = flags.tls_key, .client_ca = flags.tls_client_ca};
+  server::http::TlsFiles files{.cert = flags.tls_cert, .key = flags.tls_key, .client_ca = flags.tls_client_ca};
   try {
-    http::check_tls_files(files);
-  } catch (const http::TlsFileError& e) {
+    server::http::check_tls_files(files);
+  } catch (const server::http::TlsFileError& e) {
     error = std::string(flag_of(e.which)) + " " + e.what();
     return false;
   }
@@ -99,7 +99,7 @@ bool admin_token(const ServeFlags& flags, const ListenerOptions& options, std::s
   }
   try {
     token = std::make_shared<base::SecretFile>(
-        "--admin-token-file", file, base::SecretFile::kVisibleAscii, api::kMinAdminTokenBytes,
+        "--admin-token-file", file, base::SecretFile::kVisibleAscii, server::api::kMinAdminTokenBytes,
         [](const std::string& message) {
           logging::log(logging::Level::kError, "admin token file not reloaded; keeping the token in use",
                        {{"error", message}});
@@ -111,18 +111,18 @@ bool admin_token(const ServeFlags& flags, const ListenerOptions& options, std::s
   return true;
 }
 
-std::string stamps(const http::TlsFiles& files) {
+std::string stamps(const server::http::TlsFiles& files) {
   return base::file_stamp(files.cert) + "|" + base::file_stamp(files.key) + "|" + base::file_stamp(files.client_ca);
 }
 
-std::shared_ptr<api::AdminAuth> admin_auth(const ListenerOptions& options) {
+std::shared_ptr<server::api::AdminAuth> admin_auth(const ListenerOptions& options) {
   if (!options.admin_token) return nullptr;
-  return std::make_shared<api::AdminAuth>(options.admin_token,
-                                          api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
+  return std::make_shared<server::api::AdminAuth>(options.admin_token,
+                                          server::api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
 }
 
-http::ServerEvents http_events(ServeMetrics& metrics) {
-  http::ServerEvents events;
+server::http::ServerEvents http_events(ServeMetrics& metrics) {
+  server::http::ServerEvents events;
   events.on_bad_request = [&metrics](std::string_view reason) { metrics.bad_request("http", reason); };
   events.on_connection = [&metrics](int delta) { metrics.connections(delta); };
   events.on_handler_error = [&metrics](std::string_view what) {
@@ -134,8 +134,8 @@ http::ServerEvents http_events(ServeMetrics& metrics) {
 
 // The admin listener counts failed TLS handshakes (someone cannot reach it) and its handler's failures; its other
 // refusals are an operator's own tools being turned away, not traffic.
-http::ServerEvents admin_events(ServeMetrics& metrics, const http::ServerEvents& public_events) {
-  http::ServerEvents events{.on_handler_error = public_events.on_handler_error};
+server::http::ServerEvents admin_events(ServeMetrics& metrics, const server::http::ServerEvents& public_events) {
+  server::http::ServerEvents events{.on_handler_error = public_events.on_handler_error};
   events.on_bad_request = [&metrics](std::string_view reason) {
     if (reason == "tls_handshake") metrics.bad_request("admin", reason);
   };
@@ -146,7 +146,7 @@ http::ServerEvents admin_events(ServeMetrics& metrics, const http::ServerEvents&
 
 #ifdef RK_HAVE_GRPC
 struct Listeners::Grpc {
-  std::unique_ptr<grpcapi::GrpcServer> server;
+  std::unique_ptr<server::grpc::GrpcServer> server;
 };
 
 namespace {
@@ -156,18 +156,18 @@ int milliseconds(Nanos d) {
                                                  std::numeric_limits<int>::max()));
 }
 
-std::unique_ptr<grpcapi::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
+std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, const FdBudget& budget,
                                                 service::Service& service, ServeMetrics& metrics) {
-  grpcapi::GrpcHooks hooks;
+  server::grpc::GrpcHooks hooks;
   hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
   hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
   hooks.decided = [&metrics](std::string_view domain, const service::CheckResponse& r, Nanos took) {
     metrics.decided("grpc", domain, r, took);
   };
   hooks.answered = [&metrics](std::string_view code) { metrics.grpc_answered(code); };
-  auto server = std::make_unique<grpcapi::GrpcServer>(
+  auto server = std::make_unique<server::grpc::GrpcServer>(
       service,
-      grpcapi::GrpcOptions{.address = flags.grpc,
+      server::grpc::GrpcOptions{.address = flags.grpc,
                            .response_headers = flags.grpc_headers,
                            .max_message_bytes = flags.grpc_max_message_bytes,
                            .max_streams_per_connection = flags.grpc_max_streams_per_connection,
@@ -196,8 +196,8 @@ struct Listeners::Grpc {};
 
 bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
                       std::string& error) {
-  http::ServerOptions& public_options = options.public_http;
-  http::ServerOptions& admin_options = options.admin_http;
+  server::http::ServerOptions& public_options = options.public_http;
+  server::http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
       !split_address(flags.admin, admin_options.address, admin_options.port)) {
     error = "--http and --admin take ADDR:PORT (like 127.0.0.1:8080)";
@@ -235,17 +235,17 @@ bool listener_options(const ServeFlags& flags, std::uint64_t open_files, Listene
 }
 
 Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service,
-                     ServeMetrics& metrics, const api::Hooks& hooks)
+                     ServeMetrics& metrics, const server::api::Hooks& hooks)
     : grpc_(std::make_unique<Grpc>()) {
-  const http::ServerOptions& public_options = options.public_http;
-  const http::ServerOptions& admin_options = options.admin_http;
+  const server::http::ServerOptions& public_options = options.public_http;
+  const server::http::ServerOptions& admin_options = options.admin_http;
   if (public_options.tls) tls_seen_ = stamps(*public_options.tls);  // before the servers read the files
-  api::ForwardAuthOptions forward = flags.forward;
+  server::api::ForwardAuthOptions forward = flags.forward;
   forward.path = {.strip_params = !flags.keep_path_params, .fold_case = flags.path_case_insensitive};
-  const http::ServerEvents events = http_events(metrics);
-  public_server_ = std::make_unique<http::Server>(public_options, api::public_routes(service, hooks, forward), events);
-  admin_server_ = std::make_unique<http::Server>(admin_options,
-                                                 api::admin_routes(service, hooks,
+  const server::http::ServerEvents events = http_events(metrics);
+  public_server_ = std::make_unique<server::http::Server>(public_options, server::api::public_routes(service, hooks, forward), events);
+  admin_server_ = std::make_unique<server::http::Server>(admin_options,
+                                                 server::api::admin_routes(service, hooks,
                                                                    {.hosts = flags.admin_hosts,
                                                                     .auth = admin_auth(options),
                                                                     .routes = options.admin_routes}),
@@ -270,12 +270,12 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
 // listeners have the public one's files, so they never serve different certificates. A read that fails (a key
 // rewritten before its certificate, say) keeps the pair in use on all of them and is tried again when a file changes
 // next; gRPC's copy of a pair that could not be written, at the next look.
-void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics) {
+void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, ServeMetrics& metrics) {
   std::string now = stamps(files);
   if (now == tls_seen_) return;
   tls_seen_ = std::move(now);  // taken before the files are read: a change while they are read is seen next time
   try {
-    auto pem = tls::read_tls_files(files);
+    auto pem = server::tls::read_tls_files(files);
     auto fresh = public_server_->prepare_tls(pem);
 #ifdef RK_HAVE_GRPC
     if (grpc_->server) grpc_->server->install_tls(pem);  // first: the one that can fail for want of a disk
@@ -284,7 +284,7 @@ void Listeners::reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics&
     admin_server_->install_tls(std::move(fresh));
     metrics.tls_reloaded(true);
     logging::log(logging::Level::kInfo, "TLS certificate files reloaded", {{"tls_cert", files.cert}});
-  } catch (const http::TlsFileError& e) {
+  } catch (const server::http::TlsFileError& e) {
     metrics.tls_reloaded(false);
     logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
                  {{"error", std::string(flag_of(e.which)) + " " + e.what()},
@@ -309,4 +309,4 @@ void Listeners::stop() {
   admin_server_->stop();
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,9 +1,9 @@
-// serve --state-file (server/serve/state_file.h): states come back into the rules of the same identity with the
+// serve --state-file (cli/serve/state_file.h): states come back into the rules of the same identity with the
 // time passed applied, and a file truncated at any byte, with any byte flipped, foreign, or of another version is
 // refused whole (nothing restored). With a key, a file without the key's MAC is refused. On a real file, what is at
 // the path is believed only if this user owns it and no one else may write it, and only up to what the stores can
 // hold; whatever is refused is replaced at the next save. On a manual clock.
-#include "server/serve/state_file.h"
+#include "cli/serve/state_file.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@
 #include "core/state_codec.h"
 #include "rules/parse.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 namespace {
 
 using namespace std::chrono_literals;
@@ -573,4 +573,4 @@ TEST_F(StateSaverTest, AFileThatCannotBeReplacedSaysWhy) {
 }
 
 }  // namespace
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

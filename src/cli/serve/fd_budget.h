@@ -1,4 +1,4 @@
-// server/serve/fd_budget.h: one budget of file descriptors for every listener, planned at start.
+// cli/serve/fd_budget.h: one budget of file descriptors for every listener, planned at start.
 //
 // Every connection holds a descriptor (a gRPC one two: gRPC's, and its acceptor's watch on it, server/grpc/
 // acceptor.h), and so does everything else the process opens. When they run out, accept() fails on every listener at
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 struct OpenFiles {
   std::uint64_t soft = 0, hard = 0;  // RLIMIT_NOFILE in force (soft raised to hard where it could be)
@@ -63,4 +63,4 @@ inline constexpr std::size_t kTransientFiles = 32;
 
 FdBudget plan_fd_budget(const FdBudgetAsk& ask);
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,12 +1,12 @@
-// headers/rate_limit_headers.h: the one formatter of the rate-limit HTTP header fields, for every front end:
+// http_fields/rate_limit_headers.h: the one formatter of the rate-limit HTTP header fields, for every front end:
 // forward-auth and the JSON API (src/server/api), Envoy's gRPC response_headers_to_add (src/server/grpc), and the
 // nginx module through the C API (rk_format_headers in include/ratekeeper/ratekeeper.h).
 //
-//   std::vector<headers::LimitState> limits = {{.name = "per_ip", .quota = 10, .window = std::chrono::minutes(1),
+//   std::vector<http_fields::LimitState> limits = {{.name = "per_ip", .quota = 10, .window = std::chrono::minutes(1),
 //                                               .refused = true, .remaining = 0, .reset = Nanos{2'100'000'000}}};
-//   for (auto& [name, value] : headers::format(limits)) reply.add(name, value);
+//   for (auto& [name, value] : http_fields::format(limits)) reply.add(name, value);
 //   // RateLimit-Policy: "per_ip";q=10;w=60     RateLimit: "per_ip";r=0;t=3     Retry-After: 3 (and X-RateLimit-*)
-//   headers::format_to(limits, sink);  // the same fields into a FieldSink: an HTTP answer's buffer, no allocation
+//   http_fields::format_to(limits, sink);  // the same fields into a FieldSink: an HTTP answer's buffer, no allocation
 //
 // The format and the reasons for it are in docs/service.md ("Rate-limit header fields"): the IETF draft's
 // RateLimit-Policy (every limit) and RateLimit (the binding one), the legacy X-RateLimit-Limit/-Remaining/-Reset
@@ -24,7 +24,7 @@
 #include "ratekeeper/decision.h"
 #include "ratekeeper/units.h"
 
-namespace rk::headers {
+namespace rk::http_fields {
 
 // The largest number of seconds written (INT32_MAX, RFC 9111 §1.2.2's bound for delta-seconds): longer waits and
 // "never" are said as this, which no 32-bit client turns negative.
@@ -95,4 +95,4 @@ class FieldPairs final : public FieldSink {
 void format_to(std::span<const LimitState> limits, FieldSink& out);
 std::vector<std::pair<std::string, std::string>> format(std::span<const LimitState> limits);
 
-}  // namespace rk::headers
+}  // namespace rk::http_fields

@@ -1,4 +1,4 @@
-// server/serve/state_file.h: `serve --state-file`: the in-process store's keys and states, per rule, kept across
+// cli/serve/state_file.h: `serve --state-file`: the in-process store's keys and states, per rule, kept across
 // restarts.
 //
 //   StateSaver saver(path, reloader, keep, clock, std::chrono::seconds(30), key);  // restores, then saves every 30 s
@@ -40,7 +40,7 @@
 #include "rules/reloader.h"
 #include "rules/ruleset.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 // Which rules' limiters are saved and restored (not those of domains decided in Redis).
 using KeepRule = std::function<bool(const rules::RuleSet&, const rules::Rule&)>;
@@ -110,4 +110,4 @@ class StateSaver {
   bool stopped_ = false;
 };
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

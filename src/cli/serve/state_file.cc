@@ -1,5 +1,5 @@
-// server/serve/state_file.cc: the state file's format, its atomic write, and the saver.
-#include "server/serve/state_file.h"
+// cli/serve/state_file.cc: the state file's format, its atomic write, and the saver.
+#include "cli/serve/state_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -24,7 +24,7 @@
 #include "logging/log.h"
 #include "store/file/trust.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -271,7 +271,7 @@ std::uint64_t max_state_file_bytes(const rules::RuleSet& set, const KeepRule& ke
 
 std::string read_state_file(const std::string& path, std::uint64_t max_bytes, std::string& bytes) {
   bytes.clear();
-  const store::TrustedFile f = store::open_trusted(path, O_RDONLY, kAllowedMode, "a state file may have");
+  const store::file::TrustedFile f = store::file::open_trusted(path, O_RDONLY, kAllowedMode, "a state file may have");
   if (!f.refused.empty()) return f.refused;
   if (f.fd < 0) return f.error == ENOENT ? "missing" : "cannot open " + path + ": " + std::strerror(f.error);
   const auto too_large = [&](std::uint64_t size) {
@@ -391,4 +391,4 @@ bool StateSaver::save_now(bool loud) {
   return true;
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

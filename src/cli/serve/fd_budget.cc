@@ -1,11 +1,11 @@
-#include "server/serve/fd_budget.h"
+#include "cli/serve/fd_budget.h"
 
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -129,4 +129,4 @@ FdBudget plan_fd_budget(const FdBudgetAsk& ask) {
   return b;
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

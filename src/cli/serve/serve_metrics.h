@@ -1,10 +1,10 @@
-// server/serve/serve_metrics.h: what `serve` counts, wired to where it happens: rule reloads and each rule's store,
+// cli/serve/serve_metrics.h: what `serve` counts, wired to where it happens: rule reloads and each rule's store,
 // the Redis store and its circuit breaker, every decision (latency, result) and every malformed request.
 // Metric names and help live in metrics/names.h; this file only says when each moves.
 //
 //   ServeMetrics metrics(with_grpc);
 //   reloader events -> metrics.rules_loaded(set) / metrics.rules_rejected()
-//   api::Hooks hooks = metrics.hooks();   // then the caller sets hooks.ready
+//   server::api::Hooks hooks = metrics.hooks();   // then the caller sets hooks.ready
 //
 // Thread safety: every member may be called from any thread (server threads, the reloader's thread). The
 // per-(domain, rule, result) counters are cached per server thread: registration takes the registry's lock, and a
@@ -22,7 +22,7 @@
 #include "server/api/routes.h"
 #include "service/service.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 class ServeMetrics {
  public:
@@ -39,7 +39,7 @@ class ServeMetrics {
   void watch_telemetry(Count spans_exported, Count spans_dropped, Count access_log_dropped);
 
   // Decisions and bad requests counted, /metrics exposed; ready is the caller's.
-  api::Hooks hooks();
+  server::api::Hooks hooks();
   void decided(std::string_view protocol, std::string_view domain, const service::CheckResponse& r, Nanos took);
   void bad_request(std::string_view protocol, std::string_view reason);
   void grpc_answered(std::string_view code);
@@ -68,4 +68,4 @@ class ServeMetrics {
 // The `result` label of one descriptor's decision: ok, over_limit, shadow_over_limit, no_rule or unlimited.
 std::string_view result_label(const service::DescriptorStatus& st);
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,11 +1,11 @@
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iterator>
 
-namespace rk::headers {
+namespace rk::http_fields {
 
 namespace {
 
@@ -142,4 +142,4 @@ std::vector<std::pair<std::string, std::string>> format(std::span<const LimitSta
   return std::move(pairs.fields);
 }
 
-}  // namespace rk::headers
+}  // namespace rk::http_fields

@@ -1,7 +1,7 @@
-// server/serve/sweeper.cc: the sweeping thread.
-#include "server/serve/sweeper.h"
+// cli/serve/sweeper.cc: the sweeping thread.
+#include "cli/serve/sweeper.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 Sweeper::Sweeper(const rules::Reloader& reloader, Nanos interval) {
   sweep_.start(interval, [&reloader] {
@@ -17,4 +17,4 @@ Sweeper::~Sweeper() { stop(); }
 
 void Sweeper::stop() { sweep_.stop(); }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

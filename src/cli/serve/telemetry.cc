@@ -1,5 +1,5 @@
-// server/serve/telemetry.cc: OTEL_* variables, the exporter, the tracer and the access log (see telemetry.h).
-#include "server/serve/telemetry.h"
+// cli/serve/telemetry.cc: OTEL_* variables, the exporter, the tracer and the access log (see telemetry.h).
+#include "cli/serve/telemetry.h"
 
 #include <charconv>
 #include <stdexcept>
@@ -9,7 +9,7 @@
 #include "tracing/otlp_exporter.h"
 #endif
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -163,4 +163,4 @@ bool make_telemetry(const ServeFlags& f, Telemetry& out, std::string& error) {
 #endif
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,8 +1,8 @@
-// serve's listener options from its flags (server/serve/listeners.h), the admin token's part: a token too short to
+// serve's listener options from its flags (cli/serve/listeners.h), the admin token's part: a token too short to
 // resist guessing, and a token sent in clear text to an admin listener off loopback, stop the start with a message
 // naming what is wrong; the flag and its setting that allow the second. With TLS, through the real binary:
 // tests/integration/tls_test.py.
-#include "server/serve/listeners.h"
+#include "cli/serve/listeners.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-namespace rk::serve {
+namespace rk::cli::serve {
 namespace {
 
 namespace fs = std::filesystem;
@@ -84,4 +84,4 @@ TEST_F(AdminTokenOptionsTest, TheAllowingSettingIsTheFlags) {
 }
 
 }  // namespace
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,4 +1,4 @@
-// server/serve/telemetry.h: serve's traces and logs: OpenTelemetry's standard variables read under the flags, the
+// cli/serve/telemetry.h: serve's traces and logs: OpenTelemetry's standard variables read under the flags, the
 // OTLP exporter and the tracer the service traces with, and the access log.
 //
 //   for (auto& e : read_otel_environment(flags, std::getenv)) ...;   // before the settings files and flags
@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "logging/access_log.h"
-#include "server/serve/flags.h"
+#include "cli/serve/flags.h"
 #include "tracing/tracer.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 // "k=v,k2=v2" (spaces around each trimmed); `decode`: values percent-decoded (%XX), as the variable is written.
 bool parse_otlp_headers(std::string_view text, bool decode, std::vector<std::pair<std::string, std::string>>& out);
@@ -43,4 +43,4 @@ struct Telemetry {
 // False with `error` (naming its flag) for an endpoint or access log file that cannot be used.
 bool make_telemetry(const ServeFlags& f, Telemetry& out, std::string& error);
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

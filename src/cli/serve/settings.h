@@ -1,4 +1,4 @@
-// server/serve/settings.h: a settings file (`serve --settings FILE`): serve's flags as a YAML mapping, named without
+// cli/serve/settings.h: a settings file (`serve --settings FILE`): serve's flags as a YAML mapping, named without
 // their dashes, each setting read by the same checks as its flag.
 //
 //   # /etc/ratekeeper/settings.yaml
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "server/serve/flags.h"
+#include "cli/serve/flags.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 // Applies the file's settings to `f`, in the file's order. Returns every problem (none: all applied).
 std::vector<std::string> apply_settings(const std::string& path, ServeFlags& f);
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

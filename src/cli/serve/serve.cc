@@ -1,6 +1,6 @@
-// server/serve/serve.cc: `ratekeeper serve` from start to drain: flags read, rules loaded, the store chosen, the
+// cli/serve/serve.cc: `ratekeeper serve` from start to drain: flags read, rules loaded, the store chosen, the
 // service and its listeners started, then SIGTERM or SIGINT awaited and everything stopped in order.
-#include "server/serve/serve.h"
+#include "cli/serve/serve.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -14,19 +14,19 @@
 #include "dashboard/tracker.h"
 #include "logging/log.h"
 #include "rules/reloader.h"
-#include "server/serve/fd_budget.h"
-#include "server/serve/flags.h"
-#include "server/serve/listeners.h"
-#include "server/serve/serve_metrics.h"
-#include "server/serve/state_file.h"
-#include "server/serve/sweeper.h"
-#include "server/serve/telemetry.h"
+#include "cli/serve/fd_budget.h"
+#include "cli/serve/flags.h"
+#include "cli/serve/listeners.h"
+#include "cli/serve/serve_metrics.h"
+#include "cli/serve/state_file.h"
+#include "cli/serve/sweeper.h"
+#include "cli/serve/telemetry.h"
 #include "service/service.h"
 #include "store/batched/batcher.h"
 #include "store/redis/remote.h"
 #include "store/redis/shared_counters.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -104,7 +104,7 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
                                                               .without_redis = flags.redis.empty()});
 }
 
-redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
+store::redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
   return {.url = flags.redis,
           .tls = {.ca_file = flags.redis_tls_ca,
                   .cert_file = flags.redis_tls_cert,
@@ -121,7 +121,7 @@ redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
 
 // The Redis store of --redis (null without it); null with `error` for a URL, or a TLS or password file, it refuses,
 // or for a flag about Redis given without --redis.
-std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::string& error) {
+std::shared_ptr<store::remote::RemoteStore> connect_redis(const ServeFlags& flags, std::string& error) {
   if (flags.redis.empty()) {
     for (const auto& [flag, value] : {std::pair{"--redis-tls-ca", &flags.redis_tls_ca},
                                       std::pair{"--redis-tls-cert", &flags.redis_tls_cert},
@@ -133,7 +133,7 @@ std::shared_ptr<store::RemoteStore> connect_redis(const ServeFlags& flags, std::
     return nullptr;
   }
   try {
-    return redis::make_redis_remote(redis_options(flags));
+    return store::redis::make_redis_remote(redis_options(flags));
   } catch (const std::exception& e) {
     error = e.what();
     return nullptr;
@@ -160,7 +160,7 @@ bool state_key_file(const ServeFlags& flags, std::shared_ptr<base::SecretFile>& 
 // `sharing: batched` domains' batcher over its own connections to the same Redis.
 std::shared_ptr<store::batched::Batcher> make_batcher(const ServeFlags& flags, std::shared_ptr<const Clock> clock) {
   return std::make_shared<store::batched::Batcher>(
-      redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
+      store::redis::make_redis_shared_counters(redis_options(flags)), std::move(clock),
       store::batched::BatcherOptions{.interval = flags.redis_batch_interval,
                                      .max_keys = flags.max_keys,
                                      .max_memory_bytes = memory_shares(flags).batcher});
@@ -179,7 +179,7 @@ void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
 }
 
 // Until SIGTERM or SIGINT; then what feeds the service stops, callers first, so that requests in flight finish.
-void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::RemoteStore* remote,
+void drain(const sigset_t& signals, std::atomic<bool>& draining, Listeners& listeners, store::remote::RemoteStore* remote,
            store::batched::Batcher* batcher, rules::Reloader& reloader, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
@@ -228,7 +228,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 1;
   }
   reloader->start(std::chrono::duration_cast<std::chrono::milliseconds>(flags.reload_interval));
-  std::shared_ptr<store::RemoteStore> remote;
+  std::shared_ptr<store::remote::RemoteStore> remote;
   if (!(remote = connect_redis(flags, error)) && !error.empty()) {
     // An error about a TLS or password file names its own flag; the rest are about the URL.
     std::cerr << "ratekeeper serve: " << (error.starts_with("--") ? "" : "--redis: ") << error << "\n";
@@ -275,7 +275,7 @@ int run_serve(const std::vector<std::string>& args) {
         clock, flags.state_interval, state_key);
   }
   std::atomic<bool> draining{false};
-  api::Hooks hooks = metrics.hooks();
+  server::api::Hooks hooks = metrics.hooks();
   hooks.ready = [&] { return !draining.load() && reloader->current() != nullptr; };
   // The dashboard's page, JSON and what-ifs on the admin listener, behind its own-page checks and token.
   listener.admin_routes.push_back(dashboard::admin_routes(service, tracker, hooks));
@@ -291,4 +291,4 @@ int run_serve(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,12 +1,12 @@
-// server/serve/settings.cc: a settings file read into (name, value, where) triples, each given to serve's flags on
+// cli/serve/settings.cc: a settings file read into (name, value, where) triples, each given to serve's flags on
 // its own, so that a problem names its setting and its line.
-#include "server/serve/settings.h"
+#include "cli/serve/settings.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include "yaml/reader.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -76,4 +76,4 @@ std::vector<std::string> apply_settings(const std::string& path, ServeFlags& f) 
   return errors;
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,13 +1,13 @@
-// The descriptor budget (server/serve/fd_budget.h): what each listener may hold under an open files limit, and what
+// The descriptor budget (cli/serve/fd_budget.h): what each listener may hold under an open files limit, and what
 // a cap that does not fit gets: an error naming it when given, a warning and a lower cap when a default.
-#include "server/serve/fd_budget.h"
+#include "cli/serve/fd_budget.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <string>
 
-namespace rk::serve {
+namespace rk::cli::serve {
 namespace {
 
 constexpr std::size_t kDefault = 10000;
@@ -127,4 +127,4 @@ TEST(FdBudget, TheSoftLimitIsRaisedToTheHardOne) {
 }
 
 }  // namespace
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,7 +1,7 @@
-// Golden tests of the one rate-limit header formatter (src/headers/rate_limit_headers.h): real decisions of the
+// Golden tests of the one rate-limit header formatter (src/http_fields/rate_limit_headers.h): real decisions of the
 // real algorithms in, exact header lines out. The server's and the nginx module's tests assert the same strings
 // from the running servers (tests/server/api/forward_auth_test.cc, tests/integration/nginx_module_test.py).
-#include "headers/rate_limit_headers.h"
+#include "http_fields/rate_limit_headers.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include "ratekeeper/limiter.h"
 
-namespace rk::headers {
+namespace rk::http_fields {
 namespace {
 
 using namespace std::chrono_literals;
@@ -162,4 +162,4 @@ TEST(RateLimitHeaders, SecondsRoundUpAndCap) {
 }
 
 }  // namespace
-}  // namespace rk::headers
+}  // namespace rk::http_fields

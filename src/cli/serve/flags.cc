@@ -1,16 +1,16 @@
-// server/serve/flags.cc: serve's flags (name, default, help, check), and the command line read over the settings.
-#include "server/serve/flags.h"
+// cli/serve/flags.cc: serve's flags (name, default, help, check), and the command line read over the settings.
+#include "cli/serve/flags.h"
 
 #include <charconv>
 #include <cstdlib>
 
 #include "server/http/server.h"
-#include "server/serve/settings.h"
-#include "server/serve/state_file.h"
-#include "server/serve/telemetry.h"
+#include "cli/serve/settings.h"
+#include "cli/serve/state_file.h"
+#include "cli/serve/telemetry.h"
 #include "store/redis/remote.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 const char* const kServeUsage = "usage: ratekeeper serve --config PATH [flags]\n";
 
@@ -61,7 +61,7 @@ Reader per_ip_exempt(std::vector<std::string>& out) {
   return [&out](const std::string& v) {
     std::vector<std::string> list = split_commas(v);
     try {
-      http::check_per_ip_exempt(list);
+      server::http::check_per_ip_exempt(list);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what()).substr(std::string_view(e.what()).find('\''));
     }
@@ -240,7 +240,7 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--redis-packed-hashes", "N",
               "pack limited keys' states into N Redis hashes, each holding up to 64\n"
               "(default 0: a Redis key per limited key; docs/redis.md, \"Packed states\")",
-              whole_number(f.redis_packed_hashes, 0, redis::kMaxPackedHashes));
+              whole_number(f.redis_packed_hashes, 0, store::redis::kMaxPackedHashes));
   flags.toggle("--redis-near-cache", "answer keys Redis refused until a known time here, without a round trip",
                f.redis_near_cache);
   // TLS and secrets (docs/redis.md): the files are read, and their combinations checked, when Redis is connected.
@@ -264,7 +264,7 @@ void add_forward_auth_flags(cli::FlagSet& flags, ServeFlags& f) {
               "who calls /v1/auth: none (default: no header believed), nginx, traefik,\n"
               "caddy or envoy; only that proxy's headers, from a trusted proxy, are read",
               [&f](const std::string& v) {
-                const auto kind = api::parse_proxy_kind(v);
+                const auto kind = server::api::parse_proxy_kind(v);
                 if (!kind) return is_not(v, "none, nginx, traefik, caddy or envoy");
                 f.forward.proxy = *kind;
                 return std::string();
@@ -388,4 +388,4 @@ std::string serve_help() {
   return flags.help();
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

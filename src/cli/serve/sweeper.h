@@ -1,4 +1,4 @@
-// server/serve/sweeper.h: forgets keys whose state is back to fresh, every interval, so that idle keys cost
+// cli/serve/sweeper.h: forgets keys whose state is back to fresh, every interval, so that idle keys cost
 // nothing; the stores' CLOCK eviction bounds the rest.
 //
 //   Sweeper sweeper(reloader, flags.sweep_interval);   // sweeps on a thread of its own
@@ -12,7 +12,7 @@
 #include "ratekeeper/units.h"
 #include "rules/reloader.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 class Sweeper {
  public:
@@ -24,4 +24,4 @@ class Sweeper {
   base::Periodic sweep_;
 };
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,11 +1,11 @@
 // OpenTelemetry's variables under serve's flags, and the endpoint spans go to.
-#include "server/serve/telemetry.h"
+#include "cli/serve/telemetry.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-namespace rk::serve {
+namespace rk::cli::serve {
 namespace {
 
 std::vector<std::string> read_env(ServeFlags& f, std::map<std::string, std::string> env) {
@@ -82,4 +82,4 @@ TEST(OtlpUrl, AFlagsUrlGetsTheTracesPathOnlyWithoutOne) {
 }
 
 }  // namespace
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,5 +1,5 @@
-// server/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
-#include "server/serve/serve_metrics.h"
+// cli/serve/serve_metrics.cc: serve's metrics, registered once and moved where things happen.
+#include "cli/serve/serve_metrics.h"
 
 #include <optional>
 #include <string>
@@ -11,7 +11,7 @@
 #include "ratekeeper/ratekeeper.h"
 #include "store/batched/batcher.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace n = metrics::names;
 
@@ -83,7 +83,7 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                        [&rs] { return rs.unavailable.load(); });
   registry_.counter_fn(n::kRemoteFailures.name, n::kRemoteFailures.help, {{"result", "error"}},
                        [&rs] { return rs.errors.load(); });
-  if (const store::RemoteStore* store = service.options().remote.get()) {
+  if (const store::remote::RemoteStore* store = service.options().remote.get()) {
     registry_.counter_fn(n::kRemoteTlsFailures.name, n::kRemoteTlsFailures.help, {},
                          [store] { return store->tls_failures(); });
     registry_.counter_fn(n::kRemoteSpins.name, n::kRemoteSpins.help, {{"result", "answered"}},
@@ -113,8 +113,8 @@ void ServeMetrics::watch_remote(const service::Service& service) {
                        [&service] { return service.breaker() ? service.breaker()->opened() : std::uint64_t{0}; });
 }
 
-api::Hooks ServeMetrics::hooks() {
-  api::Hooks hooks;
+server::api::Hooks ServeMetrics::hooks() {
+  server::api::Hooks hooks;
   hooks.decided = [this](std::string_view protocol, std::string_view domain, const service::CheckResponse& r,
                          Nanos took) { decided(protocol, domain, r, took); };
   hooks.bad_request = [this](std::string_view protocol, std::string_view reason) { bad_request(protocol, reason); };
@@ -193,4 +193,4 @@ std::shared_ptr<service::DecisionObserver> ServeMetrics::descriptor_stats(double
       registry_, metrics::envoy::DescriptorStatsOptions{.near_limit_ratio = near_limit_ratio});
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,13 +1,13 @@
-// server/serve/check_config.cc: `ratekeeper check-config`: the rules as `serve` would load them, checked.
+// cli/serve/check_config.cc: `ratekeeper check-config`: the rules as `serve` would load them, checked.
 #include <functional>
 #include <iostream>
 
 #include "cli/flag_set.h"
 #include "rules/parse.h"
-#include "server/serve/serve.h"
-#include "server/serve/settings.h"
+#include "cli/serve/serve.h"
+#include "cli/serve/settings.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 namespace {
 
@@ -70,4 +70,4 @@ int run_check_config(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

@@ -1,4 +1,4 @@
-// server/serve/listeners.h: serve's listeners: the public HTTP one (decision API, forward-auth), the admin one
+// cli/serve/listeners.h: serve's listeners: the public HTTP one (decision API, forward-auth), the admin one
 // (metrics, rules, dashboard, admin API) and, with --grpc, Envoy's rate-limit gRPC API, started and stopped as one;
 // with --tls-cert, all three speak TLS, and rotated certificate files are picked up while serving.
 //
@@ -18,19 +18,19 @@
 #include "base/periodic.h"
 #include "server/api/routes.h"
 #include "server/http/server.h"
-#include "server/serve/fd_budget.h"
-#include "server/serve/flags.h"
-#include "server/serve/serve_metrics.h"
+#include "cli/serve/fd_budget.h"
+#include "cli/serve/flags.h"
+#include "cli/serve/serve_metrics.h"
 #include "service/service.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 // What the listeners are made of, from the flags.
 struct ListenerOptions {
-  http::ServerOptions public_http, admin_http;
+  server::http::ServerOptions public_http, admin_http;
   std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
-  std::vector<api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
+  std::vector<server::api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
 };
 
 // How often the TLS files are looked at for a rotation (their inode, size and modification time), and how often gRPC
@@ -40,7 +40,7 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // The listeners' options from the flags, the files they name read and checked. False with `error`, naming the flag
 // (and the file), for: an address that is not ADDR:PORT; --grpc in a build without gRPC; --tls-key without
 // --tls-cert or the reverse, --tls-client-ca without them, a TLS file unreadable or not PEM, a key that does not
-// match its certificate; an --admin-token-file unreadable, shorter than api::kMinAdminTokenBytes or with a
+// match its certificate; an --admin-token-file unreadable, shorter than server::api::kMinAdminTokenBytes or with a
 // character a header cannot carry; an --admin address that is not loopback without --admin-token-file, or with it
 // but without TLS or --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the
 // descriptors the process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
@@ -51,17 +51,17 @@ class Listeners {
  public:
   // Listens and starts serving; throws std::runtime_error saying why it cannot (a port in use).
   Listeners(const ServeFlags& flags, const ListenerOptions& options, service::Service& service, ServeMetrics& metrics,
-            const api::Hooks& hooks);
+            const server::api::Hooks& hooks);
   ~Listeners();
   void stop();
 
  private:
   struct Grpc;  // empty without gRPC
-  void reload_tls_if_rotated(const http::TlsFiles& files, ServeMetrics& metrics);
-  std::unique_ptr<http::Server> public_server_, admin_server_;
+  void reload_tls_if_rotated(const server::http::TlsFiles& files, ServeMetrics& metrics);
+  std::unique_ptr<server::http::Server> public_server_, admin_server_;
   std::unique_ptr<Grpc> grpc_;
   std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only
   base::Periodic tls_watch_;  // last member: stopped first, while the servers are alive
 };
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve

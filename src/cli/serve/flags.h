@@ -1,11 +1,11 @@
-// server/serve/flags.h: what `ratekeeper serve` is told, by its command line and the settings files it names, and
+// cli/serve/flags.h: what `ratekeeper serve` is told, by its command line and the settings files it names, and
 // the one place each flag's name, default, help and check are written.
 //
 //   ServeFlags flags;
 //   bool help = false;
 //   for (const std::string& e : read_serve_flags(args, flags, help)) std::cerr << e << "\n";
 //
-// A settings file (--settings FILE, server/serve/settings.h) gives the same flags without their dashes; its values
+// A settings file (--settings FILE, cli/serve/settings.h) gives the same flags without their dashes; its values
 // are applied first, the command line's on top, so a flag given wins over the file.
 #pragma once
 
@@ -19,7 +19,7 @@
 #include "rules/reloader.h"
 #include "server/api/forward_auth.h"
 
-namespace rk::serve {
+namespace rk::cli::serve {
 
 struct ServeFlags {
   std::vector<std::string> settings;  // --settings files, in the order given
@@ -61,7 +61,7 @@ struct ServeFlags {
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;
   std::string redis_tls_ca, redis_tls_cert, redis_tls_key, redis_tls_server_name;  // for rediss URLs
   std::string redis_password_file;
-  api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
+  server::api::ForwardAuthOptions forward;  // --proxy, --ipv4-prefix, --ipv6-prefix (and the two path switches below)
   bool keep_path_params = false;
   bool path_case_insensitive = false;
   std::vector<std::string> admin_hosts;
@@ -96,4 +96,4 @@ std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, 
 // `serve --help`.
 std::string serve_help();
 
-}  // namespace rk::serve
+}  // namespace rk::cli::serve
