@@ -343,7 +343,7 @@ void OtlpExporter::run() {
       const std::size_t end = std::min(taken.size(), at + options_.max_batch);
       std::vector<Span> batch(std::make_move_iterator(taken.begin() + static_cast<std::ptrdiff_t>(at)),
                               std::make_move_iterator(taken.begin() + static_cast<std::ptrdiff_t>(end)));
-      if (!send(batch) && last) {  // stopping, and the collector does not answer: not one timeout per batch
+      if (!send(batch)) {  // the collector fails: the rest of this round is dropped, not one timeout per batch
         dropped_.fetch_add(taken.size() - end, std::memory_order_relaxed);
         break;
       }

@@ -8,11 +8,13 @@
 //
 // A collector that is down or slow never delays a decision: submit() only appends to a bounded queue under a lock
 // no one holds while sending (the thread takes the whole queue in one swap); a span that finds the queue full is
-// dropped, and so is a batch the collector refuses or does not take within `timeout`: both counted (stats()).
+// dropped, and so is a batch the collector refuses or does not take within `timeout`, with the rest of what the
+// thread took that round (a collector that fails costs one `timeout` a round, not one a batch): all counted (stats()).
 // Batches go out every `interval`, or at once when `max_batch` spans are waiting.
 //
 // Thread safety: submit() and stats() from any thread; the destructor sends what is queued (giving up at the first
-// batch that fails, so a collector that is down delays the exit by one `timeout` at most) and joins the thread.
+// batch that fails, as every round does) and joins the thread: a collector that does not answer delays it by at most
+// two `timeout`s, the round in flight's and the last.
 #pragma once
 
 #include <atomic>

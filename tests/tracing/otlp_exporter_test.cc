@@ -140,10 +140,10 @@ TEST(OtlpExporter, ACollectorThatIsDownCostsSubmitNothingAndItsSpansAreCounted) 
                   .max_queue = 100,
                   .max_batch = 50,
                   .interval = std::chrono::milliseconds(20),
-                  .timeout = std::chrono::milliseconds(500)};
+                  .timeout = std::chrono::milliseconds(1000)};
     OtlpExporter e(o);
     const auto slowest = submit_many(e, 1000);
-    EXPECT_LT(slowest, o.timeout / 5);  // never a wait for the collector
+    EXPECT_LT(slowest, o.timeout / 2);  // never a wait for the collector (half of it: a busy machine's pauses)
     wait_for([&] { return e.stats().failed_exports > 0; }, 20 * o.timeout);
     const OtlpStats s = e.stats();
     EXPECT_GT(s.failed_exports, 0u);
@@ -158,20 +158,21 @@ TEST(OtlpExporter, ACollectorThatDoesNotAnswerCostsSubmitNothing) {
                 .max_queue = 64,
                 .max_batch = 16,
                 .interval = std::chrono::milliseconds(10),
-                .timeout = std::chrono::milliseconds(300)};
+                .timeout = std::chrono::milliseconds(1000)};
   const auto began = std::chrono::steady_clock::now();
   {
     OtlpExporter e(o);
     // While the thread waits on the silent collector, the queue fills and what is past it is dropped at once.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     const auto slowest = submit_many(e, 2000);
-    EXPECT_LT(slowest, o.timeout / 5);
+    EXPECT_LT(slowest, o.timeout / 2);
     wait_for([&] { return e.stats().failed_exports > 0; }, 20 * o.timeout);
     EXPECT_GT(e.stats().failed_exports, 0u);
     EXPECT_GT(e.stats().dropped, 1000u);
   }
-  // Stopping gives up at the first batch that fails: one timeout, not one per batch queued.
-  EXPECT_LT(std::chrono::steady_clock::now() - began, 40 * o.timeout);
+  // Each round, stopping's too, gives up at its first batch that fails: one timeout a round, not one a batch queued
+  // (4 batches a full queue here).
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 10 * o.timeout);
 }
 
 }  // namespace
