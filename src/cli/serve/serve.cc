@@ -361,13 +361,15 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
+  // Before any thread starts (the exporter's is the first): every thread inherits the mask, so SIGTERM and SIGINT
+  // reach only the sigwait of the drain and never a thread's default action.
+  const sigset_t signals = block_stop_signals();
   Telemetry telemetry;  // before the service, which traces with it: destroyed after it
   if (!make_telemetry(flags, telemetry, error)) {
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
   log_fd_budget(files, listener.budget);
-  const sigset_t signals = block_stop_signals();
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
   const auto reloader = make_reloader(flags, clock, metrics);
