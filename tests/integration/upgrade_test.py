@@ -78,8 +78,12 @@ def resolve_old(source, build):
     return binary
 
 
-def serve_flags(binary):
+def serve_help(binary):
     return subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout
+
+
+def flag_names(binary):
+    return {line.split()[0] for line in serve_help(binary).splitlines() if line.startswith("  --")}
 
 
 class Replica(rolling_test.Replica):
@@ -93,7 +97,7 @@ class Replica(rolling_test.Replica):
         self.binary = binary
 
     def start(self):
-        drains = "--drain" in serve_flags(self.binary)
+        drains = "--drain" in flag_names(self.binary)
         command = [self.binary, "serve", "--config", self.rules, "--http", "127.0.0.1:%d" % self.http_port,
                    "--admin", "127.0.0.1:%d" % self.admin_port, *self.extra[2:]]  # not rolling_test's state file
         if drains:
@@ -145,6 +149,10 @@ class UpgradeTest(unittest.TestCase):
             r.close()
         self.redis.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_every_flag_of_the_old_version_is_a_flag_of_the_new(self):
+        gone = flag_names(OLD) - flag_names(NEW)
+        self.assertEqual(gone, set(), "flags of %s that %s does not have" % (OLD, NEW))
 
     def test_old_and_new_replicas_on_one_redis_share_every_limit_through_a_rolling_upgrade(self):
         a = Replica(self.dir, "a", OLD, self.redis.port)
