@@ -70,7 +70,8 @@ def resolve_old(source, build):
         if archive.wait() != 0:
             raise AssertionError("git archive %s failed" % commit)
     began = time.monotonic()
-    for command in (["cmake", "--preset", "dev"], ["cmake", "--build", "build/dev", "-j2", "--target", "ratekeeper_app"]):
+    for command in (["cmake", "--preset", "dev"],
+                    ["cmake", "--build", "build/dev", "-j2", "--target", "ratekeeper_app"]):
         done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
         if done.returncode != 0:
             raise AssertionError("building %s: %s failed:\n%s" % (commit, " ".join(command), done.stdout[-3000:]))

@@ -13,9 +13,9 @@
 namespace rk::cli::serve {
 namespace {
 
-// The flags `serve --help` lists (a line indented by two spaces, then the flag), each with the default its help gives: "--http 127.0.0.1:8080" for a help that
-// says "(default 127.0.0.1:8080...", "--tls-cert" for one that gives none. A flag's help is its line and the
-// indented lines after it.
+// The flags `serve --help` lists (a line indented by two spaces, then the flag), each with the default its help
+// gives: "--http 127.0.0.1:8080" for a help that says "(default 127.0.0.1:8080...", "--tls-cert" for one that gives
+// none. A flag's help is its line and the indented lines after it.
 std::set<std::string> listed_flags() {
   std::set<std::string> flags;
   std::istringstream in(serve_help());

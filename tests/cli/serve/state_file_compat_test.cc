@@ -1,8 +1,9 @@
 // The state file as a compatibility promise (docs/upgrading.md): a file a released version wrote
 // (tests/testdata/compat/state_file.v3, every algorithm's states after a known sequence on a fixed clock) is read
 // by every later minor of its major with every key's state, and this build still writes the same content from
-// the same decisions (keys in any order): a change of the format fails here. A minor may write a newer format only if it still reads this
-// one: record the new file beside this one (RK_COMPAT_RECORD=1 writes state_file.v<version>), keep this one's read.
+// the same decisions (keys in any order): a change of the format fails here. A minor may write a newer format only
+// if it still reads this one: then keep this file and its read, and record the new version's beside it (a kFile of
+// its own, written by RK_COMPAT_RECORD=1).
 #include "cli/serve/state_file.h"
 
 #include <gtest/gtest.h>

@@ -47,7 +47,8 @@ std::set<std::string> answered_fields() {
                                  .has_limit = true, .name = "user", .requests_per_unit = 5,
                                  .unit = rules::Unit::kMinute, .window = std::chrono::minutes(1),
                                  .algorithm = Algorithm::kEarrrl, .limit_remaining = 0,
-                                 .duration_until_reset = std::chrono::seconds(3), .retry_after = std::chrono::seconds(3),
+                                 .duration_until_reset = std::chrono::seconds(3),
+                                 .retry_after = std::chrono::seconds(3),
                                  .estimate = 5.5, .shadowed = true, .unlimited = false, .charged = true, .hits = 1,
                                  .fallback = rules::FailurePolicy::kFailOpen, .store_error = "timeout"};
   service::DescriptorStatus unlimited{.code = service::Code::kOk, .unlimited = true};
