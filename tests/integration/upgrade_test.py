@@ -161,6 +161,7 @@ class UpgradeTest(unittest.TestCase):
         self.replicas += [a, b]
         a.start()
         b.start()
+        both_old_drain = all(r.drains for r in (a, b))  # of the old binary: asked before the replicas are replaced
         with Fleet([a, b]) as fleet:
             wait_until(lambda: all(fleet.ready.values()) and sum(fleet.admitted.values()) > 4, "load on both")
             for r in (a, b):
@@ -170,7 +171,6 @@ class UpgradeTest(unittest.TestCase):
                 r.start()
                 wait_until(lambda: fleet.ready[r], "the balancer to see replica %d again" % r.http_port)
                 time.sleep(1.0)  # both versions (then both new) under load, each deciding on the shared keys
-            both_old_drain = all(r.drains for r in (a, b))
         for key, admitted in fleet.admitted_of.items():
             self.assertIn(key, fleet.capacity, "rule %s admitted nothing" % key)
             self.assertLessEqual(admitted, fleet.capacity[key], "rule %s: the fleet admitted past its capacity "
