@@ -25,6 +25,10 @@ struct EarrrlState {
 
 void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t hits);
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now);
+// Gives back `amount` requests charged at `charged_at` (a reservation settled for less): the estimate is lowered by
+// what the charge still adds to it, amount decayed since charged_at, never below 0.
+void earrrl_refund(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t amount,
+                   std::int64_t charged_at);
 
 namespace earrrl_detail {
 

@@ -20,6 +20,20 @@ void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::ui
   s.frac = whole == kMaxI64 ? 0 : x - static_cast<double>(whole);
 }
 
+void fluid_refund(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t amount, std::int64_t) {
+  const Backlog b = backlog(s, now);
+  if (amount == 0 || (b.whole == 0 && b.frac == 0)) return;
+  const double x = static_cast<double>(b.whole) + b.frac - static_cast<double>(amount) * p.interval;
+  if (!(x > 0)) {
+    s.empty_ns = now;
+    s.frac = 0;
+    return;
+  }
+  const std::int64_t whole = floor_ns(x);
+  s.empty_ns = sat_add(now, whole);
+  s.frac = x - static_cast<double>(whole);
+}
+
 namespace fluid_detail {
 
 void owe(const FluidParams& p, FluidState& s, std::int64_t now, double c) {

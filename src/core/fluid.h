@@ -34,6 +34,9 @@ struct FluidState {
 
 void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t hits);
 bool fluid_forgettable(const FluidParams& p, const FluidState& s, std::int64_t now);
+// Gives back `amount` requests charged at `charged_at` (a reservation settled for less): the level goes down by
+// amount, never below empty.
+void fluid_refund(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t amount, std::int64_t charged_at);
 
 namespace fluid_detail {
 

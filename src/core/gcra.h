@@ -26,6 +26,9 @@ struct GcraState {
 
 void gcra_absorb(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t hits);
 bool gcra_forgettable(const GcraParams& p, const GcraState& s, std::int64_t now);
+// Gives back `amount` requests charged at `charged_at` (a reservation settled for less): the TAT moves back by
+// amount * T, never before now, so a refund never admits more than the charge had taken.
+void gcra_refund(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t amount, std::int64_t charged_at);
 
 namespace gcra_detail {
 

@@ -105,6 +105,31 @@ void SlidingLogState::pop_front() {
   }
 }
 
+void SlidingLogState::take_newest(std::uint64_t amount, std::int64_t since) {
+  while (amount > 0 && size_ > 0) {
+    if (cap_ == 0) {
+      if (one_t_ < since) return;
+      const std::uint64_t taken = std::min(sum_, amount);
+      sum_ -= taken;
+      if (sum_ == 0) size_ = 0;
+      return;
+    }
+    Entry& last = ring_[(head_ + size_ - 1) & (cap_ - 1)];
+    if (last.t_ns < since) return;
+    const std::uint64_t taken = std::min(last.cost, amount);
+    last.cost -= taken;
+    sum_ -= taken;
+    amount -= taken;
+    if (last.cost > 0) return;
+    --size_;
+    if (size_ == 0) {
+      resize(0);
+    } else if (cap_ >= 16 && size_ <= cap_ / 4) {
+      resize(cap_ / 2);
+    }
+  }
+}
+
 namespace {
 
 // Drops entries that have left the window (t + W <= now).
@@ -161,6 +186,12 @@ void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t 
   const std::int64_t last = s.at(s.size() - 1).t_ns;
   const std::uint64_t room = p.limit > s.sum() ? p.limit - s.sum() : 0;
   s.push(s.size() >= std::max<std::uint64_t>(1, p.limit) ? last : std::max(now, last), std::min(hits, room + 1));
+}
+
+void sliding_log_refund(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t amount,
+                        std::int64_t charged_at) {
+  prune(p, s, now);
+  s.take_newest(amount, charged_at);
 }
 
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now) {
