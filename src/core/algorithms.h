@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/charge.h"
 #include "core/earrrl.h"
 #include "core/fluid.h"
 #include "core/gcra.h"
@@ -31,10 +32,10 @@ struct AlgorithmOf {
   }
   static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }
   static void absorb(const P& p, S& s, std::int64_t now, std::uint64_t hits) { Absorb(p, s, now, hits); }
-  // Gives back `amount` of a charge made at `charged_at` (a reservation settled for less; docs/algorithms.md,
-  // "Reserve and settle"): never more than that charge still holds in the state.
-  static void refund(const P& p, S& s, std::int64_t now, std::uint64_t amount, std::int64_t charged_at) {
-    Refund(p, s, now, amount, charged_at);
+  // Gives back `amount` of a charge (a reservation settled for less; docs/algorithms.md, "Reserve and settle"):
+  // never more than that charge still holds in the state.
+  static void refund(const P& p, S& s, std::int64_t now, std::uint64_t amount, const Charge& charge) {
+    Refund(p, s, now, amount, charge);
   }
 };
 

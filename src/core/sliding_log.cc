@@ -105,28 +105,30 @@ void SlidingLogState::pop_front() {
   }
 }
 
-void SlidingLogState::take_newest(std::uint64_t amount, std::int64_t since) {
-  while (amount > 0 && size_ > 0) {
-    if (cap_ == 0) {
-      if (one_t_ < since) return;
-      const std::uint64_t taken = std::min(sum_, amount);
-      sum_ -= taken;
-      if (sum_ == 0) size_ = 0;
-      return;
-    }
-    Entry& last = ring_[(head_ + size_ - 1) & (cap_ - 1)];
-    if (last.t_ns < since) return;
-    const std::uint64_t taken = std::min(last.cost, amount);
-    last.cost -= taken;
+void SlidingLogState::take_at(std::int64_t t_ns, std::uint64_t amount) {
+  if (size_ == 0 || amount == 0) return;
+  if (cap_ == 0) {
+    if (one_t_ != t_ns) return;
+    sum_ -= std::min(sum_, amount);
+    if (sum_ == 0) size_ = 0;
+    return;
+  }
+  for (std::uint32_t i = size_; i-- > 0;) {
+    Entry& e = ring_[(head_ + i) & (cap_ - 1)];
+    if (e.t_ns < t_ns) return;  // the times never fall from oldest to newest: it is not there
+    if (e.t_ns != t_ns) continue;
+    const std::uint64_t taken = std::min(e.cost, amount);
+    e.cost -= taken;
     sum_ -= taken;
-    amount -= taken;
-    if (last.cost > 0) return;
+    if (e.cost > 0) return;
+    for (std::uint32_t j = i; j + 1 < size_; ++j) ring_[(head_ + j) & (cap_ - 1)] = ring_[(head_ + j + 1) & (cap_ - 1)];
     --size_;
     if (size_ == 0) {
       resize(0);
     } else if (cap_ >= 16 && size_ <= cap_ / 4) {
       resize(cap_ / 2);
     }
+    return;
   }
 }
 
@@ -189,9 +191,9 @@ void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t 
 }
 
 void sliding_log_refund(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t amount,
-                        std::int64_t charged_at) {
+                        const Charge& charge) {
   prune(p, s, now);
-  s.take_newest(amount, charged_at);
+  s.take_at(charge.at_ns, amount);
 }
 
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now) {

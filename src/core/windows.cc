@@ -172,9 +172,9 @@ void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_
 }
 
 void fixed_window_refund(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t amount,
-                         std::int64_t charged_at) {
+                         const Charge& charge) {
   roll_fixed(p, s, now);
-  if (fixed_bounds(p, charged_at).start != s.start_ns) return;
+  if (fixed_bounds(p, charge.at_ns).start != s.start_ns) return;
   s.count -= std::min(s.count, amount);
 }
 
@@ -261,11 +261,11 @@ void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, st
 }
 
 void sliding_window_refund(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t amount,
-                           std::int64_t charged_at) {
+                           const Charge& charge) {
   const Layout l = layout(p.window_ns);
   Sliding s = unpack(l, packed);
   roll_sliding(p, s, now);
-  const std::int64_t q = floor_div(charged_at, p.window_ns);
+  const std::int64_t q = floor_div(charge.at_ns, p.window_ns);
   if (q == s.q) {
     s.curr -= std::min(s.curr, amount);
   } else if (static_cast<i128>(q) + 1 == s.q) {

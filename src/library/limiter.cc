@@ -77,7 +77,7 @@ struct Limiter::Impl {
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
   // A reservation of `reserved` charged at `charged_at`, settled at `actual`, in one step on the key's state.
   virtual Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
-                          std::int64_t charged_at) = 0;
+                          const core::Charge& charge) = 0;
   virtual bool reset(std::string_view key) = 0;
   virtual std::size_t sweep(std::int64_t now) = 0;
   virtual StoreStats stats() const = 0;
@@ -169,12 +169,12 @@ class Keyed final : public Limiter::Impl {
   }
 
   Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
-                  std::int64_t charged_at) override {
+                  const core::Charge& charge) override {
     check_key(key);
     char buf[16];
     return store_.update(stored_key(key, buf), [&](typename Algo::State& s) {
       if (actual > reserved) return Algo::decide(debit_params_, s, now, actual - reserved);
-      Algo::refund(params_, s, now, reserved - actual, charged_at);
+      Algo::refund(params_, s, now, reserved - actual, charge);
       return Algo::decide(params_, s, now, 0);
     });
   }
@@ -336,7 +336,8 @@ Reservation Limiter::reserve_at(std::string_view key, Nanos now, std::uint64_t e
   }
   r.decision = impl_->check(key, now.count(), estimate);
   if (!r.decision.allowed) return r;
-  impl_->reservations.add(*id, {.key = std::string(key), .amount = estimate, .charged_ns = now.count(),
+  const core::Charge charge{now.count(), core::sat_add(now.count(), r.decision.reset_after.count())};
+  impl_->reservations.add(*id, {.key = std::string(key), .amount = estimate, .charge = charge,
                                 .expires_ns = core::sat_add(now.count(), ttl.count())});
   r.id = *id;
   return r;
@@ -354,7 +355,7 @@ Settlement Limiter::settle_at(std::string_view key, std::string_view id, Nanos n
   if (!entry) return out;
   out.settled = true;
   out.reserved = entry->amount;
-  out.decision = impl_->settle(key, now.count(), entry->amount, actual, entry->charged_ns);
+  out.decision = impl_->settle(key, now.count(), entry->amount, actual, entry->charge);
   return out;
 }
 

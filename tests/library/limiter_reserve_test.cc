@@ -35,12 +35,15 @@ LimitSpec spec_of(Algorithm a, bool count_refused = false) {
 
 const Nanos t0{10s};  // the start of a window
 
-// The two keys answer alike from `from` for two seconds (every 50 ms, for costs 0, 1 and 4).
-void expect_same(const Limiter& got, const Limiter& want, Nanos from) {
+// The two keys answer alike from `from` for two seconds (every 50 ms, for costs 0, 1 and 4). `owing`: `want` has
+// count_refused and `got` not, so a refused peek of cost above 0 answers there as if its own cost were owed: beyond
+// `allowed`, the answers are compared for looks (cost 0) alone.
+void expect_same(const Limiter& got, const Limiter& want, Nanos from, bool owing = false) {
   for (Nanos t = from; t < from + 2s; t += 50ms) {
     for (std::uint64_t cost : {0, 1, 4}) {
       const Decision g = got.peek_at("k", t, cost), w = want.peek_at("k", t, cost);
       EXPECT_EQ(g.allowed, w.allowed) << "at " << (t - t0).count() << " ns, cost " << cost;
+      if (owing && cost > 0) continue;
       EXPECT_NEAR(g.remaining, w.remaining, 1e-6) << "at " << (t - t0).count() << " ns, cost " << cost;
       EXPECT_NEAR(static_cast<double>(g.retry_after.count()), static_cast<double>(w.retry_after.count()), 1e3)
           << "at " << (t - t0).count() << " ns, cost " << cost;
@@ -50,21 +53,36 @@ void expect_same(const Limiter& got, const Limiter& want, Nanos from) {
 
 class Settle : public ::testing::TestWithParam<Algorithm> {};
 
-// A reservation of 5 beside a check of 3, settled at 2 later in the window: the key answers as one charged 5 at t0
-// (2 + 3): the refund gave back the 3 not used, and nothing of the other check's.
+// A reservation of 5, a check of 3 later, and the reservation settled at 2 then: the key answers as one charged 2
+// at t0 and 3 later: the refund gave back the 3 not used, and nothing of the other check's.
 TEST_P(Settle, ARefundGivesBackWhatWasNotUsedAndNoMore) {
   for (const Nanos later : {Nanos{0}, Nanos{300ms}, Nanos{900ms}}) {
     Limiter l(spec_of(GetParam())), want(spec_of(GetParam()));
     const Reservation r = l.reserve_at("k", t0, 5);
     ASSERT_TRUE(r.decision.allowed);
     ASSERT_EQ(r.id.size(), 32u);
-    l.check_at("k", t0, 3);
-    want.check_at("k", t0, 5);
+    l.check_at("k", t0 + later, 3);
+    want.check_at("k", t0, 2);
+    want.check_at("k", t0 + later, 3);
     const Settlement s = l.settle_at("k", r.id, t0 + later, 2);
     ASSERT_TRUE(s.settled);
     EXPECT_EQ(s.reserved, 5u);
     EXPECT_TRUE(s.decision.allowed);
     expect_same(l, want, t0 + later);
+  }
+}
+
+// gcra and the buckets attribute what has drained to the oldest charge first: a reservation half drained when
+// another charge was queued behind it gives back at most what is left of it, never the other charge's share.
+TEST(Settle, ARefundInTheScheduleGivesBackAtMostWhatIsLeftOfTheReservation) {
+  for (const Algorithm a : {Algorithm::kGcra, Algorithm::kLeakyQueue, Algorithm::kTokenBucket}) {
+    Limiter l(spec_of(a)), at_most(spec_of(a));
+    const Reservation r = l.reserve_at("k", t0, 5);  // held until t0 + 0.5 s
+    l.check_at("k", t0, 3);                          // queued behind it, until t0 + 0.8 s
+    ASSERT_TRUE(l.settle_at("k", r.id, t0 + 300ms, 2).settled);
+    // 0.3 s of the reservation has drained: 0.2 s (2 requests) of it is left to give back, not the 3 unused.
+    at_most.check_at("k", t0, 6);
+    expect_same(l, at_most, t0 + 300ms);
   }
 }
 
@@ -95,7 +113,7 @@ TEST_P(Settle, AnOverdrawIsRecordedAsADebt) {
     EXPECT_FALSE(s.decision.allowed) << "the settle overdrew";
     EXPECT_FALSE(l.peek_at("k", t0 + Nanos{1}, 0).allowed) << "the debt was dropped";
   }
-  expect_same(l, want, t0);
+  expect_same(l, want, t0, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Every, Settle, ::testing::ValuesIn(kAll));
