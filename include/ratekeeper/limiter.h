@@ -94,7 +94,7 @@ class RK_EXPORT Limiter {
   // Forgets the key; true if it was tracked.
   bool reset(std::string_view key);
 
-  // Forgets every key whose state is back to fresh; returns how many.
+  // Forgets every key whose state is back to fresh (and every expired reservation); returns how many keys.
   std::size_t sweep();
   std::size_t sweep_at(Nanos now);
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ratekeeper/clock.h"
+#include "ratekeeper/limiter.h"
 #include "rules/reloader.h"
 #include "service/breaker.h"
 #include "store/batched/batcher.h"

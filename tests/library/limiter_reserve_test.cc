@@ -162,6 +162,18 @@ TEST(Reserve, AbsurdAmountsAndTtlsAreRefusedNamingThemAndChangeNothing) {
   EXPECT_TRUE(l.settle_at("k", r.id, t0, kMaxReservationAmount).settled) << "2^53 itself is allowed";
 }
 
+// Reservations held at once are bounded by the store's max_keys (about; 16 shards of max_keys / 16 + 1): past it a
+// reserve is refused and charges nothing, until reservations expire.
+TEST(Reserve, ReservationsHeldAreBounded) {
+  Limiter l({.algorithm = Algorithm::kFixedWindow, .limit = 1000, .window = Nanos{60s}}, {.max_keys = 16});
+  int held = 0;
+  for (int i = 0; i < 200; ++i) held += l.reserve_at("k", t0, 1, 5s).decision.allowed ? 1 : 0;
+  EXPECT_GE(held, 16);
+  EXPECT_LE(held, 32);
+  EXPECT_EQ(l.peek_at("k", t0, 0).remaining, 1000 - held) << "a refused reserve charged";
+  EXPECT_TRUE(l.reserve_at("k", t0 + 5s, 1).decision.allowed) << "expired reservations still held their places";
+}
+
 // 50 clients reserving and settling at once on one key (time frozen within one window): every refund and every
 // overdraw is accounted exactly once, and what they take is at most the limit plus the overdraws of the
 // reservations in flight (each at most 1 here; docs/algorithms.md, "Reserve and settle").
