@@ -213,7 +213,8 @@ rk_status reserve(rk_limiter* l, const char* key, size_t len, std::optional<rk::
     if (l == nullptr || id == nullptr || out == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter, id or out is NULL");
     if (!key_view(key, len, k)) return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(len));
     const rk::Nanos ttl = ttl_ns == 0 ? rk::kDefaultReservationTtl : rk::Nanos{ttl_ns};
-    const rk::Reservation r = now ? l->limiter.reserve_at(k, *now, estimate, ttl) : l->limiter.reserve(k, estimate, ttl);
+    const rk::Reservation r =
+        now ? l->limiter.reserve_at(k, *now, estimate, ttl) : l->limiter.reserve(k, estimate, ttl);
     to_c(r.decision, out);
     std::memcpy(id, r.id.c_str(), r.id.size() + 1);
     return RK_OK;

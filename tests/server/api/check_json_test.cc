@@ -252,7 +252,8 @@ TEST(ReserveJson, ReadsReserveAndSettleAndNamesWhatIsWrong) {
             "estimate: 9007199254740993 is over the limit of 9007199254740992");
   EXPECT_EQ(error(R"({"domain":"ai","estimate":1e300})", false), "estimate: must be a whole number");
   EXPECT_EQ(error(R"({"domain":"ai"})", false), "estimate: missing");
-  EXPECT_EQ(error(R"({"domain":"ai","estimate":1,"ttl_seconds":0})", false), "ttl_seconds: must be from 0.001 to 86400");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":1,"ttl_seconds":0})", false),
+            "ttl_seconds: must be from 0.001 to 86400");
   EXPECT_EQ(error(R"({"domain":"ai","estimate":1,"reservation":"ab"})", false), "reservation: unknown field");
   EXPECT_EQ(error(R"({"domain":"ai","reservation":"ab","actual":-5})", true), "actual: must not be negative");
   EXPECT_EQ(error(R"({"domain":"ai","reservation":"ab","actual":18446744073709551615})", true),
