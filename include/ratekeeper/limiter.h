@@ -78,8 +78,9 @@ class RK_EXPORT Limiter {
   Decision peek(std::string_view key, std::uint64_t cost = 1) const;
   Decision peek_at(std::string_view key, Nanos now, std::uint64_t cost = 1) const;
 
-  // Charges `estimate` as check does and, when allowed, holds it as a reservation for `ttl` (1 ms .. 24 h). A
-  // reservation not settled within its ttl stays charged as reserved. Throws InvalidArgument naming "estimate" or
+  // Charges `estimate` as check does when it fits, and holds it as a reservation for `ttl` (1 ms .. 24 h); a
+  // refused reserve charges nothing, whatever count_refused says. A reservation not settled within its ttl stays
+  // charged as reserved. Throws InvalidArgument naming "estimate" or
   // "ttl" out of range (estimate above kMaxReservationAmount), deciding nothing.
   Reservation reserve(std::string_view key, std::uint64_t estimate, Nanos ttl = kDefaultReservationTtl);
   Reservation reserve_at(std::string_view key, Nanos now, std::uint64_t estimate, Nanos ttl = kDefaultReservationTtl);

@@ -109,9 +109,9 @@ RK_EXPORT rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uin
 RK_EXPORT rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
 
 /* Reserve and settle (include/ratekeeper/limiter.h): a cost estimated before and known after, such as an AI
- * gateway's tokens. rk_limiter_reserve charges the estimate as a check does and, when allowed, fills id (32 hex
- * digits and a NUL: 128 random bits) with the reservation it holds for ttl_ns (0: 60 s; 1 ms .. 24 h); refused,
- * id is "". rk_limiter_settle charges actual - estimate more (recorded even past what is left: a bounded debt) or
+ * gateway's tokens. rk_limiter_reserve charges the estimate as a check does when it fits, and fills id (32
+ * hex digits and a NUL: 128 random bits) with the reservation it holds for ttl_ns (0: 60 s; 1 ms .. 24 h); refused,
+ * it charges nothing (whatever count_refused says) and id is "". rk_limiter_settle charges actual - estimate more (recorded even past what is left: a bounded debt) or
  * gives estimate - actual back (never more than the reservation took); out is the key after it. An unknown,
  * expired, settled or another key's id sets *settled to 0 and changes nothing. An estimate or actual above 2^53 is
  * RK_INVALID_ARGUMENT naming it, and decides nothing.

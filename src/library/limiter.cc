@@ -75,6 +75,9 @@ struct Limiter::Impl {
   virtual void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
                           Decision* out, bool brief, std::size_t longest) = 0;
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
+  // A reservation's check of its estimate: a refused one records nothing, whatever count_refused says (no work
+  // follows it, and nobody settles it).
+  virtual Decision reserve(std::string_view key, std::int64_t now, std::uint64_t estimate) = 0;
   // A reservation of `reserved` charged at `charged_at`, settled at `actual`, in one step on the key's state.
   virtual Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
                           const core::Charge& charge) = 0;
@@ -108,7 +111,8 @@ class Keyed final : public Limiter::Impl {
   Keyed(const LimitSpec& s, typename Algo::Params params, const StoreOptions& options, std::shared_ptr<const Clock> c)
       : Impl(s, std::move(c), options.max_key_bytes, options.max_keys),
         params_(params),
-        debit_params_(debit_params(s)),
+        debit_params_(params_with(s, true)),
+        reserve_params_(params_with(s, false)),
         store_(within_budget<typename Algo::State>(options, s)) {}
 
   Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) override {
@@ -168,6 +172,14 @@ class Keyed final : public Limiter::Impl {
     });
   }
 
+  Decision reserve(std::string_view key, std::int64_t now, std::uint64_t estimate) override {
+    check_key(key);
+    char buf[16];
+    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) {
+      return Algo::decide(reserve_params_, s, now, estimate);
+    });
+  }
+
   Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
                   const core::Charge& charge) override {
     check_key(key);
@@ -207,10 +219,10 @@ class Keyed final : public Limiter::Impl {
   }
 
  private:
-  // The spec's parameters with count_refused: what a settle's overdraw is charged with, recorded even past what is
-  // left (a debt, bounded as count_refused bounds it).
-  static typename Algo::Params debit_params(LimitSpec spec) {
-    spec.count_refused = true;
+  // The spec's parameters with count_refused set: with it, what a settle's overdraw is charged with, recorded even
+  // past what is left (a debt, bounded as count_refused bounds it); without, what a reservation is checked with.
+  static typename Algo::Params params_with(LimitSpec spec, bool count_refused) {
+    spec.count_refused = count_refused;
     return core::with_algorithm(spec, []<class Other>(const typename Other::Params& p) {
       if constexpr (std::is_same_v<Other, Algo>) {
         return p;
@@ -222,6 +234,7 @@ class Keyed final : public Limiter::Impl {
 
   typename Algo::Params params_;
   typename Algo::Params debit_params_;
+  typename Algo::Params reserve_params_;
   store::memory::ShardedStore<typename Algo::State> store_;
 };
 
@@ -334,7 +347,7 @@ Reservation Limiter::reserve_at(std::string_view key, Nanos now, std::uint64_t e
     r.decision.retry_after = ttl;
     return r;
   }
-  r.decision = impl_->check(key, now.count(), estimate);
+  r.decision = impl_->reserve(key, now.count(), estimate);
   if (!r.decision.allowed) return r;
   const core::Charge charge{now.count(), core::sat_add(now.count(), r.decision.reset_after.count())};
   impl_->reservations.add(*id, {.key = std::string(key), .amount = estimate, .charge = charge,

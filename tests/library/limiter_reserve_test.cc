@@ -140,6 +140,24 @@ TEST(Reserve, UnknownExpiredSettledOrAnotherKeysIdChangesNothing) {
   EXPECT_EQ(l.peek_at("k", t0 + 999ms, 0).remaining, 4);
 }
 
+// A refused reservation charges nothing, even with count_refused (which a refused check of the same cost obeys).
+TEST(Reserve, ARefusedReservationChargesNothing) {
+  for (const Algorithm a : kAll) {
+    Limiter l(spec_of(a, true));
+    ASSERT_TRUE(l.reserve_at("k", t0, 10).decision.allowed);
+    const Decision before = l.peek_at("k", t0, 0);
+    for (int i = 0; i < 3; ++i) {
+      const Reservation r = l.reserve_at("k", t0, 10);
+      if (a == Algorithm::kEarrrl && r.decision.allowed) continue;  // earrrl tests the rate before the attempt
+      EXPECT_FALSE(r.decision.allowed) << algorithm_name(a);
+      EXPECT_TRUE(r.id.empty());
+    }
+    if (a == Algorithm::kEarrrl) continue;
+    EXPECT_EQ(l.peek_at("k", t0, 0).remaining, before.remaining) << algorithm_name(a);
+    EXPECT_EQ(l.peek_at("k", t0, 0).retry_after, before.retry_after) << algorithm_name(a);
+  }
+}
+
 TEST(Reserve, AbsurdAmountsAndTtlsAreRefusedNamingThemAndChangeNothing) {
   Limiter l(spec_of(Algorithm::kFixedWindow, true));
   const std::uint64_t absurd = kMaxReservationAmount + 1;

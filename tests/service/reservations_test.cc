@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
 
 #include "service/service.h"
 
@@ -103,6 +107,31 @@ TEST_F(ReservationsTest, BadRequestsAreNamedAndChangeNothing) {
   EXPECT_EQ(field(service_->reserve({.domain = "nope", .entries = {{"api_key", "k"}}, .amount = 1})), "descriptor");
   EXPECT_EQ(remaining("k1"), 9990);
   EXPECT_TRUE(answer(settle("k1", id, 10)).done) << "a refused settle took the reservation";
+}
+
+// 50 clients reserving and settling through the service at once (the clock frozen within the minute): what they
+// take is at most the limit plus the overdraws of the reservations in flight (each at most 1 here), and the key's
+// count is exactly what they took.
+TEST_F(ReservationsTest, FiftyConcurrentClientsNeverTakeMoreThanTheLimitPlusTheOverdrawsInFlight) {
+  std::atomic<std::uint64_t> taken{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 50; ++c) {
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(static_cast<unsigned>(c));
+      for (int i = 0; i < 100; ++i) {
+        const std::uint64_t estimate = 50 + rng() % 200;
+        const ReserveResult r = reserve("k1", estimate);
+        if (!answer(r).done) continue;
+        const std::uint64_t actual = rng() % (estimate + 2);  // at most 1 more than reserved
+        taken += actual;
+        EXPECT_TRUE(answer(settle("k1", answer(r).reservation, actual)).done);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_LE(taken.load(), 10000u + 50u);
+  EXPECT_GE(taken.load(), 5000u) << "the refunds were not given back";
+  EXPECT_EQ(remaining("k1"), taken.load() >= 10000 ? 0.0 : static_cast<double>(10000 - taken.load()));
 }
 
 }  // namespace
