@@ -108,6 +108,31 @@ RK_EXPORT rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_
 RK_EXPORT rk_status rk_limiter_sweep_at(rk_limiter* limiter, int64_t now_ns, uint64_t* forgotten);
 RK_EXPORT rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
 
+/* Reserve and settle (include/ratekeeper/limiter.h): a cost estimated before and known after, such as an AI
+ * gateway's tokens. rk_limiter_reserve charges the estimate as a check does when it fits, and fills id (32
+ * hex digits and a NUL: 128 random bits) with the reservation it holds for ttl_ns (0: 60 s; 1 ms .. 24 h); refused,
+ * it charges nothing (whatever count_refused says) and id is "". rk_limiter_settle charges actual - estimate more (recorded even past what is left: a bounded debt) or
+ * gives estimate - actual back (never more than the reservation took); out is the key after it. An unknown,
+ * expired, settled or another key's id sets *settled to 0 and changes nothing. An estimate or actual above 2^53 is
+ * RK_INVALID_ARGUMENT naming it, and decides nothing.
+ *
+ *   char id[RK_RESERVATION_ID_SIZE];
+ *   rk_decision d;
+ *   rk_limiter_reserve(l, "user:42", 7, 500, 0, id, &d);
+ *   if (d.allowed) { uint64_t used = call_the_model(); rk_limiter_settle(l, "user:42", 7, id, used, NULL, &d); }
+ */
+#define RK_RESERVATION_ID_SIZE 33
+RK_EXPORT rk_status rk_limiter_reserve(rk_limiter* limiter, const char* key, size_t key_len, uint64_t estimate,
+                                       int64_t ttl_ns, char id[RK_RESERVATION_ID_SIZE], rk_decision* out);
+RK_EXPORT rk_status rk_limiter_reserve_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+                                          uint64_t estimate, int64_t ttl_ns, char id[RK_RESERVATION_ID_SIZE],
+                                          rk_decision* out);
+/* *settled (may be NULL): 1 if the reservation was held, else 0 (nothing changed; out untouched). */
+RK_EXPORT rk_status rk_limiter_settle(rk_limiter* limiter, const char* key, size_t key_len, const char* id,
+                                      uint64_t actual, int* settled, rk_decision* out);
+RK_EXPORT rk_status rk_limiter_settle_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
+                                         const char* id, uint64_t actual, int* settled, rk_decision* out);
+
 /* Checks a spec without making anything: RK_OK, or RK_INVALID_ARGUMENT with rk_last_error() naming the problem. */
 RK_EXPORT rk_status rk_spec_check(const rk_spec* spec);
 

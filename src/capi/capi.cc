@@ -211,6 +211,35 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
 
 namespace {
 
+rk_status reserve(rk_limiter* l, const char* key, size_t len, std::optional<rk::Nanos> now, uint64_t estimate,
+                  int64_t ttl_ns, char* id, rk_decision* out) noexcept {
+  return guarded([&] {
+    std::string_view k;
+    if (l == nullptr || id == nullptr || out == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter, id or out is NULL");
+    if (!key_view(key, len, k)) return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(len));
+    const rk::Nanos ttl = ttl_ns == 0 ? rk::kDefaultReservationTtl : rk::Nanos{ttl_ns};
+    const rk::Reservation r =
+        now ? l->limiter.reserve_at(k, *now, estimate, ttl) : l->limiter.reserve(k, estimate, ttl);
+    to_c(r.decision, out);
+    std::memcpy(id, r.id.c_str(), r.id.size() + 1);
+    return RK_OK;
+  });
+}
+
+rk_status settle(rk_limiter* l, const char* key, size_t len, std::optional<rk::Nanos> now, const char* id,
+                 uint64_t actual, int* settled, rk_decision* out) noexcept {
+  return guarded([&] {
+    std::string_view k;
+    if (l == nullptr || id == nullptr || out == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter, id or out is NULL");
+    if (!key_view(key, len, k)) return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(len));
+    const std::string_view i(id, strnlen(id, RK_RESERVATION_ID_SIZE));
+    const rk::Settlement s = now ? l->limiter.settle_at(k, i, *now, actual) : l->limiter.settle(k, i, actual);
+    if (settled != nullptr) *settled = s.settled ? 1 : 0;
+    if (s.settled) to_c(s.decision, out);
+    return RK_OK;
+  });
+}
+
 // An acquire's answer, whichever limiter gave it.
 struct Acquired {
   bool acquired;
@@ -333,6 +362,26 @@ rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key
 rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
                              uint64_t cost, rk_decision* out) {
   return peek_at(limiter, key, key_len, rk::Nanos{now_ns}, cost, out);
+}
+
+rk_status rk_limiter_reserve(rk_limiter* limiter, const char* key, size_t key_len, uint64_t estimate, int64_t ttl_ns,
+                             char id[RK_RESERVATION_ID_SIZE], rk_decision* out) {
+  return reserve(limiter, key, key_len, std::nullopt, estimate, ttl_ns, id, out);
+}
+
+rk_status rk_limiter_reserve_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t estimate,
+                                int64_t ttl_ns, char id[RK_RESERVATION_ID_SIZE], rk_decision* out) {
+  return reserve(limiter, key, key_len, rk::Nanos{now_ns}, estimate, ttl_ns, id, out);
+}
+
+rk_status rk_limiter_settle(rk_limiter* limiter, const char* key, size_t key_len, const char* id, uint64_t actual,
+                            int* settled, rk_decision* out) {
+  return settle(limiter, key, key_len, std::nullopt, id, actual, settled, out);
+}
+
+rk_status rk_limiter_settle_at(rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, const char* id,
+                               uint64_t actual, int* settled, rk_decision* out) {
+  return settle(limiter, key, key_len, rk::Nanos{now_ns}, id, actual, settled, out);
 }
 
 rk_status rk_limiter_reset(rk_limiter* limiter, const char* key, size_t key_len, int* was_tracked) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/charge.h"
 #include "core/earrrl.h"
 #include "core/fluid.h"
 #include "core/gcra.h"
@@ -18,7 +19,7 @@ namespace rk::core {
 
 // DecideBrief: decide for a caller that reads no reset_after (rk::Fields::kAllButResetAfter); the same function
 // where reset_after costs nothing to compute.
-template <class P, class S, auto Decide, auto Forgettable, auto Absorb, auto DecideBrief = Decide>
+template <class P, class S, auto Decide, auto Forgettable, auto Absorb, auto Refund, auto DecideBrief = Decide>
 struct AlgorithmOf {
   using Params = P;
   using State = S;
@@ -31,20 +32,26 @@ struct AlgorithmOf {
   }
   static bool forgettable(const P& p, const S& s, std::int64_t now) { return Forgettable(p, s, now); }
   static void absorb(const P& p, S& s, std::int64_t now, std::uint64_t hits) { Absorb(p, s, now, hits); }
+  // Gives back `amount` of a charge (a reservation settled for less; docs/algorithms.md, "Reserve and settle"):
+  // never more than that charge still holds in the state.
+  static void refund(const P& p, S& s, std::int64_t now, std::uint64_t amount, const Charge& charge) {
+    Refund(p, s, now, amount, charge);
+  }
 };
 
-using Earrrl =
-    AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb, earrrl_decide_brief>;
-using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb>;
-using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb>;
-using Fluid =
-    AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb, fluid_decide_brief>;
-using FixedWindow =
-    AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable, fixed_window_absorb>;
-using SlidingLog =
-    AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable, sliding_log_absorb>;
+using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb, earrrl_refund,
+                           earrrl_decide_brief>;
+using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb, gcra_refund>;
+using LeakyQueue =
+    AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb, gcra_refund>;
+using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb, fluid_refund,
+                          fluid_decide_brief>;
+using FixedWindow = AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable,
+                                fixed_window_absorb, fixed_window_refund>;
+using SlidingLog = AlgorithmOf<WindowParams, SlidingLogState, sliding_log_decide, sliding_log_forgettable,
+                               sliding_log_absorb, sliding_log_refund>;
 using SlidingWindow = AlgorithmOf<WindowParams, SlidingWindowState, sliding_window_decide, sliding_window_forgettable,
-                                  sliding_window_absorb, sliding_window_decide_brief>;
+                                  sliding_window_absorb, sliding_window_refund, sliding_window_decide_brief>;
 
 // The one switch from an rk::Algorithm to its type: calls f.template operator()<Algo>(params) with the spec's
 // precomputed parameters and returns what it returns. The spec must be valid (rk::validate).

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/numeric.h"
+#include "core/charge.h"
 #include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
@@ -25,6 +26,10 @@ struct EarrrlState {
 
 void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t hits);
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now);
+// Gives back `amount` requests of a charge (a reservation settled for less): the estimate is lowered by what they
+// still add to it, amount decayed since the charge, never below 0.
+void earrrl_refund(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t amount,
+                   const Charge& charge);
 
 namespace earrrl_detail {
 

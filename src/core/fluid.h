@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "core/numeric.h"
+#include "core/charge.h"
 #include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
@@ -34,6 +35,9 @@ struct FluidState {
 
 void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t hits);
 bool fluid_forgettable(const FluidParams& p, const FluidState& s, std::int64_t now);
+// Gives back `amount` requests of a charge (a reservation settled for less): the level goes down by amount, but by
+// no more than what is left of the charge in the backlog (held_until - now), and never below empty.
+void fluid_refund(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t amount, const Charge& charge);
 
 namespace fluid_detail {
 

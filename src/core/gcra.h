@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/numeric.h"
+#include "core/charge.h"
 #include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
@@ -26,6 +27,10 @@ struct GcraState {
 
 void gcra_absorb(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t hits);
 bool gcra_forgettable(const GcraParams& p, const GcraState& s, std::int64_t now);
+// Gives back `amount` requests of a charge (a reservation settled for less): the TAT moves back by amount * T, but
+// by no more than what is left of the charge's place in the schedule (held_until - now: the requests after it stay
+// owed) and never before now.
+void gcra_refund(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t amount, const Charge& charge);
 
 namespace gcra_detail {
 

@@ -105,6 +105,33 @@ void SlidingLogState::pop_front() {
   }
 }
 
+void SlidingLogState::take_at(std::int64_t t_ns, std::uint64_t amount) {
+  if (size_ == 0 || amount == 0) return;
+  if (cap_ == 0) {
+    if (one_t_ != t_ns) return;
+    sum_ -= std::min(sum_, amount);
+    if (sum_ == 0) size_ = 0;
+    return;
+  }
+  for (std::uint32_t i = size_; i-- > 0;) {
+    Entry& e = ring_[(head_ + i) & (cap_ - 1)];
+    if (e.t_ns < t_ns) return;  // the times never fall from oldest to newest: it is not there
+    if (e.t_ns != t_ns) continue;
+    const std::uint64_t taken = std::min(e.cost, amount);
+    e.cost -= taken;
+    sum_ -= taken;
+    if (e.cost > 0) return;
+    for (std::uint32_t j = i; j + 1 < size_; ++j) ring_[(head_ + j) & (cap_ - 1)] = ring_[(head_ + j + 1) & (cap_ - 1)];
+    --size_;
+    if (size_ == 0) {
+      resize(0);
+    } else if (cap_ >= 16 && size_ <= cap_ / 4) {
+      resize(cap_ / 2);
+    }
+    return;
+  }
+}
+
 namespace {
 
 // Drops entries that have left the window (t + W <= now).
@@ -161,6 +188,12 @@ void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t 
   const std::int64_t last = s.at(s.size() - 1).t_ns;
   const std::uint64_t room = p.limit > s.sum() ? p.limit - s.sum() : 0;
   s.push(s.size() >= std::max<std::uint64_t>(1, p.limit) ? last : std::max(now, last), std::min(hits, room + 1));
+}
+
+void sliding_log_refund(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t amount,
+                        const Charge& charge) {
+  prune(p, s, now);
+  s.take_at(charge.at_ns, amount);
 }
 
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now) {

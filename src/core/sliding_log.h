@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "core/charge.h"
 #include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
@@ -37,6 +38,8 @@ class SlidingLogState {
   Entry at(std::uint32_t i) const { return cap_ == 0 ? Entry{one_t_, sum_} : ring_[(head_ + i) & (cap_ - 1)]; }
   void push(std::int64_t t_ns, std::uint64_t cost);
   void pop_front();
+  // Takes up to `amount` off the entry logged at t_ns (if any), dropping it if emptied; the order stays.
+  void take_at(std::int64_t t_ns, std::uint64_t amount);
   std::size_t heap_bytes() const { return cap_ * sizeof(Entry); }
   // The most a log under a (valid) `limit` holds on the heap: its ring grown to hold `limit` entries (2 at least),
   // twice as many with count_refused (a debt of one limit).
@@ -65,5 +68,10 @@ class SlidingLogState {
 Decision sliding_log_decide(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t cost);
 void sliding_log_absorb(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t hits);
 bool sliding_log_forgettable(const WindowParams& p, const SlidingLogState& s, std::int64_t now);
+// Gives back `amount` of a charge (a reservation settled for less): its own entry, the one logged at the charge's
+// time, loses it (an entry shared with requests of the same nanosecond keeps theirs); once that entry has left the
+// window there is nothing to give back, and what other requests logged is never taken off.
+void sliding_log_refund(const WindowParams& p, SlidingLogState& s, std::int64_t now, std::uint64_t amount,
+                        const Charge& charge);
 
 }  // namespace rk::core

@@ -171,6 +171,13 @@ void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_
   s.count = sat_add_u(s.count, hits);
 }
 
+void fixed_window_refund(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t amount,
+                         const Charge& charge) {
+  roll_fixed(p, s, now);
+  if (fixed_bounds(p, charge.at_ns).start != s.start_ns) return;
+  s.count -= std::min(s.count, amount);
+}
+
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now) {
   return s.count == 0 || fixed_bounds(p, now).start > s.start_ns;
 }
@@ -250,6 +257,22 @@ void sliding_window_absorb(const WindowParams& p, SlidingWindowState& packed, st
   Sliding s = unpack(l, packed);
   roll_sliding(p, s, now);
   s.curr = sat_add_u(s.curr, hits);
+  pack(l, s, packed);
+}
+
+void sliding_window_refund(const WindowParams& p, SlidingWindowState& packed, std::int64_t now, std::uint64_t amount,
+                           const Charge& charge) {
+  const Layout l = layout(p.window_ns);
+  Sliding s = unpack(l, packed);
+  roll_sliding(p, s, now);
+  const std::int64_t q = floor_div(charge.at_ns, p.window_ns);
+  if (q == s.q) {
+    s.curr -= std::min(s.curr, amount);
+  } else if (static_cast<i128>(q) + 1 == s.q) {
+    s.prev -= std::min(s.prev, amount);
+  } else {
+    return;
+  }
   pack(l, s, packed);
 }
 

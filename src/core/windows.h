@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "core/numeric.h"
+#include "core/charge.h"
 #include "core/derived_params.h"
 #include "ratekeeper/decision.h"
 
@@ -46,6 +47,10 @@ std::uint64_t sliding_window_max_count(std::int64_t window_ns);
 Decision fixed_window_decide(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t cost);
 void fixed_window_absorb(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t hits);
 bool fixed_window_forgettable(const WindowParams& p, const FixedWindowState& s, std::int64_t now);
+// Gives back `amount` of a charge (a reservation settled for less): the count goes down, not below 0, if the window
+// is still the one the charge went into; after its turn there is nothing to give back.
+void fixed_window_refund(const WindowParams& p, FixedWindowState& s, std::int64_t now, std::uint64_t amount,
+                         const Charge& charge);
 
 Decision sliding_window_decide(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t cost);
 // sliding_window_decide without reset_after (left 0), for callers that do not read it (rk::Fields::kAllButResetAfter);
@@ -54,5 +59,9 @@ Decision sliding_window_decide_brief(const WindowParams& p, SlidingWindowState& 
                                      std::uint64_t cost);
 void sliding_window_absorb(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t hits);
 bool sliding_window_forgettable(const WindowParams& p, const SlidingWindowState& s, std::int64_t now);
+// Gives back `amount` of a charge: from the count of the window the charge went into, the current or (once the
+// window has turned) the previous one, not below 0; older charges no longer count.
+void sliding_window_refund(const WindowParams& p, SlidingWindowState& s, std::int64_t now, std::uint64_t amount,
+                           const Charge& charge);
 
 }  // namespace rk::core

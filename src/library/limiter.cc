@@ -5,11 +5,13 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/algorithms.h"
 #include "core/registry.h"
 #include "core/state_codec.h"
 #include "library/limiter_states.h"
+#include "library/reservations.h"
 #include "store/memory/sharded_store.h"
 
 namespace rk {
@@ -62,8 +64,8 @@ StoreOptions within_budget(StoreOptions o, const LimitSpec& spec) {
 }  // namespace
 
 struct Limiter::Impl {
-  Impl(const LimitSpec& s, std::shared_ptr<const Clock> c, std::size_t max_key)
-      : spec(s), clock(std::move(c)), max_key_bytes(max_key) {}
+  Impl(const LimitSpec& s, std::shared_ptr<const Clock> c, std::size_t max_key, std::size_t max_reservations)
+      : spec(s), clock(std::move(c)), max_key_bytes(max_key), reservations(max_reservations) {}
   virtual ~Impl() = default;
   virtual Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) = 0;
   // check for a caller that reads no reset_after (Fields::kAllButResetAfter): a function of its own, so that
@@ -73,6 +75,12 @@ struct Limiter::Impl {
   virtual void check_many(const std::string_view* keys, const std::uint64_t* costs, std::size_t n, std::int64_t now,
                           Decision* out, bool brief, std::size_t longest) = 0;
   virtual Decision peek(std::string_view key, std::int64_t now, std::uint64_t cost) const = 0;
+  // A reservation's check of its estimate: a refused one records nothing, whatever count_refused says (no work
+  // follows it, and nobody settles it).
+  virtual Decision reserve(std::string_view key, std::int64_t now, std::uint64_t estimate) = 0;
+  // A reservation of `reserved` charged at `charged_at`, settled at `actual`, in one step on the key's state.
+  virtual Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
+                          const core::Charge& charge) = 0;
   virtual bool reset(std::string_view key) = 0;
   virtual std::size_t sweep(std::int64_t now) = 0;
   virtual StoreStats stats() const = 0;
@@ -92,6 +100,7 @@ struct Limiter::Impl {
   LimitSpec spec;
   std::shared_ptr<const Clock> clock;
   std::size_t max_key_bytes;
+  library::Reservations reservations;
 };
 
 namespace {
@@ -100,8 +109,10 @@ template <class Algo>
 class Keyed final : public Limiter::Impl {
  public:
   Keyed(const LimitSpec& s, typename Algo::Params params, const StoreOptions& options, std::shared_ptr<const Clock> c)
-      : Impl(s, std::move(c), options.max_key_bytes),
+      : Impl(s, std::move(c), options.max_key_bytes, options.max_keys),
         params_(params),
+        debit_params_(params_with(s, true)),
+        reserve_params_(params_with(s, false)),
         store_(within_budget<typename Algo::State>(options, s)) {}
 
   Decision check(std::string_view key, std::int64_t now, std::uint64_t cost) override {
@@ -161,6 +172,25 @@ class Keyed final : public Limiter::Impl {
     });
   }
 
+  Decision reserve(std::string_view key, std::int64_t now, std::uint64_t estimate) override {
+    check_key(key);
+    char buf[16];
+    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) {
+      return Algo::decide(reserve_params_, s, now, estimate);
+    });
+  }
+
+  Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
+                  const core::Charge& charge) override {
+    check_key(key);
+    char buf[16];
+    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) {
+      if (actual > reserved) return Algo::decide(debit_params_, s, now, actual - reserved);
+      Algo::refund(params_, s, now, reserved - actual, charge);
+      return Algo::decide(params_, s, now, 0);
+    });
+  }
+
   bool reset(std::string_view key) override {
     char buf[16];
     return store_.erase(stored_key(key, buf));
@@ -189,7 +219,22 @@ class Keyed final : public Limiter::Impl {
   }
 
  private:
+  // The spec's parameters with count_refused set: with it, what a settle's overdraw is charged with, recorded even
+  // past what is left (a debt, bounded as count_refused bounds it); without, what a reservation is checked with.
+  static typename Algo::Params params_with(LimitSpec spec, bool count_refused) {
+    spec.count_refused = count_refused;
+    return core::with_algorithm(spec, []<class Other>(const typename Other::Params& p) {
+      if constexpr (std::is_same_v<Other, Algo>) {
+        return p;
+      } else {
+        return typename Algo::Params{};  // not reached: count_refused does not change the algorithm
+      }
+    });
+  }
+
   typename Algo::Params params_;
+  typename Algo::Params debit_params_;
+  typename Algo::Params reserve_params_;
   store::memory::ShardedStore<typename Algo::State> store_;
 };
 
@@ -272,9 +317,67 @@ Decision Limiter::peek(std::string_view key, std::uint64_t cost) const {
 Decision Limiter::peek_at(std::string_view key, Nanos now, std::uint64_t cost) const {
   return impl_->peek(key, now.count(), cost);
 }
+namespace {
+
+void check_amount(const char* field, std::uint64_t amount) {
+  if (amount > kMaxReservationAmount) {
+    throw InvalidArgument(std::string(field) + ": " + std::to_string(amount) + " is above the largest amount, 2^53 (" +
+                          std::to_string(kMaxReservationAmount) + ")");
+  }
+}
+
+}  // namespace
+
+Reservation Limiter::reserve(std::string_view key, std::uint64_t estimate, Nanos ttl) {
+  return reserve_at(key, impl_->clock->now(), estimate, ttl);
+}
+
+Reservation Limiter::reserve_at(std::string_view key, Nanos now, std::uint64_t estimate, Nanos ttl) {
+  check_amount("estimate", estimate);
+  if (ttl < std::chrono::milliseconds(1) || ttl > kMaxReservationTtl) {
+    throw InvalidArgument("ttl: " + std::to_string(ttl.count()) + " ns is not between 1 ms and 24 h");
+  }
+  impl_->check_key(key);
+  Reservation r;
+  const std::optional<std::string> id = impl_->reservations.claim(now.count());
+  if (!id) {
+    // As many reservations held as the store holds keys: refused, changing nothing, until some are settled or expire.
+    r.decision = impl_->peek(key, now.count(), estimate);
+    r.decision.allowed = false;
+    r.decision.retry_after = ttl;
+    return r;
+  }
+  r.decision = impl_->reserve(key, now.count(), estimate);
+  if (!r.decision.allowed) return r;
+  const core::Charge charge{now.count(), core::sat_add(now.count(), r.decision.reset_after.count())};
+  impl_->reservations.add(*id, {.key = std::string(key), .amount = estimate, .charge = charge,
+                                .expires_ns = core::sat_add(now.count(), ttl.count())});
+  r.id = *id;
+  return r;
+}
+
+Settlement Limiter::settle(std::string_view key, std::string_view id, std::uint64_t actual) {
+  return settle_at(key, id, impl_->clock->now(), actual);
+}
+
+Settlement Limiter::settle_at(std::string_view key, std::string_view id, Nanos now, std::uint64_t actual) {
+  check_amount("actual", actual);
+  impl_->check_key(key);
+  Settlement out;
+  const auto entry = impl_->reservations.take(key, id, now.count());
+  if (!entry) return out;
+  out.settled = true;
+  out.reserved = entry->amount;
+  out.decision = impl_->settle(key, now.count(), entry->amount, actual, entry->charge);
+  return out;
+}
+
 bool Limiter::reset(std::string_view key) { return impl_->reset(key); }
 std::size_t Limiter::sweep() { return sweep_at(impl_->clock->now()); }
-std::size_t Limiter::sweep_at(Nanos now) { return impl_->sweep(now.count()); }
+std::size_t Limiter::sweep_at(Nanos now) {
+  impl_->reservations.sweep(now.count());
+  return impl_->sweep(now.count());
+}
 StoreStats Limiter::stats() const { return impl_->stats(); }
 const LimitSpec& Limiter::spec() const { return impl_->spec; }
 const Clock& Limiter::clock() const { return *impl_->clock; }

@@ -1,27 +1,12 @@
 // service/leases.cc: the `concurrency` algorithm's acquire and release (service.h): the descriptor matched as a
 // check's is, its leases held by the rule's ConcurrencyLimiter in process or by the remote store (a sorted set in
 // Redis) when the domain uses one.
-#include <array>
 #include <future>
 
-#include "base/hex.h"
+#include "library/random_id.h"
 #include "service/service.h"
-#include "store/memory/random_bytes.h"
 
 namespace rk::service {
-
-namespace {
-
-// 128 bits from the operating system's random source: what releasing a lease in the remote store takes.
-std::string fresh_lease_id() {
-  std::array<std::uint8_t, 16> bytes;
-  store::memory::random_bytes(bytes);
-  std::string out;
-  for (std::uint8_t b : bytes) base::append_hex(out, b);
-  return out;
-}
-
-}  // namespace
 
 void Service::acquire_async(LeaseRequest request, LeaseDone done) { lease(std::move(request), true, std::move(done)); }
 void Service::release_async(LeaseRequest request, LeaseDone done) { lease(std::move(request), false, std::move(done)); }
@@ -71,7 +56,7 @@ void Service::lease(LeaseRequest request, bool acquire, LeaseDone done) {
     return done(std::move(answer));
   }
   std::string key = m.rule->store_prefix + m.counter_key;
-  if (acquire) answer.lease = fresh_lease_id();
+  if (acquire) answer.lease = library::random_id();  // 128 random bits: what releasing it in the remote store takes
   std::string id = acquire ? answer.lease : request.lease;
   // `set` kept: the rule's name and spec stay valid while the store answers.
   auto finish = [answer = std::move(answer), done = std::move(done), set](store::remote::LeaseResult r) mutable {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ratekeeper/clock.h"
+#include "ratekeeper/limiter.h"
 #include "rules/reloader.h"
 #include "service/breaker.h"
 #include "store/batched/batcher.h"
@@ -188,6 +189,28 @@ struct LeaseAnswer {
 using LeaseResult = std::variant<LeaseAnswer, RequestError>;
 using LeaseDone = std::function<void(LeaseResult)>;
 
+// Reserve and settle (docs/algorithms.md): one descriptor's estimate reserved under the rate limit it matches, and
+// the reservation settled at what was used (service/reservations.cc), in the rule's limiter in process.
+struct ReserveRequest {
+  std::string domain;
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::uint64_t amount = 0;      // reserve: the estimate; settle: the actual (at most kMaxReservationAmount)
+  std::string reservation;       // settle: the id the reserve answered
+  Nanos ttl = kDefaultReservationTtl;  // reserve: how long the reservation is held
+};
+
+struct ReserveAnswer {
+  bool done = false;          // reserved (allowed); settled (false: unknown, expired, settled or another key's)
+  std::string reservation;    // reserved: its id, 32 hex digits
+  std::string name;           // the rule's name (or path)
+  std::uint64_t reserved = 0;  // settle: the reservation's estimate
+  Decision decision;          // the reserve's check; the settle's overdraw (refused if it overdrew) or look
+  Nanos ttl{0};
+};
+
+using ReserveResult = std::variant<ReserveAnswer, RequestError>;
+using ReserveDone = std::function<void(ReserveResult)>;
+
 using CheckResult = std::variant<CheckResponse, RequestError>;
 using CheckDone = std::function<void(CheckResult)>;
 
@@ -206,6 +229,14 @@ class Service {
   void release_async(LeaseRequest request, LeaseDone done);
   LeaseResult acquire(const LeaseRequest& request);
   LeaseResult release(const LeaseRequest& request);
+
+  // A reservation of an estimate on the rate limit the request's descriptor matches, and its settlement at the
+  // actual amount. `done` runs exactly once, as check_async's. A descriptor that matches no rate limit is a
+  // RequestError.
+  void reserve_async(ReserveRequest request, ReserveDone done);
+  void settle_async(ReserveRequest request, ReserveDone done);
+  ReserveResult reserve(const ReserveRequest& request);
+  ReserveResult settle(const ReserveRequest& request);
 
   // The matcher alone, for the admin dry run: which rule each descriptor would use, charging nothing.
   void dry_run_async(CheckRequest request, CheckDone done);
@@ -239,6 +270,7 @@ class Service {
  private:
   std::optional<RequestError> validate(const CheckRequest& request) const;
   void lease(LeaseRequest request, bool acquire, LeaseDone done);
+  void reservation(ReserveRequest request, bool reserve, ReserveDone done);
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
   // `done` wrapped to record the decision as a span and an access log line (record.cc).

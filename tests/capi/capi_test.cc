@@ -422,4 +422,29 @@ TEST(CApiConcurrency, BadArgumentsAreRefusedByName) {
 }
 
 }  // namespace
+// Reserve and settle through C: a refund gives back what was not used; a bad id or absurd amount changes nothing.
+TEST(CApi, ReservesAndSettles) {
+  rk_spec s = spec_for("fixed_window", 10);
+  Handle h;
+  ASSERT_EQ(make(s, h), RK_OK);
+  char id[RK_RESERVATION_ID_SIZE];
+  rk_decision d;
+  ASSERT_EQ(rk_limiter_reserve_at(h.p, "k", 1, 0, 8, 0, id, &d), RK_OK);
+  ASSERT_TRUE(d.allowed);
+  EXPECT_EQ(std::string(id).size(), 32u);
+  EXPECT_EQ(rk_limiter_reserve_at(h.p, "k", 1, 0, (uint64_t{1} << 53) + 1, 0, id + 0, &d), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("estimate"), std::string::npos) << rk_last_error();
+  int settled = -1;
+  EXPECT_EQ(rk_limiter_settle_at(h.p, "other", 5, 0, id, 0, &settled, &d), RK_OK);
+  EXPECT_EQ(settled, 0);
+  EXPECT_EQ(rk_limiter_settle_at(h.p, "k", 1, 0, id, (uint64_t{1} << 53) + 1, &settled, &d), RK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rk_last_error()).find("actual"), std::string::npos) << rk_last_error();
+  ASSERT_EQ(rk_limiter_settle_at(h.p, "k", 1, 0, id, 3, &settled, &d), RK_OK);
+  EXPECT_EQ(settled, 1);
+  EXPECT_EQ(d.remaining, 7);  // 8 reserved, 3 used
+  ASSERT_EQ(rk_limiter_settle_at(h.p, "k", 1, 0, id, 3, &settled, &d), RK_OK);
+  EXPECT_EQ(settled, 0);  // settled once only
+  EXPECT_EQ(rk_limiter_settle_at(h.p, "k", 1, 0, nullptr, 3, &settled, &d), RK_INVALID_ARGUMENT);
+}
+
 }  // namespace rk

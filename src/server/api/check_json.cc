@@ -93,6 +93,31 @@ service::LeaseRequest lease_from_json(const json& j, bool release) {
   return r;
 }
 
+service::ReserveRequest reserve_from_json(const json& j, bool settle) {
+  if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
+  if (settle) {
+    only_fields(j, "", {"domain", "entries", "reservation", "actual"});
+  } else {
+    only_fields(j, "", {"domain", "entries", "estimate", "ttl_seconds"});
+  }
+  service::ReserveRequest r;
+  if (const json* d = field(j, "domain", "")) r.domain = string_at(*d, "domain");
+  if (const json* es = field(j, "entries", "")) r.entries = entries_at(*es, "entries");
+  const char* amount = settle ? "actual" : "estimate";
+  const json* a = field(j, amount, "");
+  if (!a) throw Bad{amount, "missing"};
+  if (a->is_number_float()) throw Bad{amount, "must be a whole number"};
+  r.amount = uint_at(*a, amount, kMaxReservationAmount);
+  if (const json* id = field(j, "reservation", "")) r.reservation = string_at(*id, "reservation");
+  if (const json* t = field(j, "ttl_seconds", "")) {
+    if (!t->is_number()) throw Bad{"ttl_seconds", "must be a number"};
+    const double s = t->get<double>();
+    if (!(s >= 0.001 && s <= 86400)) throw Bad{"ttl_seconds", "must be from 0.001 to 86400"};
+    r.ttl = Nanos{static_cast<std::int64_t>(std::llround(s * 1e9))};
+  }
+  return r;
+}
+
 service::CheckRequest from_json(const json& j) {
   if (!j.is_object()) throw Bad{"", "the body must be a JSON object"};
   only_fields(j, "", {"domain", "descriptors", "hits_addend", "hitsAddend"});
@@ -191,6 +216,36 @@ std::string lease_answer_json(const service::LeaseAnswer& a, bool release) {
     if (a.done) out["lease"] = a.lease;
     else out["retry_after_seconds"] = to_seconds(a.retry_after);
   }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::variant<service::ReserveRequest, service::RequestError> parse_reserve_request(std::string_view body,
+                                                                                  bool settle) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return service::RequestError{"", "the body is not valid JSON"};
+  try {
+    return reserve_from_json(j, settle);
+  } catch (const Bad& b) {
+    return service::RequestError{b.field, b.message};
+  } catch (const json::exception& e) {
+    return service::RequestError{"", std::string("unreadable: ") + e.what()};
+  }
+}
+
+std::string reserve_answer_json(const service::ReserveAnswer& a, bool settle, std::uint64_t actual) {
+  const Decision& d = a.decision;
+  json out = {{"rule", a.name}, {"limit", d.limit}, {"remaining", d.remaining}};
+  if (settle) {
+    out["settled"] = a.done;
+    out["reserved"] = a.reserved;
+    out["actual"] = actual;
+    out["overdrew"] = !d.allowed;
+  } else {
+    out["reserved"] = a.done;
+    out["ttl_seconds"] = to_seconds(a.ttl);
+    if (a.done) out["reservation"] = a.reservation;
+  }
+  if (!d.allowed) out["retry_after_seconds"] = d.retry_after == kNever ? -1.0 : to_seconds(d.retry_after);
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

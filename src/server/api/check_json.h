@@ -28,6 +28,15 @@ std::string check_response_json(const service::CheckResponse& response);
 std::variant<service::LeaseRequest, service::RequestError> parse_lease_request(std::string_view body, bool release);
 std::string lease_answer_json(const service::LeaseAnswer& answer, bool release);
 
+// POST /v1/reserve {"domain": "llm", "entries": [{"key": "user", "value": "42"}], "estimate": 500} (and optional
+// "ttl_seconds", 0.001 to 86400, default 60) and POST /v1/settle (the same entries, "reservation": "<id>" and
+// "actual": 120), reserve and settle (docs/service.md). estimate and actual: whole numbers from 0 to 2^53.
+// Answers: {"reserved": true, "reservation": "<32 hex digits>", "rule", "limit", "remaining",
+// "ttl_seconds"} or {"reserved": false, ..., "retry_after_seconds"}; {"settled": true, "rule", "reserved",
+// "actual", "overdrew", "limit", "remaining", "retry_after_seconds"}.
+std::variant<service::ReserveRequest, service::RequestError> parse_reserve_request(std::string_view body, bool settle);
+std::string reserve_answer_json(const service::ReserveAnswer& answer, bool settle, std::uint64_t actual);
+
 
 // A duration as proto3 JSON writes it: "40s", "1.500s", "0s".
 std::string proto_duration(Nanos d);

@@ -1,4 +1,5 @@
-// server/api/public_routes.cc: the public listener's routes (routes.h): POST /v1/check, /v1/acquire and /v1/release,
+// server/api/public_routes.cc: the public listener's routes (routes.h): POST /v1/check, /v1/acquire, /v1/release,
+// /v1/reserve and /v1/settle,
 // envoyproxy/ratelimit's POST /json and GET /healthcheck, forward-auth at /v1/auth/<domain>, and the health probes.
 #include <algorithm>
 #include <chrono>
@@ -78,6 +79,47 @@ void lease(service::Service& service, const Hooks& hooks, const server::http::Re
       });
 }
 
+// POST /v1/reserve and /v1/settle: an estimate reserved on a rate limit, and settled at what was used. 200
+// reserved or settled (an overdraw too: it is recorded, and "overdrew" says so); 429 a reserve refused
+// (Retry-After); 404 a settle of an unknown, expired, settled or another key's reservation (nothing changed); 400
+// a bad request, naming the field (and a domain whose counts are in Redis or shared in batches: held in process).
+void reservation(service::Service& service, const Hooks& hooks, const server::http::Request& req,
+                 server::http::Response& res, bool settle) {
+  if (!method_is(req, res, hooks, "POST")) return;
+  auto parsed = parse_reserve_request(req.body, settle);
+  if (auto* e = std::get_if<service::RequestError>(&parsed)) {
+    return error(res, hooks, "http", 400, "invalid_request", e->field, e->message);
+  }
+  const std::uint64_t actual = std::get<service::ReserveRequest>(parsed).amount;
+  answer_when_done<service::ReserveResult>(
+      req, res,
+      [&](auto done) {
+        auto request = std::get<service::ReserveRequest>(std::move(parsed));
+        if (settle) {
+          service.settle_async(std::move(request), done);
+        } else {
+          service.reserve_async(std::move(request), done);
+        }
+      },
+      [&hooks, settle, actual](const service::ReserveResult& result, server::http::Response& out) {
+        if (auto* e = std::get_if<service::RequestError>(&result)) {
+          return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
+        }
+        const auto& answer = std::get<service::ReserveAnswer>(result);
+        if (settle && !answer.done) {
+          return error(out, hooks, "http", 404, "not_found", "reservation",
+                       "no such reservation held (unknown, expired, settled or another key's); nothing was changed");
+        }
+        out.status = answer.done ? 200 : 429;
+        if (!answer.done) {
+          const Nanos wait = answer.decision.retry_after == kNever ? answer.ttl : answer.decision.retry_after;
+          const auto secs = std::chrono::ceil<std::chrono::seconds>(wait).count();
+          out.headers.emplace_back("Retry-After", std::to_string(std::max<std::int64_t>(secs, 1)));
+        }
+        out.body = reserve_answer_json(answer, settle, actual);
+      });
+}
+
 // envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
 // body decides. Bad requests are counted as /v1/check's are.
 void envoy_json(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
@@ -154,6 +196,8 @@ server::http::Handler public_routes(service::Service& service, Hooks hooks, Forw
     if (req.path == "/v1/check") return check(service, hooks, req, res);
     if (req.path == "/v1/acquire") return lease(service, hooks, req, res, false);
     if (req.path == "/v1/release") return lease(service, hooks, req, res, true);
+    if (req.path == "/v1/reserve") return reservation(service, hooks, req, res, false);
+    if (req.path == "/v1/settle") return reservation(service, hooks, req, res, true);
     if (req.path == "/json") return envoy_json(service, hooks, req, res);
     if (req.path == "/healthcheck") return envoy_healthcheck(!hooks.ready || hooks.ready(), res);
     constexpr std::string_view kAuth = "/v1/auth/";

@@ -225,3 +225,59 @@ TEST(LeaseJson, AnswersSayWhatHappened) {
 
 }  // namespace
 }  // namespace rk::server::api
+
+namespace rk::server::api {
+namespace {
+
+// estimate and actual: whole numbers from 0 to 2^53; anything else is a 400 naming the field.
+TEST(ReserveJson, ReadsReserveAndSettleAndNamesWhatIsWrong) {
+  auto v = parse_reserve_request(
+      R"({"domain":"ai","entries":[{"key":"api_key","value":"k1"}],"estimate":500,"ttl_seconds":2.5})", false);
+  ASSERT_TRUE(std::holds_alternative<service::ReserveRequest>(v));
+  EXPECT_EQ(std::get<service::ReserveRequest>(v).amount, 500u);
+  EXPECT_EQ(std::get<service::ReserveRequest>(v).ttl, std::chrono::milliseconds(2500));
+  v = parse_reserve_request(R"({"domain":"ai","reservation":"ab","actual":9007199254740992})", true);
+  ASSERT_TRUE(std::holds_alternative<service::ReserveRequest>(v));
+  EXPECT_EQ(std::get<service::ReserveRequest>(v).amount, std::uint64_t{1} << 53);
+  const auto error = [](std::string_view body, bool settle) {
+    auto r = parse_reserve_request(body, settle);
+    if (!std::holds_alternative<service::RequestError>(r)) return std::string("(none)");
+    const auto& e = std::get<service::RequestError>(r);
+    return e.field + ": " + e.message;
+  };
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":-1})", false), "estimate: must not be negative");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":1.5})", false), "estimate: must be a whole number");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":"x"})", false), "estimate: must be a whole number");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":9007199254740993})", false),
+            "estimate: 9007199254740993 is over the limit of 9007199254740992");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":1e300})", false), "estimate: must be a whole number");
+  EXPECT_EQ(error(R"({"domain":"ai"})", false), "estimate: missing");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":1,"ttl_seconds":0})", false),
+            "ttl_seconds: must be from 0.001 to 86400");
+  EXPECT_EQ(error(R"({"domain":"ai","estimate":1,"reservation":"ab"})", false), "reservation: unknown field");
+  EXPECT_EQ(error(R"({"domain":"ai","reservation":"ab","actual":-5})", true), "actual: must not be negative");
+  EXPECT_EQ(error(R"({"domain":"ai","reservation":"ab","actual":18446744073709551615})", true),
+            "actual: 18446744073709551615 is over the limit of 9007199254740992");
+  EXPECT_EQ(error(R"({"domain":"ai","reservation":7,"actual":1})", true).substr(0, 12), "reservation:");
+}
+
+TEST(ReserveJson, AnswersSayWhatHappened) {
+  service::ReserveAnswer a{.done = true, .reservation = "0123", .name = "tokens", .ttl = std::chrono::seconds(60)};
+  a.decision = Decision{.allowed = true, .limit = 10000, .remaining = 6000};
+  auto j = nlohmann::json::parse(reserve_answer_json(a, false, 4000));
+  EXPECT_EQ(j["reserved"], true);
+  EXPECT_EQ(j["reservation"], "0123");
+  EXPECT_EQ(j["remaining"], 6000.0);
+  EXPECT_FALSE(j.contains("retry_after_seconds"));
+  a.reserved = 4000;
+  a.decision = Decision{.allowed = false, .limit = 10000, .remaining = 0, .retry_after = std::chrono::seconds(12)};
+  j = nlohmann::json::parse(reserve_answer_json(a, true, 12000));
+  EXPECT_EQ(j["settled"], true);
+  EXPECT_EQ(j["overdrew"], true);
+  EXPECT_EQ(j["reserved"], 4000);
+  EXPECT_EQ(j["actual"], 12000);
+  EXPECT_EQ(j["retry_after_seconds"], 12.0);
+}
+
+}  // namespace
+}  // namespace rk::server::api

@@ -1,0 +1,86 @@
+// service/reservations.cc: reserve and settle (service.h): the descriptor matched as a check's is, the estimate
+// reserved on the rule's limiter in process (Limiter::reserve), and settled there at what was used. A domain whose
+// counts are elsewhere (the remote store, sharing: batched) holds no reservations: a bad request naming it.
+#include <future>
+
+#include "service/service.h"
+
+namespace rk::service {
+
+void Service::reserve_async(ReserveRequest request, ReserveDone done) {
+  reservation(std::move(request), true, std::move(done));
+}
+void Service::settle_async(ReserveRequest request, ReserveDone done) {
+  reservation(std::move(request), false, std::move(done));
+}
+
+ReserveResult Service::reserve(const ReserveRequest& request) {
+  std::promise<ReserveResult> promise;
+  auto future = promise.get_future();
+  reserve_async(request, [&promise](ReserveResult r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+ReserveResult Service::settle(const ReserveRequest& request) {
+  std::promise<ReserveResult> promise;
+  auto future = promise.get_future();
+  settle_async(request, [&promise](ReserveResult r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+void Service::reservation(ReserveRequest request, bool reserve, ReserveDone done) {
+  // The same caps as a check's (one descriptor).
+  CheckRequest as_check{.domain = request.domain, .descriptors = {CheckDescriptor{.entries = request.entries}}};
+  if (auto e = validate(as_check)) {
+    if (e->field.starts_with("descriptors[0].")) e->field = "descriptor." + e->field.substr(15);
+    return done(std::move(*e));
+  }
+  const char* amount_field = reserve ? "estimate" : "actual";
+  if (request.amount > kMaxReservationAmount) {
+    return done(RequestError{amount_field, std::to_string(request.amount) + " is over the limit of " +
+                                               std::to_string(kMaxReservationAmount)});
+  }
+  if (reserve && (request.ttl < std::chrono::milliseconds(1) || request.ttl > kMaxReservationTtl)) {
+    return done(RequestError{"ttl_seconds", "must be from 0.001 to 86400"});
+  }
+  if (!reserve && request.reservation.empty()) return done(RequestError{"reservation", "must not be empty"});
+  auto set = rules_.current();
+  std::vector<rules::Entry> entries;
+  for (const auto& [k, v] : request.entries) entries.push_back({k, v});
+  const rules::Match m = set ? set->match(request.domain, entries) : rules::Match{};
+  const rules::DomainConfig* domain = set ? set->domain(request.domain) : nullptr;
+  if (!m.rule || !m.rule->limiter) {
+    return done(RequestError{"descriptor", "matches no rate limit of domain '" + request.domain +
+                                               "' (unlimited, blocked and concurrency limits hold no reservations)"});
+  }
+  if (uses_batcher(domain)) {
+    return done(RequestError{"descriptor", "domain '" + request.domain +
+                                               "' shares its counts in batches (sharing: batched), which cannot "
+                                               "give a refund back: reserve in a domain of its own"});
+  }
+  if (uses_remote(domain)) {
+    return done(RequestError{"descriptor", "domain '" + request.domain +
+                                               "' keeps its counts in the remote store, where reservations are not "
+                                               "held: reserve in a domain of ratekeeper's own memory"});
+  }
+  ReserveAnswer answer{.name = m.rule->name, .ttl = request.ttl};
+  const Nanos now = clock_->now();
+  try {
+    if (reserve) {
+      Reservation r = m.rule->limiter->reserve_at(m.counter_key, now, request.amount, request.ttl);
+      answer.done = r.decision.allowed;
+      answer.decision = r.decision;
+      answer.reservation = std::move(r.id);
+    } else {
+      const Settlement s = m.rule->limiter->settle_at(m.counter_key, request.reservation, now, request.amount);
+      answer.done = s.settled;
+      answer.decision = s.decision;
+      answer.reserved = s.reserved;
+    }
+  } catch (const InvalidArgument& e) {
+    return done(RequestError{"descriptor", e.what()});
+  }
+  done(std::move(answer));
+}
+
+}  // namespace rk::service
