@@ -110,7 +110,7 @@ Lease ConcurrencyLimiter::acquire(std::string_view key) { return acquire_at(key,
 Lease ConcurrencyLimiter::acquire_at(std::string_view key, Nanos now) {
   impl_->check_key(key);
   core::LeaseId id;
-  store::random_bytes(id);
+  store::memory::random_bytes(id);
   Shard& s = impl_->shard(key);
   core::AcquireResult r;
   {

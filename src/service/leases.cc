@@ -15,7 +15,7 @@ namespace {
 // 128 bits from the operating system's random source: what releasing a lease in the remote store takes.
 std::string fresh_lease_id() {
   std::array<std::uint8_t, 16> bytes;
-  store::random_bytes(bytes);
+  store::memory::random_bytes(bytes);
   std::string out;
   for (std::uint8_t b : bytes) base::append_hex(out, b);
   return out;
@@ -74,7 +74,7 @@ void Service::lease(LeaseRequest request, bool acquire, LeaseDone done) {
   if (acquire) answer.lease = fresh_lease_id();
   std::string id = acquire ? answer.lease : request.lease;
   // `set` kept: the rule's name and spec stay valid while the store answers.
-  auto finish = [answer = std::move(answer), done = std::move(done), set](store::LeaseResult r) mutable {
+  auto finish = [answer = std::move(answer), done = std::move(done), set](store::remote::LeaseResult r) mutable {
     answer.done = r.status == store::remote::RemoteResult::Status::kOk && r.done;
     answer.in_flight = r.in_flight;
     answer.retry_after = r.retry_after;

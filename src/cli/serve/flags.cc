@@ -382,6 +382,8 @@ void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.toggle("--ready-without-rules",
                "report ready before the control plane's first push (until then every\nrequest is OK)",
                f.ready_without_rules);
+}
+
 void add_stats_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--statsd", "HOST:PORT",
               "send envoyproxy/ratelimit's statistics to this statsd daemon over UDP\n(default: none)",

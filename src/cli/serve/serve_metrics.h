@@ -75,7 +75,6 @@ class ServeMetrics {
   std::uint64_t redis_errors() const;
 
   metrics::Registry registry_;
-  std::shared_ptr<metrics::envoy::DescriptorStats> descriptor_stats_;  // once descriptor_stats() made it
   metrics::Counter& reload_ok_;
   metrics::Counter& reload_failed_;
   metrics::Gauge& reload_time_;

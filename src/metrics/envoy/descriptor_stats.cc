@@ -159,10 +159,10 @@ std::vector<std::string> DescriptorStats::stats_lines() const {
   std::vector<std::string> lines;
   std::shared_lock lock(mu_);
   for (const auto& [key, stats] : by_key_) {
-    const Series& s = stats->own;
-    for (const auto& [name, counter] : {std::pair{"total_hits", s.total}, std::pair{"over_limit", s.over},
-                                        std::pair{"near_limit", s.near}, std::pair{"within_limit", s.within},
-                                        std::pair{"shadow_mode", s.shadow}}) {
+    const KeyCounters& s = *stats->own;
+    for (const auto& [name, counter] : {std::pair<const char*, const Counter*>{"total_hits", &s.total},
+                                        {"over_limit", &s.over}, {"near_limit", &s.near},
+                                        {"within_limit", &s.within}, {"shadow_mode", &s.shadow}}) {
       lines.push_back("ratelimit.service.rate_limit." + key + "." + name + ": " + std::to_string(counter->value()));
     }
   }

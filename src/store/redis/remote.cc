@@ -77,8 +77,8 @@ store::remote::RemoteResult to_result(const store::redis::Result& r) {
 }
 
 // The lease script's reply (lua/leases.lua): {done, in_flight, retry_after_us} or {done}.
-store::LeaseResult to_lease_result(const store::redis::Result& r) {
-  store::LeaseResult out;
+store::remote::LeaseResult to_lease_result(const store::redis::Result& r) {
+  store::remote::LeaseResult out;
   if (const auto* e = std::get_if<store::redis::Error>(&r)) {
     out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
                                                         : store::remote::RemoteResult::Status::kUnavailable;
@@ -188,7 +188,7 @@ class RedisRemote final : public store::remote::RemoteStore {
   }
 
   void acquire_lease(std::string key, std::string id, std::uint32_t max_in_flight, Nanos lease_ttl, Nanos now,
-                     std::function<void(store::LeaseResult)> done) override {
+                     std::function<void(store::remote::LeaseResult)> done) override {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(lease_ttl).count();
     leases_.eval({redis_key(key)},
                  {"acquire", std::move(id), now_arg(now), std::to_string(max_in_flight), std::to_string(us)},
@@ -196,7 +196,7 @@ class RedisRemote final : public store::remote::RemoteStore {
   }
 
   void release_lease(std::string key, std::string id, Nanos now,
-                     std::function<void(store::LeaseResult)> done) override {
+                     std::function<void(store::remote::LeaseResult)> done) override {
     leases_.eval({redis_key(key)}, {"release", std::move(id), now_arg(now)},
                  [done = std::move(done)](store::redis::Result r) { done(to_lease_result(r)); });
   }
