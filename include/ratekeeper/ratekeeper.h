@@ -208,6 +208,43 @@ RK_EXPORT rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key
 RK_EXPORT rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len,
                                              uint32_t* out);
 
+/* The `concurrency` algorithm in shared memory (rk::SharedConcurrencyLimiter, include/ratekeeper/shared.h): the
+ * leases of every process that maps the region, such as the workers of one nginx, in a region sized as for
+ * rk_shared_in_region (max_keys keys of up to max_key_bytes bytes, each holding up to max_in_flight leases, at most
+ * RK_SHARED_MAX_IN_FLIGHT). A key holds a slot only while it has leases; a new key when every slot's key holds an
+ * unexpired lease is refused (*retry_after_ns: the lease's time to live). Acquire, release and in_flight answer
+ * as rk_concurrency's do; a process that dies holding leases leaves them to expire after lease_ttl_ns (0: 60 s).
+ *
+ *   rk_shared_concurrency* c;
+ *   rk_shared_concurrency_in_region(zone, bytes, 1, 10, 30000000000, max_keys, 64, 16, &c);
+ *   rk_shared_concurrency_acquire(c, "user:42", 7, id, &acquired, &retry_after_ns);
+ *   if (acquired) { serve(); rk_shared_concurrency_release(c, "user:42", 7, id, NULL); }
+ */
+typedef struct rk_shared_concurrency rk_shared_concurrency;
+#define RK_SHARED_MAX_IN_FLIGHT 4096
+
+/* 0 for a parameter out of range. */
+RK_EXPORT size_t rk_shared_concurrency_region_bytes(uint32_t max_in_flight, uint64_t max_keys, uint64_t max_key_bytes,
+                                                    uint64_t shards);
+RK_EXPORT uint64_t rk_shared_concurrency_keys_that_fit(size_t bytes, uint32_t max_in_flight, uint64_t max_key_bytes,
+                                                      uint64_t shards);
+RK_EXPORT rk_status rk_shared_concurrency_in_region(void* base, size_t bytes, int format, uint32_t max_in_flight,
+                                                    int64_t lease_ttl_ns, uint64_t max_keys, uint64_t max_key_bytes,
+                                                    uint64_t shards, rk_shared_concurrency** out);
+RK_EXPORT void rk_shared_concurrency_free(rk_shared_concurrency* c); /* the handle only: the leases stay */
+RK_EXPORT rk_status rk_shared_concurrency_acquire(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                                  char lease_id[RK_LEASE_ID_SIZE], int* acquired,
+                                                  int64_t* retry_after_ns);
+RK_EXPORT rk_status rk_shared_concurrency_acquire_at(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                                     int64_t now_ns, char lease_id[RK_LEASE_ID_SIZE], int* acquired,
+                                                     int64_t* retry_after_ns);
+RK_EXPORT rk_status rk_shared_concurrency_release(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                                  const char* lease_id, int* released);
+RK_EXPORT rk_status rk_shared_concurrency_release_at(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                                     const char* lease_id, int64_t now_ns, int* released);
+RK_EXPORT rk_status rk_shared_concurrency_in_flight(const rk_shared_concurrency* c, const char* key, size_t key_len,
+                                                    uint32_t* out);
+
 #ifdef __cplusplus
 }
 #endif

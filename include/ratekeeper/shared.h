@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "ratekeeper/clock.h"
+#include "ratekeeper/concurrency.h"
 #include "ratekeeper/decision.h"
 #include "ratekeeper/params.h"
 
@@ -96,6 +97,61 @@ class RK_EXPORT SharedLimiter {
 
  private:
   explicit SharedLimiter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The `concurrency` algorithm (ratekeeper/concurrency.h) in shared memory: at most max_in_flight leases of a key at
+// once among every process that shares the region (the workers of one nginx).
+//
+//   auto leases = rk::SharedConcurrencyLimiter::in_region(zone, bytes, format, {.max_in_flight = 10,
+//                                                           .lease_ttl = std::chrono::seconds(60)});
+//   rk::SharedLease lease = leases.acquire("203.0.113.7");
+//   if (lease.acquired) { serve(); leases.release("203.0.113.7", lease.id); }
+//
+// A key's slot holds its leases (8 + 24 * max_in_flight bytes of state), so max_in_flight is at most
+// kMaxSharedInFlight here. A key holds a slot only while it has leases: the last release frees it. A new key when
+// the region's shard is full takes the slot of one of its eight least recently used keys whose leases have all
+// expired; else the acquire is refused (retry_after: lease_ttl), so no held lease is ever evicted. A process that
+// dies holding leases leaves them to expire after lease_ttl; one that dies inside an acquire or release is undone
+// as check() is. The spec's max_keys and max_key_bytes are not used: the options size the region, as for
+// SharedLimiter.
+inline constexpr std::uint32_t kMaxSharedInFlight = 4096;
+
+struct SharedLease {
+  bool acquired = false;
+  std::string id;               // 32 hex digits: what releases it; "" when refused
+  Nanos retry_after{0};         // refused: until the first held lease expires (a release may come sooner)
+  std::uint32_t in_flight = 0;  // the key's leases after this acquire
+};
+
+class RK_EXPORT SharedConcurrencyLimiter {
+ public:
+  // As SharedLimiter::in_region. InvalidArgument naming a bad parameter, or what differs from the region's.
+  static SharedConcurrencyLimiter in_region(void* base, std::size_t bytes, bool format, const ConcurrencySpec& spec,
+                                            const SharedOptions& options = {}, std::shared_ptr<const Clock> clock = {});
+  static std::size_t region_bytes(std::uint32_t max_in_flight, const SharedOptions& options);
+  static std::size_t keys_that_fit(std::size_t bytes, std::uint32_t max_in_flight, std::size_t max_key_bytes,
+                                   std::size_t shards);
+
+  ~SharedConcurrencyLimiter();
+  SharedConcurrencyLimiter(SharedConcurrencyLimiter&&) noexcept;
+  SharedConcurrencyLimiter& operator=(SharedConcurrencyLimiter&&) noexcept;
+
+  // Each throws InvalidArgument for a key above max_key_bytes, SharedRegionCorrupt for a corrupted shard.
+  SharedLease acquire(std::string_view key);
+  SharedLease acquire_at(std::string_view key, Nanos now);
+  // True if the lease was held; false, changing nothing, for an unknown, expired or released id, or another key's.
+  bool release(std::string_view key, std::string_view id);
+  bool release_at(std::string_view key, std::string_view id, Nanos now);
+  std::uint32_t in_flight(std::string_view key) const;
+  std::uint32_t in_flight_at(std::string_view key, Nanos now) const;
+  SharedStats stats() const;
+  const ConcurrencySpec& spec() const;
+
+  struct Impl;  // in src/store/shm/shm_leases.cc
+
+ private:
+  explicit SharedConcurrencyLimiter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,12 +2,15 @@
 //
 //   hex_value('b') -> 11     hex_value('g') -> -1
 //   hex16(0xcbf29ce484222325) -> "cbf29ce484222325"     append_hex(out, 0x1f) appends "1f"
+//   hex_text(bytes) -> "00ff..."     parse_hex("00ff", bytes) -> true, bytes = {0x00, 0xff}
 //
 // Header-only, so that libratekeeper, which links nothing of rk_base, writes its names the same way.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace rk::base {
 
@@ -32,6 +35,25 @@ inline std::string hex16(std::uint64_t v) {
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = kHexDigits[v & 15];
   return out;
+}
+
+// Bytes as two lower-case digits each (lease ids).
+inline std::string hex_text(std::span<const std::uint8_t> bytes) {
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (std::uint8_t b : bytes) append_hex(out, b);
+  return out;
+}
+
+// Exactly 2 * out.size() hex digits into out; false, out unspecified, for any other text.
+inline bool parse_hex(std::string_view text, std::span<std::uint8_t> out) {
+  if (text.size() != 2 * out.size()) return false;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>(hi * 16 + lo);
+  }
+  return true;
 }
 
 }  // namespace rk::base

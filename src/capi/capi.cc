@@ -34,6 +34,11 @@ struct rk_shared {
   rk::SharedLimiter limiter;
 };
 
+struct rk_shared_concurrency {
+  explicit rk_shared_concurrency(rk::SharedConcurrencyLimiter l) : limiter(std::move(l)) {}
+  rk::SharedConcurrencyLimiter limiter;
+};
+
 namespace {
 
 thread_local std::string last_error;
@@ -206,24 +211,35 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
 
 namespace {
 
-rk_status lease_acquire(rk_concurrency* c, const char* key, size_t len, std::optional<rk::Nanos> now,
-                        char* lease_id, int* acquired, int64_t* retry_after_ns) noexcept {
+// An acquire's answer, whichever limiter gave it.
+struct Acquired {
+  bool acquired;
+  rk::Nanos retry_after;
+  std::string id;
+};
+Acquired acquired_of(rk::Lease l) { return {static_cast<bool>(l), l.retry_after(), l.detach()}; }
+Acquired acquired_of(rk::SharedLease l) { return {l.acquired, l.retry_after, std::move(l.id)}; }
+
+// rk_concurrency's and rk_shared_concurrency's acquire, release and in_flight, on their `limiter`.
+template <class C>
+rk_status lease_acquire(C* c, const char* key, size_t len, std::optional<rk::Nanos> now, char* lease_id,
+                        int* acquired, int64_t* retry_after_ns) noexcept {
   return guarded([&] {
     if (c == nullptr || (key == nullptr && len > 0) || lease_id == nullptr || acquired == nullptr) {
       return fail(RK_INVALID_ARGUMENT, "limiter, key, lease_id or acquired is NULL");
     }
     const std::string_view k(key == nullptr ? "" : key, len);
-    rk::Lease lease = now ? c->limiter.acquire_at(k, *now) : c->limiter.acquire(k);
-    *acquired = lease ? 1 : 0;
-    if (retry_after_ns != nullptr) *retry_after_ns = lease.retry_after().count();
-    const std::string id = lease.detach();
-    std::memcpy(lease_id, id.c_str(), id.size() + 1);
+    const Acquired a = acquired_of(now ? c->limiter.acquire_at(k, *now) : c->limiter.acquire(k));
+    *acquired = a.acquired ? 1 : 0;
+    if (retry_after_ns != nullptr) *retry_after_ns = a.retry_after.count();
+    std::memcpy(lease_id, a.id.c_str(), a.id.size() + 1);
     return RK_OK;
   });
 }
 
-rk_status lease_release(rk_concurrency* c, const char* key, size_t len, const char* lease_id,
-                        std::optional<rk::Nanos> now, int* released) noexcept {
+template <class C>
+rk_status lease_release(C* c, const char* key, size_t len, const char* lease_id, std::optional<rk::Nanos> now,
+                        int* released) noexcept {
   return guarded([&] {
     if (c == nullptr || (key == nullptr && len > 0) || lease_id == nullptr) {
       return fail(RK_INVALID_ARGUMENT, "limiter, key or lease_id is NULL");
@@ -232,6 +248,17 @@ rk_status lease_release(rk_concurrency* c, const char* key, size_t len, const ch
     const std::string_view id(lease_id, strnlen(lease_id, RK_LEASE_ID_SIZE));
     const bool done = now ? c->limiter.release_at(k, id, *now) : c->limiter.release(k, id);
     if (released != nullptr) *released = done ? 1 : 0;
+    return RK_OK;
+  });
+}
+
+template <class C>
+rk_status leases_in_flight(const C* c, const char* key, size_t key_len, uint32_t* out) noexcept {
+  return guarded([&] {
+    if (c == nullptr || (key == nullptr && key_len > 0) || out == nullptr) {
+      return fail(RK_INVALID_ARGUMENT, "limiter, key or out is NULL");
+    }
+    *out = c->limiter.in_flight(std::string_view(key == nullptr ? "" : key, key_len));
     return RK_OK;
   });
 }
@@ -502,13 +529,65 @@ rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key, size_t k
 }
 
 rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len, uint32_t* out) {
+  return leases_in_flight(c, key, key_len, out);
+}
+
+static_assert(RK_SHARED_MAX_IN_FLIGHT == rk::kMaxSharedInFlight);
+
+size_t rk_shared_concurrency_region_bytes(uint32_t max_in_flight, uint64_t max_keys, uint64_t max_key_bytes,
+                                          uint64_t shards) {
+  if (max_in_flight < 1 || max_in_flight > rk::kMaxSharedInFlight || max_keys < 1 || max_key_bytes < 1 ||
+      shards < 1 || max_keys > (uint64_t{1} << 31) || max_key_bytes > 4096 || shards > 1024) {
+    return 0;
+  }
+  return rk::SharedConcurrencyLimiter::region_bytes(
+      max_in_flight, {.max_keys = max_keys, .max_key_bytes = max_key_bytes, .shards = shards});
+}
+
+uint64_t rk_shared_concurrency_keys_that_fit(size_t bytes, uint32_t max_in_flight, uint64_t max_key_bytes,
+                                            uint64_t shards) {
+  return rk::SharedConcurrencyLimiter::keys_that_fit(bytes, max_in_flight, max_key_bytes, shards);
+}
+
+rk_status rk_shared_concurrency_in_region(void* base, size_t bytes, int format, uint32_t max_in_flight,
+                                          int64_t lease_ttl_ns, uint64_t max_keys, uint64_t max_key_bytes,
+                                          uint64_t shards, rk_shared_concurrency** out) {
   return guarded([&] {
-    if (c == nullptr || (key == nullptr && key_len > 0) || out == nullptr) {
-      return fail(RK_INVALID_ARGUMENT, "limiter, key or out is NULL");
-    }
-    *out = c->limiter.in_flight(std::string_view(key == nullptr ? "" : key, key_len));
+    if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new handle goes) is NULL");
+    *out = nullptr;
+    rk::ConcurrencySpec spec{.max_in_flight = max_in_flight};
+    if (lease_ttl_ns != 0) spec.lease_ttl = rk::Nanos{lease_ttl_ns};
+    const rk::SharedOptions o{.max_keys = max_keys, .max_key_bytes = max_key_bytes, .shards = shards};
+    *out = new rk_shared_concurrency(rk::SharedConcurrencyLimiter::in_region(base, bytes, format != 0, spec, o));
     return RK_OK;
   });
+}
+
+void rk_shared_concurrency_free(rk_shared_concurrency* c) { delete c; }
+
+rk_status rk_shared_concurrency_acquire(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                        char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns) {
+  return lease_acquire(c, key, key_len, std::nullopt, lease_id, acquired, retry_after_ns);
+}
+
+rk_status rk_shared_concurrency_acquire_at(rk_shared_concurrency* c, const char* key, size_t key_len, int64_t now_ns,
+                                           char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns) {
+  return lease_acquire(c, key, key_len, rk::Nanos{now_ns}, lease_id, acquired, retry_after_ns);
+}
+
+rk_status rk_shared_concurrency_release(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                        const char* lease_id, int* released) {
+  return lease_release(c, key, key_len, lease_id, std::nullopt, released);
+}
+
+rk_status rk_shared_concurrency_release_at(rk_shared_concurrency* c, const char* key, size_t key_len,
+                                           const char* lease_id, int64_t now_ns, int* released) {
+  return lease_release(c, key, key_len, lease_id, rk::Nanos{now_ns}, released);
+}
+
+rk_status rk_shared_concurrency_in_flight(const rk_shared_concurrency* c, const char* key, size_t key_len,
+                                          uint32_t* out) {
+  return leases_in_flight(c, key, key_len, out);
 }
 
 }  // extern "C"

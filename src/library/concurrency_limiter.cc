@@ -27,23 +27,12 @@ namespace {
 constexpr std::size_t kShards = 64;
 constexpr std::uint32_t kSweepEvery = 4096;
 
-std::string lease_text(const core::LeaseId& id) {
-  std::string out;
-  out.reserve(32);
-  for (std::uint8_t b : id) base::append_hex(out, b);
-  return out;
-}
+std::string lease_text(const core::LeaseId& id) { return base::hex_text(id); }
 
 // nullopt unless exactly 32 hex digits: such an id names no lease.
 std::optional<core::LeaseId> parse_lease(std::string_view text) {
-  if (text.size() != 32) return std::nullopt;
   core::LeaseId id{};
-  for (std::size_t i = 0; i < id.size(); ++i) {
-    const int hi = base::hex_value(text[2 * i]);
-    const int lo = base::hex_value(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    id[i] = static_cast<std::uint8_t>(hi * 16 + lo);
-  }
+  if (!base::parse_hex(text, id)) return std::nullopt;
   return id;
 }
 

@@ -153,6 +153,13 @@ inline constexpr std::string_view kStatsdServiceError = "ratelimit.service.call.
 // counter, and timer (milliseconds) of ShouldRateLimit calls, as upstream's gRPC interceptor names them.
 inline constexpr std::string_view kStatsdTotalRequests = "ratelimit_server.ShouldRateLimit.total_requests";
 inline constexpr std::string_view kStatsdResponseTime = "ratelimit_server.ShouldRateLimit.response_time";
+// counter {result}: exported (taken by the collector) or dropped (the exporter's queue full, or the collector
+// down, slow or refusing), computed at scrape time.
+inline constexpr Name kTraceSpans{"ratekeeper_trace_spans_total",
+                                  "Spans of sampled decisions, by result (exported, dropped)."};
+// counter, computed at scrape time.
+inline constexpr Name kAccessLogDropped{"ratekeeper_access_log_dropped_total",
+                                        "Access log lines not written: past the access log's own rate limit."};
 
 // All of the above, for tests that check the list as a whole.
 inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
@@ -163,6 +170,7 @@ inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKe
                                     kBuildInfo,
                                     kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
                                     kEnvoyShadowMode, kEnvoyConfigLoadSuccess, kEnvoyConfigLoadError,
-                                    kEnvoyTotalRequests, kEnvoyShouldRateLimitError, kStatsdDatagrams};
+                                    kEnvoyTotalRequests, kEnvoyShouldRateLimitError, kStatsdDatagrams, kTraceSpans,
+                                    kAccessLogDropped};
 
 }  // namespace rk::metrics::names

@@ -230,7 +230,10 @@ CheckResult wait_for(F&& start) {
 
 }  // namespace
 
-void Service::check_async(CheckRequest request, CheckDone done) { run(std::move(request), true, std::move(done)); }
+void Service::check_async(CheckRequest request, CheckDone done) {
+  if (options_.tracer || options_.access_log) done = recorded(request, std::move(done));
+  run(std::move(request), true, std::move(done));
+}
 void Service::dry_run_async(CheckRequest request, CheckDone done) { run(std::move(request), false, std::move(done)); }
 CheckResult Service::check(const CheckRequest& request) {
   return wait_for([&](CheckDone done) { check_async(request, std::move(done)); });

@@ -26,6 +26,14 @@
 #include "service/breaker.h"
 #include "store/batched/batcher.h"
 #include "store/remote/remote_store.h"
+#include "tracing/context.h"
+
+namespace rk::logging {
+class AccessLog;
+}
+namespace rk::tracing {
+class Tracer;
+}
 
 namespace rk::service {
 
@@ -52,6 +60,10 @@ struct CheckRequest {
   std::shared_ptr<const rules::RuleSet> rules;
   // With `rules`, the caller may name `domain`'s config in it, which it has looked up already (no second lookup).
   const rules::DomainConfig* domain_config = nullptr;
+  // The caller's trace context (tracing/context.h), which the adapter reads only when the service traces
+  // (wants_trace_context()); and which adapter asked ("http", "auth", "grpc"), for the span and the access log.
+  tracing::Parent trace;
+  std::string_view protocol;
 };
 
 struct DescriptorStatus {
@@ -130,6 +142,9 @@ struct ServiceOptions {
   std::shared_ptr<DecisionObserver> observer;  // may be null
   // `sharing: batched` domains decide here and share through it (store/batched/batcher.h); null: they share exactly.
   std::shared_ptr<store::batched::Batcher> batcher;
+  // Each checked decision a span (service/record.cc: when the tracer samples it) and an access log line; null: none.
+  std::shared_ptr<tracing::Tracer> tracer;
+  std::shared_ptr<logging::AccessLog> access_log;
 };
 
 // Counters of the remote store's use, for metrics.
@@ -216,6 +231,9 @@ class Service {
   std::shared_ptr<const rules::RuleSet> rules() const { return rules_.current(); }
   const Clock& clock() const { return *clock_; }
   const ServiceOptions& options() const { return options_; }
+  // Whether adapters are to read the caller's trace context (CheckRequest::trace): for the tracer, and for the
+  // access log, whose lines name the caller's trace. Neither: nothing is read.
+  bool wants_trace_context() const { return options_.tracer || options_.access_log; }
   OverrideStats override_stats() const;
 
  private:
@@ -223,6 +241,8 @@ class Service {
   void lease(LeaseRequest request, bool acquire, LeaseDone done);
   std::shared_ptr<Limiter> override_limiter(const rules::RuleSet* set, const std::string& domain, rules::Unit unit);
   void run(CheckRequest request, bool charge, CheckDone done);
+  // `done` wrapped to record the decision as a span and an access log line (record.cc).
+  CheckDone recorded(const CheckRequest& request, CheckDone done);
   // One request's decision, owned by the pass in flight: run() makes it, ask() hands it to the store's answer,
   // answered() to the next pass or to finish(), which lets it go. A Job let go becomes its thread's spare, which
   // the next run() on that thread takes, vectors and all (their capacity kept): a request decided in process

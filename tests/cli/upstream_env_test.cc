@@ -346,7 +346,8 @@ TEST(UpstreamEnv, EveryVariableOfTheTableIsRead) {
   EXPECT_EQ(upstream_variables().size(), 114u);  // settings.go's envconfig tags
 }
 
-// docs/envoy-gateway.md's table has a row for each variable, in the table's order, with its default.
+// docs/envoy-gateway.md's table (in its section "Upstream's environment") has a row for each variable, in the
+// table's order, with its default.
 TEST(UpstreamEnv, TheDocsTableListsEveryVariable) {
   std::ifstream in(std::string(RK_TESTDATA) + "/../../docs/envoy-gateway.md");
   ASSERT_TRUE(in);

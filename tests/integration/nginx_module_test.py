@@ -7,8 +7,10 @@ Each test writes an nginx.conf in a temporary directory, starts nginx on a free 
 import http.client
 import http.server
 import os
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -283,6 +285,215 @@ class ModuleTest(unittest.TestCase):
         self.assertNotIn("[emerg]", self.nginx.log("error.log"))
 
 
+class SlowUpstream(http.server.BaseHTTPRequestHandler):
+    """An application that takes ?t= seconds to answer, or less if nginx closes the connection first, and counts the
+    requests it is serving at once: what nginx let through and has not finished. Each stops counting itself before
+    it answers, since nginx may give the slot to another request as soon as it has the answer. `release` ends every
+    wait at once (the test's end)."""
+    protocol_version = "HTTP/1.1"
+    lock = threading.Lock()
+    now = most = served = 0
+    release = threading.Event()
+
+    def do_GET(self):
+        with SlowUpstream.lock:
+            SlowUpstream.now += 1
+            SlowUpstream.most = max(SlowUpstream.most, SlowUpstream.now)
+        counted, end = True, time.monotonic() + float(self.path.partition("?t=")[2] or 0)
+        try:
+            while time.monotonic() < end and not SlowUpstream.release.is_set():
+                if select.select([self.connection], [], [], 0.05)[0] and not self.connection.recv(1, socket.MSG_PEEK):
+                    return  # nginx closed it: its request ended
+            with SlowUpstream.lock:
+                SlowUpstream.now -= 1
+                SlowUpstream.served += 1
+            counted = False
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        finally:
+            if counted:
+                with SlowUpstream.lock:
+                    SlowUpstream.now -= 1
+
+    def log_message(self, *args):
+        pass
+
+    @classmethod
+    def reset(cls):
+        with cls.lock:
+            cls.most = cls.served = 0
+        cls.release.clear()
+
+
+class Backlogged(http.server.ThreadingHTTPServer):
+    request_queue_size = 256  # a hundred connections at once are all accepted, none left to the SYN retry
+    daemon_threads = True
+
+
+CONCURRENCY_ZONES = """
+    ratekeeper_zone zone=inflight:1m algorithm=concurrency max_in_flight=10 lease_ttl=%s;
+"""
+CONCURRENCY_LOCATIONS = """
+        location /slow/ { ratekeeper zone=inflight key=all; proxy_pass http://127.0.0.1:%(up)d; }
+        location /tried/ { ratekeeper zone=inflight key=all; try_files /nowhere @app; }
+        location @app { proxy_pass http://127.0.0.1:%(up)d; }
+        location /again/ { ratekeeper zone=inflight key=all; rewrite ^/again/(.*)$ /slow/$1 last; }
+"""
+
+
+class ConcurrencyTest(unittest.TestCase):
+    """algorithm=concurrency through the real nginx, two workers, in front of a slow application: at most 10 in
+    flight, each slot given back when its request ends however it ends, and after lease_ttl when its worker died."""
+
+    def start(self, ttl="60s"):
+        SlowUpstream.reset()
+        upstream = Backlogged(("127.0.0.1", 0), SlowUpstream)
+        threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        self.addCleanup(upstream.server_close)
+        self.addCleanup(upstream.shutdown)
+        self.addCleanup(SlowUpstream.release.set)
+        self.nginx = Nginx(CONCURRENCY_ZONES % ttl, CONCURRENCY_LOCATIONS % {"up": upstream.server_address[1]})
+        self.addCleanup(self.nginx.stop)
+
+    def hold(self, path, n):
+        """n requests sent on raw sockets and left waiting for their answers; the sockets."""
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", self.nginx.port), timeout=10)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+            socks.append(s)
+        return socks
+
+    def status(self, path):
+        return self.nginx.get(path)[0]
+
+    def test_a_hundred_concurrent_slow_requests_never_have_more_than_ten_in_flight(self):
+        self.start()
+        statuses, lock = [], threading.Lock()
+        deadline = time.monotonic() + 3
+
+        def client():
+            while time.monotonic() < deadline:
+                status = self.status("/slow/?t=0.2")
+                with lock:
+                    statuses.append(status)
+                if status == 429:
+                    time.sleep(0.05)
+
+        samples = []
+        threads = [threading.Thread(target=client) for _ in range(100)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):  # the application's count, sampled throughout
+            samples.append(SlowUpstream.now)
+            time.sleep(0.01)
+        for t in threads:
+            t.join()
+        self.assertLessEqual(SlowUpstream.most, 10, "more than 10 in flight at once")
+        self.assertEqual(max(samples), 10 if SlowUpstream.most == 10 else max(samples))
+        self.assertEqual(SlowUpstream.most, 10, "the slots were all used")
+        self.assertEqual(statuses.count(200), SlowUpstream.served)  # the refused never reached the application
+        self.assertGreater(statuses.count(200), 20)  # slots came back as requests ended, again and again
+        self.assertGreater(statuses.count(429), 0)
+        self.assertEqual(set(statuses), {200, 429})
+        pids = set(line.split()[0] for line in self.nginx.log().splitlines() if " /slow/" in line)
+        self.assertEqual(len(pids), 2, "both workers answered")
+        # Every slot is free again: ten at once pass.
+        socks = self.hold("/slow/?t=30", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight", 10)
+        status, headers = self.nginx.get("/slow/")
+        self.assertEqual(status, 429)
+        self.assertGreaterEqual(int(headers["Retry-After"]), 50)  # until the first of 60 s leases expires
+        self.assertNotIn("RateLimit", headers)  # a concurrency zone has no rate to tell
+        for s in socks:
+            s.close()
+
+    def test_a_client_that_disconnects_mid_request_frees_its_slot(self):
+        self.start()
+        socks = self.hold("/slow/?t=30", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight", 10)
+        self.assertEqual(self.status("/slow/"), 429)
+        start = time.monotonic()
+        for s in socks:
+            s.close()
+        # Far sooner than the application's 30 s (or the lease's 60 s): nginx notices each client go and ends its
+        # request (499), which gives the slot back.
+        wait_until(lambda: SlowUpstream.now == 0, "the application to see the requests end", 10)
+        socks = self.hold("/slow/?t=30", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight again", 10)
+        self.assertLess(time.monotonic() - start, 15)
+        self.assertEqual(self.status("/slow/"), 429)
+        for s in socks:
+            s.close()
+        wait_until(lambda: " /slow/ 499 " in self.nginx.log(), "the aborted requests logged as 499", 10)
+
+    def test_internal_redirects_take_one_slot_and_give_it_back(self):
+        self.start()
+        # try_files to a named location, and a rewrite into another location with the same limit: each request
+        # takes one slot (not one per location it passes), keeps it through the redirect, and gives it back.
+        for path in ("/tried/?t=30", "/again/?t=30"):
+            with self.subTest(path):
+                socks = self.hold(path, 10)
+                wait_until(lambda: SlowUpstream.now == 10, "ten redirected requests in flight", 10)
+                self.assertEqual(self.status(path), 429)
+                for s in socks:
+                    s.close()
+                wait_until(lambda: SlowUpstream.now == 0, "the requests to end", 10)
+                results = []
+                threads = [threading.Thread(target=lambda: results.append(self.status(path.replace("30", "0.3"))))
+                           for _ in range(10)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                self.assertEqual(results, [200] * 10)
+        self.assertEqual(self.status("/slow/"), 200)
+
+    def test_slots_held_across_a_reload_count_and_come_back(self):
+        self.start()
+        socks = self.hold("/slow/?t=30", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight", 10)
+        old = set(self.nginx.workers())
+        os.kill(self.nginx.proc.pid, signal.SIGHUP)
+        wait_until(lambda: len(set(self.nginx.workers()) - old) == 2, "new workers after the reload", 15)
+        # The old workers still serve their ten; the new ones count them (one zone, kept across the reload).
+        self.assertEqual(self.status("/slow/"), 429)
+        for s in socks:
+            s.close()
+        wait_until(lambda: self.status("/slow/") == 200, "the old workers' slots to come back", 10)
+        self.assertNotIn("starts afresh", self.nginx.log("error.log"))
+
+    def test_a_killed_workers_slots_come_back_after_the_lease_ttl(self):
+        ttl = 4
+        self.start("%ds" % ttl)
+        start = time.monotonic()
+        socks = self.hold("/slow/?t=60", 10)
+        wait_until(lambda: SlowUpstream.now == 10, "ten requests in flight", 10)
+        old = set(self.nginx.workers())
+        for pid in old:  # every worker dies holding its leases; the master starts new ones
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: set(self.nginx.workers()).isdisjoint(old) and len(self.nginx.workers()) == 2,
+                   "the master to replace the killed workers", 15)
+        for s in socks:
+            s.close()
+        refused = self.status("/slow/")
+        waited = time.monotonic() - start
+        if waited < ttl - 0.5:  # on a machine fast enough to ask before the leases could have expired
+            self.assertEqual(refused, 429, "the dead workers' leases still count until their lease_ttl")
+        wait_until(lambda: self.status("/slow/") == 200, "the slots to come back after lease_ttl", ttl + 10)
+        self.assertGreaterEqual(time.monotonic() - start, ttl - 0.1)
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(self.status("/slow/?t=0.3"))) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results, [200] * 10, "all ten slots came back")
+        self.assertNotIn("[emerg]", self.nginx.log("error.log"))
+
+
 class DocExampleTest(unittest.TestCase):
     """docs/nginx.md's example as a user runs it: its nginx.conf, started by its command (daemonized, in a directory
     of its own) and stopped by the same command with -s quit. What a test must change, and only that: the module's
@@ -396,6 +607,17 @@ class BrokenConfigTest(unittest.TestCase):
             ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s half_life=soon;", 'half_life "soon"'),
             ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s count_refused=maybe;", "count_refused"),
             ("ratekeeper_zone zone=other:1m algorithm=gcra rate=1r/s;", 'zone "z" is not declared'),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency;",
+             "max_in_flight= is required with algorithm=concurrency"),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=10 rate=1r/s;",
+             "algorithm=concurrency takes max_in_flight= and lease_ttl=, not rate="),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=0;",
+             'max_in_flight "0" is not from 1 to 4096'),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=5000;", "is not from 1 to 4096"),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=10 lease_ttl=48h;", "lease_ttl: must be"),
+            ("ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=10 lease_ttl=soon;", 'lease_ttl "soon"'),
+            ("ratekeeper_zone zone=z:1m algorithm=gcra rate=1r/s max_in_flight=3;",
+             "max_in_flight= is for algorithm=concurrency"),
         ]:
             with self.subTest(zone_line):
                 self.check("    " + zone_line, "        " + loc, expected)
@@ -409,6 +631,9 @@ class BrokenConfigTest(unittest.TestCase):
         ]:
             with self.subTest(location):
                 self.check(zone, "        " + location, expected)
+        self.check("    ratekeeper_zone zone=z:1m algorithm=concurrency max_in_flight=2;",
+                   "        location / { ratekeeper zone=z key=$binary_remote_addr cost=2; }",
+                   'zone "z" is a concurrency zone: a request takes one slot, cost= does not apply')
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 #include "metrics/statsd.h"
 #include "server/http/server.h"
 #include "cli/serve/settings.h"
 #include "cli/serve/state_file.h"
+#include "cli/serve/telemetry.h"
 #include "store/redis/remote.h"
 
 namespace rk::cli::serve {
@@ -425,6 +427,60 @@ void add_stats_flags(cli::FlagSet& flags, ServeFlags& f) {
                f.grpc_metadata);
 }
 
+// A number from 0 to 1.
+Reader fraction(double& out) {
+  return [&out](const std::string& v) {
+    double r = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+    if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+      return is_not(v, "a number from 0 to 1");
+    }
+    out = r;
+    return std::string();
+  };
+}
+
+void add_telemetry_flags(cli::FlagSet& flags, ServeFlags& f) {
+  flags.value("--log-format", "FORMAT", "json (default: one JSON object a line) or text (key=value)",
+              [&f](const std::string& v) {
+                if (!logging::parse_log_format(v, f.log_format)) return is_not(v, "json or text");
+                return std::string();
+              });
+  flags.value("--access-log", "FILE", "a JSON line per decision, appended to FILE (- for stdout);\n"
+              "at most 1000 lines a second, the rest counted", text(f.access_log));
+  flags.value("--otlp-endpoint", "URL",
+              "send a span per sampled decision to this OpenTelemetry collector\n"
+              "(http/protobuf: http://host:4318, /v1/traces added when no path is given;\n"
+              "grpc: host:4317, http://host:4317 or https://host:4317)",
+              [&f](const std::string& v) {
+                f.otlp_endpoint = v;
+                f.otlp_endpoint_exact = false;
+                return std::string();
+              });
+  flags.value("--otlp-protocol", "PROTOCOL", "http/protobuf (default) or grpc", [&f](const std::string& v) {
+    if (v != "http/protobuf" && v != "grpc") return is_not(v, "http/protobuf or grpc");
+    f.otlp_protocol = v;
+    return std::string();
+  });
+  flags.value("--otlp-headers", "K=V,..", "headers sent with every export (an API key, say)",
+              [&f](const std::string& v) {
+                std::vector<std::pair<std::string, std::string>> headers;
+                if (!parse_otlp_headers(v, false, headers)) return is_not(v, "key=value pairs separated by commas");
+                f.otlp_headers = std::move(headers);
+                return std::string();
+              });
+  flags.value("--trace-sample-rate", "F",
+              "the share of decisions traced whose caller did not decide (0 to 1; default 1);\n"
+              "a caller's traceparent or b3 sampling decision is always followed",
+              fraction(f.trace_sample_rate));
+  flags.value("--service-name", "NAME", "the service.name of exported spans (default ratekeeper)",
+              [&f](const std::string& v) {
+                if (v.empty()) return is_not(v, "a name");
+                f.service_name = v;
+                return std::string();
+              });
+}
+
 }  // namespace
 
 void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
@@ -442,6 +498,7 @@ void add_serve_flags(cli::FlagSet& flags, ServeFlags& f, bool with_settings) {
   add_forward_auth_flags(flags, f);
   add_xds_flags(flags, f);
   add_stats_flags(flags, f);
+  add_telemetry_flags(flags, f);
   flags.value("--log-level", "LEVEL", "debug, info (default) or error", [&f](const std::string& v) {
     logging::Level l;
     if (!logging::parse_log_level(v, l)) return is_not(v, "debug, info or error");
@@ -460,7 +517,10 @@ std::vector<std::string> read_serve_flags(const std::vector<std::string>& args, 
   std::vector<std::string> errors;
   for (const cli::FlagProblem& p : parsed.problems) errors.push_back(p.to_string());
   if (help || !errors.empty()) return errors;
-  // Then the files, in order, and the command line again on top of them: a flag given wins over a setting.
+  // Then the OTEL_* variables, the files, in order, and the command line again on top of them: a flag given wins
+  // over a setting, and a setting over a variable.
+  for (std::string& e : read_otel_environment(f, std::getenv)) errors.push_back(std::move(e));
+  if (!errors.empty()) return errors;
   for (const std::string& file : given.settings) {
     for (std::string& e : apply_settings(file, f)) errors.push_back(std::move(e));
   }

@@ -95,6 +95,15 @@ struct ServeFlags {
   std::string prometheus;        // ADDR:PORT of a listener serving the metrics alone; empty: none
   std::string prometheus_path = "/metrics";
   bool grpc_metadata = false;    // RateLimitResponse.dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA
+  logging::Format log_format = logging::Format::kJson;
+  std::string access_log;  // a file, or "-" for stdout; empty: no access log
+  // Traces (cli/serve/telemetry.h; OTEL_* variables under these): no endpoint, no tracing.
+  std::string otlp_endpoint;
+  bool otlp_endpoint_exact = false;  // used as given (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): no /v1/traces added
+  std::string otlp_protocol = "http/protobuf";
+  std::vector<std::pair<std::string, std::string>> otlp_headers;
+  double trace_sample_rate = 1.0;
+  std::string service_name = "ratekeeper";
 };
 
 // What --shutdown-grace must leave after --drain: requests in flight finish, the state file is saved, the process

@@ -39,6 +39,7 @@ class Client {};
 #include "cli/serve/serve_metrics.h"
 #include "cli/serve/state_file.h"
 #include "cli/serve/sweeper.h"
+#include "cli/serve/telemetry.h"
 #include "service/service.h"
 #include "store/batched/batcher.h"
 #include "store/redis/remote.h"
@@ -71,6 +72,7 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
   }
   if (errors.empty()) {
     if (flags.log_level) logging::set_log_level(*flags.log_level);
+    logging::set_log_format(flags.log_format);
     return -1;
   }
   for (const std::string& e : errors) std::cerr << "ratekeeper serve: " << e << "\n";
@@ -360,8 +362,15 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
     std::cerr << "ratekeeper serve: " << error << "\n";
     return 2;
   }
-  log_fd_budget(files, listener.budget);
+  // Before any thread starts (the exporter's is the first): every thread inherits the mask, so SIGTERM and SIGINT
+  // reach only the sigwait of the drain and never a thread's default action.
   const sigset_t signals = block_stop_signals();
+  Telemetry telemetry;  // before the service, which traces with it: destroyed after it
+  if (!make_telemetry(flags, telemetry, error)) {
+    std::cerr << "ratekeeper serve: " << error << "\n";
+    return 2;
+  }
+  log_fd_budget(files, listener.budget);
   auto clock = std::make_shared<SystemClock>();
   ServeMetrics metrics(!flags.grpc.empty());
   const auto reloader = make_reloader(flags, clock, metrics);
@@ -398,7 +407,17 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
        .remote = remote,
        .redis_failure = flags.redis_failure,
        .observer = service::observe_all({tracker, metrics.descriptor_stats(flags.near_limit_ratio)}),
-       .batcher = batcher});
+       .batcher = batcher,
+       .tracer = telemetry.tracer,
+       .access_log = telemetry.access_log});
+  ServeMetrics::Count access_log_dropped;
+  if (telemetry.access_log) access_log_dropped = [log = telemetry.access_log.get()] { return log->dropped(); };
+  metrics.watch_telemetry(telemetry.spans_exported, telemetry.spans_dropped, std::move(access_log_dropped));
+  if (telemetry.tracer) {
+    logging::log(logging::Level::kInfo, "tracing",
+                 {{"endpoint", otlp_traces_url(flags)}, {"protocol", flags.otlp_protocol},
+                  {"sample_rate", std::to_string(flags.trace_sample_rate)}});
+  }
   if (remote) {
     metrics.watch_remote(service);
     logging::log(logging::Level::kInfo, "sharing limits through Redis", {{"redis", remote->describe()}});

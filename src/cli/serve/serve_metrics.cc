@@ -111,6 +111,16 @@ void ServeMetrics::xds_pushed(bool applied, const std::string& version) {
   });
 }
 
+void ServeMetrics::watch_telemetry(Count spans_exported, Count spans_dropped, Count access_log_dropped) {
+  if (spans_exported && spans_dropped) {
+    registry_.counter_fn(n::kTraceSpans.name, n::kTraceSpans.help, {{"result", "exported"}}, std::move(spans_exported));
+    registry_.counter_fn(n::kTraceSpans.name, n::kTraceSpans.help, {{"result", "dropped"}}, std::move(spans_dropped));
+  }
+  if (access_log_dropped) {
+    registry_.counter_fn(n::kAccessLogDropped.name, n::kAccessLogDropped.help, {}, std::move(access_log_dropped));
+  }
+}
+
 void ServeMetrics::watch_remote(const service::Service& service) {
   const service::RemoteStats& rs = service.remote_stats();
   remote_stats_ = &rs;

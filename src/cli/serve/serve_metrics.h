@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ class ServeMetrics {
   void xds_pushed(bool applied, const std::string& version);
   // The Redis store's calls, failures and fallbacks, and the breaker's state; `service` outlives this object.
   void watch_remote(const service::Service& service);
+
+  // Traces' spans exported and dropped, and the access log's lines dropped, each read at scrape time (null: none).
+  using Count = std::function<std::uint64_t()>;
+  void watch_telemetry(Count spans_exported, Count spans_dropped, Count access_log_dropped);
 
   // Decisions and bad requests counted, /metrics exposed; ready is the caller's.
   server::api::Hooks hooks();

@@ -20,6 +20,7 @@ namespace {
 void check(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
   auto request = check_body(req, res, hooks, "http");
   if (!request) return;
+  request->protocol = "http";
   const auto start = std::chrono::steady_clock::now();
   std::string domain = request->domain;
   decide(service, req, res, std::move(*request), true,
@@ -87,6 +88,7 @@ void envoy_json(service::Service& service, const Hooks& hooks, const server::htt
   }
   const auto start = std::chrono::steady_clock::now();
   auto request = std::get<service::CheckRequest>(std::move(parsed));
+  request.protocol = "http";
   std::string domain = request.domain;
   decide(service, req, res, std::move(request), true,
          [&hooks, start, domain = std::move(domain)](const service::CheckResult& result, server::http::Response& out) {
@@ -127,6 +129,7 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   std::string name = request.domain;
   const int deny_status = domain->forward_auth.deny_status;
   request.domain_config = domain;
+  request.protocol = "auth";
   request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
          [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, server::http::Response& out) {

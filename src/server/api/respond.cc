@@ -55,4 +55,16 @@ std::optional<service::CheckRequest> check_body(const server::http::Request& req
   return std::get<service::CheckRequest>(std::move(parsed));
 }
 
+tracing::Parent trace_parent(const server::http::Request& req) {
+  return tracing::read_parent([&req](std::string_view name) -> std::optional<std::string_view> {
+    std::optional<std::string_view> found;
+    for (const server::http::Field& f : req.fields) {
+      if (!server::http::is_field(f, name)) continue;
+      if (found) return std::string_view();  // twice: which one is the caller's?
+      found = f.value;
+    }
+    return found;
+  });
+}
+
 }  // namespace rk::server::api

@@ -17,6 +17,7 @@
 #include "server/api/routes.h"
 #include "server/http/server.h"
 #include "service/service.h"
+#include "tracing/context.h"
 
 namespace rk::server::api {
 
@@ -33,6 +34,9 @@ bool health(const server::http::Request& req, server::http::Response& res, const
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
 std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
                                                 std::string_view protocol);
+
+// The caller's trace context from the request's headers (tracing/context.h); a header given twice is malformed.
+tracing::Parent trace_parent(const server::http::Request& req);
 
 // Runs a check and answers through `answer(result, response)`: into the handler's Response when the service decides
 // at once (in-process domains), otherwise through a deferred Reply when the remote store answers. The lock settles
@@ -92,6 +96,7 @@ void decide(service::Service& service, const server::http::Request& req, server:
       req, res,
       [&](auto done) {
         if (charge) {
+          if (service.wants_trace_context()) request.trace = trace_parent(req);
           service.check_async(std::move(request), done);
         } else {
           service.dry_run_async(std::move(request), done);

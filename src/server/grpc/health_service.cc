@@ -24,7 +24,8 @@ struct HealthService::Impl {
 
   // Check, as UnaryCall answers it.
   template <class Finish>
-  void answer(const hv::HealthCheckRequest& request, hv::HealthCheckResponse& response, Finish finish) {
+  void answer(const ::grpc::ServerContext&, const hv::HealthCheckRequest& request,
+              hv::HealthCheckResponse& response, Finish finish) {
     if (!known(request.service())) return finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "unknown service"));
     {
       std::lock_guard lock(mu);

@@ -6,12 +6,14 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <chrono>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "tracing/context.h"
 #include "service/response_headers.h"
 #include "server/connections/limits.h"
 #include "server/grpc/acceptor.h"
@@ -151,6 +153,17 @@ void metadata_to_proto(const pb::RateLimitRequest& request, const service::Check
   if (passed.fields_size() > 0) *fields["metadata"].mutable_struct_value() = std::move(passed);
 }
 
+// The caller's trace context from the call's metadata (lower-case keys); a key given twice is malformed.
+tracing::Parent trace_parent(const ::grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  return tracing::read_parent([&metadata](std::string_view name) -> std::optional<std::string_view> {
+    const auto [first, last] = metadata.equal_range(::grpc::string_ref(name.data(), name.size()));
+    if (first == last) return std::nullopt;
+    if (std::next(first) != last) return std::string_view();
+    return std::string_view(first->second.data(), first->second.size());
+  });
+}
+
 }  // namespace
 
 // The async API with one completion queue per thread: cheaper per call than the callback API's thread hops. The
@@ -164,10 +177,13 @@ struct GrpcServer::Impl {
                          &pb::RateLimitService::AsyncService::RequestShouldRateLimit>;
 
   template <class Finish>
-  void answer(const pb::RateLimitRequest& request, pb::RateLimitResponse& response, Finish finish) {
+  void answer(const ::grpc::ServerContext& context, const pb::RateLimitRequest& request, pb::RateLimitResponse& response,
+              Finish finish) {
     const auto start = std::chrono::steady_clock::now();
     service::CheckRequest check;
     if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
+    check.protocol = "grpc";
+    if (service.wants_trace_context()) check.trace = trace_parent(context);
     std::string domain = check.domain;
     service.check_async(std::move(check), [this, start, &request, &response, finish, domain = std::move(domain)](
                                               service::CheckResult result) mutable {

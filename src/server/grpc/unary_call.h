@@ -5,8 +5,8 @@
 //   using Check = UnaryCall<HealthCheckRequest, HealthCheckResponse, Owner, &Health::AsyncService::RequestCheck>;
 //   Check::start(owner, async_service, cq);
 // with, on Owner:
-//   void answer(const Request&, Response&, F finish);   // calls finish(::grpc::Status) once, now or later, from any
-//                                                        // thread
+//   void answer(const ::grpc::ServerContext&, const Request&, Response&, F finish);  // calls
+//                                          // finish(::grpc::Status) once, now or later, from any thread
 // Thread safety: a call's events come from its queue's thread; finish may run on another (gRPC allows Finish from
 // any thread, and its completion comes back to the queue).
 #pragma once
@@ -42,7 +42,7 @@ class UnaryCall final : public CqTag {
     new UnaryCall(owner_, service_, cq_);
     answered_ = true;
     // A non-OK status is sent alone, without the response (as FinishWithError does).
-    owner_.answer(request_, response_,
+    owner_.answer(context_, request_, response_,
                   [this](const ::grpc::Status& status) { responder_.Finish(response_, status, this); });
   }
 

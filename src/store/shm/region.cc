@@ -16,8 +16,6 @@
 
 namespace rk::store::shm {
 
-namespace {
-
 StoredSpec stored_spec(const LimitSpec& s) {
   StoredSpec o{};
   o.algorithm = static_cast<std::uint8_t>(s.algorithm);
@@ -35,9 +33,20 @@ StoredSpec stored_spec(const LimitSpec& s) {
   return o;
 }
 
+StoredSpec stored_spec(std::uint32_t max_in_flight, Nanos lease_ttl) {
+  StoredSpec o{};
+  o.algorithm = kConcurrencyCode;
+  o.limit = max_in_flight;
+  o.window_ns = lease_ttl.count();
+  return o;
+}
+
+namespace {
+
 std::string number(double v) { return base::shortest_number(v); }
 
 std::string algorithm_text(std::uint8_t a) {
+  if (a == kConcurrencyCode) return "concurrency";
   for (Algorithm known : kAllAlgorithms) {
     if (static_cast<std::uint8_t>(known) == a) return std::string(algorithm_name(known));
   }
@@ -55,6 +64,11 @@ std::string spec_difference(const StoredSpec& region, const StoredSpec& mine) {
   auto seconds = [](std::int64_t ns) { return format_seconds(Nanos{ns}) + "s"; };
   auto optional = [](bool has, const std::string& v) { return has ? v : std::string("unset"); };
   note("algorithm", algorithm_text(region.algorithm), algorithm_text(mine.algorithm));
+  if (region.algorithm == kConcurrencyCode && mine.algorithm == kConcurrencyCode) {
+    note("max_in_flight", number(region.limit), number(mine.limit));
+    note("lease_ttl", seconds(region.window_ns), seconds(mine.window_ns));
+    return out.empty() && std::memcmp(&region, &mine, sizeof region) != 0 ? "the stored parameters differ" : out;
+  }
   note("limit", number(region.limit), number(mine.limit));
   note("window", seconds(region.window_ns), seconds(mine.window_ns));
   note("half_life", optional(region.has_half_life, seconds(region.half_life_ns)),
@@ -73,7 +87,8 @@ std::string spec_difference(const StoredSpec& region, const StoredSpec& mine) {
 
 std::string describe(const Layout& l) {
   return std::to_string(l.shards) + " shards of " + std::to_string(l.slots_per_shard) + " keys of up to " +
-         std::to_string(l.key_cap) + " bytes";
+         std::to_string(l.key_cap) + " bytes" +
+         (l.state_bytes == kStateBytes ? "" : " with states of " + std::to_string(l.state_bytes) + " bytes");
 }
 
 // The layout a region made elsewhere says it has, once every field is checked against the others and against the
@@ -88,7 +103,7 @@ Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
                           "'; this build reads version '" + std::string(kMagic + kMagicNameBytes, 2) + "'");
   }
   if (h.ready.load(std::memory_order_acquire) != 1) throw InvalidArgument("the region was never completely formatted");
-  const std::size_t shards = h.shards, slots = h.slots_per_shard, key_cap = h.key_cap;
+  const std::size_t shards = h.shards, slots = h.slots_per_shard, key_cap = h.key_cap, state_bytes = h.state_bytes;
   if (shards < 1 || shards > kMaxShards) {
     throw InvalidArgument("the region's header is corrupt: shards is " + std::to_string(shards) + " (1 to 1024)");
   }
@@ -100,7 +115,11 @@ Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
     throw InvalidArgument("the region's header is corrupt: key_cap is " + std::to_string(key_cap) +
                           " (a multiple of 8 up to 4096)");
   }
-  const Layout l = layout_for(shards * slots, key_cap, shards);
+  if (state_bytes < kStateBytes || state_bytes > round8(kMaxStateBytes) || state_bytes % 8 != 0) {
+    throw InvalidArgument("the region's header is corrupt: state_bytes is " + std::to_string(state_bytes) +
+                          " (a multiple of 8 from 32 to " + std::to_string(round8(kMaxStateBytes)) + ")");
+  }
+  const Layout l = layout_for(shards * slots, key_cap, shards, state_bytes);
   const std::pair<const char*, std::pair<std::uint64_t, std::size_t>> derived[] = {
       {"buckets_per_shard", {h.buckets_per_shard, l.buckets_per_shard}},
       {"slot_stride", {h.slot_stride, l.slot_stride}},
@@ -125,6 +144,21 @@ Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
 
 }  // namespace
 
+std::size_t keys_that_fit(std::size_t bytes, std::size_t key_bytes, std::size_t shards, std::size_t state_bytes) {
+  if (shards < 1 || shards > kMaxShards || key_bytes < 1 || key_bytes > kMaxKeyBytes ||
+      state_bytes > kMaxStateBytes) {
+    return 0;
+  }
+  // The most slots per shard that fit, by bisection (the layout rounds each shard's part).
+  std::size_t lo = 0, hi = kMaxKeys / shards;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo + 1) / 2;
+    if (layout_for(mid * shards, key_bytes, shards, state_bytes).bytes <= bytes) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo * shards;
+}
+
 void check_options(const LimitSpec& spec, const SharedOptions& o) {
   std::string message;
   for (const auto& e : validate(spec)) message += (message.empty() ? "" : "; ") + e.message;
@@ -132,6 +166,10 @@ void check_options(const LimitSpec& spec, const SharedOptions& o) {
   if (const auto why = core::store_refuses(spec, core::StoreKind::kShared)) {
     throw InvalidArgument("algorithm: " + *why + "; use sliding_window");
   }
+  check_sizes(o);
+}
+
+void check_sizes(const SharedOptions& o) {
   if (o.max_keys < 1 || o.max_keys > kMaxKeys) {
     throw InvalidArgument("max_keys " + std::to_string(o.max_keys) + " is out of range: 1 to 2^31");
   }
@@ -144,6 +182,10 @@ void check_options(const LimitSpec& spec, const SharedOptions& o) {
 }
 
 void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint64_t seed) {
+  format_region(r, l, stored_spec(spec), seed);
+}
+
+void format_region(Region& r, const Layout& l, const StoredSpec& spec, std::uint64_t seed) {
   std::memset(r.base(), 0, l.bytes);
   r.adopt(l, seed);
   auto* h = new (r.base()) RegionHeader{};
@@ -152,13 +194,14 @@ void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint6
   h->slots_per_shard = static_cast<std::uint32_t>(l.slots_per_shard);
   h->buckets_per_shard = static_cast<std::uint32_t>(l.buckets_per_shard);
   h->key_cap = static_cast<std::uint32_t>(l.key_cap);
+  h->state_bytes = static_cast<std::uint32_t>(l.state_bytes);
   h->region_bytes = l.bytes;
   h->slot_stride = l.slot_stride;
   h->shard_stride = l.shard_stride;
   h->shards_offset = l.shards_offset;
   h->slots_offset = l.slots_offset;
   h->seed = seed;
-  h->spec = stored_spec(spec);
+  h->spec = spec;
   for (std::size_t s = 0; s < l.shards; ++s) {
     auto* sh = new (&r.shard(s)) ShardHeader{};
     pthread_mutexattr_t attr;
@@ -183,14 +226,17 @@ void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint6
 
 // Checks a region made elsewhere against what this process expects of it, then adopts its layout and seed.
 void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o) {
+  attach_region(r, stored_spec(spec), layout_for(o.max_keys, o.max_key_bytes, o.shards));
+}
+
+void attach_region(Region& r, const StoredSpec& spec, const Layout& mine) {
   const RegionHeader& h = r.header();
   const Layout stored = checked_layout(h, r.bytes());
   const StoredSpec theirs = h.spec;
-  const std::string differs = spec_difference(theirs, stored_spec(spec));
+  const std::string differs = spec_difference(theirs, spec);
   if (!differs.empty()) throw InvalidArgument("the region was made for a different limit: " + differs);
-  const Layout mine = layout_for(o.max_keys, o.max_key_bytes, o.shards);
   if (stored.shards != mine.shards || stored.slots_per_shard != mine.slots_per_shard ||
-      stored.key_cap != mine.key_cap) {
+      stored.key_cap != mine.key_cap || stored.state_bytes != mine.state_bytes) {
     throw InvalidArgument("the region was made with other options: it has " + describe(stored) +
                           "; this process asks for " + describe(mine));
   }

@@ -49,10 +49,14 @@ class Region {
     return *reinterpret_cast<SlotHead*>(base_ + layout_.slots_offset +
                                         (s * layout_.slots_per_shard + i) * layout_.slot_stride);
   }
+  // Shard s's journal: the old state of the slot its journal_slot names, layout().state_bytes of it.
+  unsigned char* journal(std::size_t s) const {
+    return reinterpret_cast<unsigned char*>(&shard(s)) + layout_.journal_offset;
+  }
   static unsigned char* state_of(SlotHead& slot) {
     return reinterpret_cast<unsigned char*>(&slot) + round8(sizeof(SlotHead));
   }
-  static char* key_of(SlotHead& slot) { return reinterpret_cast<char*>(state_of(slot) + kStateBytes); }
+  char* key_of(SlotHead& slot) const { return reinterpret_cast<char*>(state_of(slot) + layout_.state_bytes); }
   unsigned char* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }
 
@@ -67,11 +71,23 @@ class Region {
 // Throws InvalidArgument naming what is wrong with the spec (validate(), and what shared memory cannot run) or with
 // the options (each out of its range).
 void check_options(const LimitSpec& spec, const SharedOptions& o);
+// The options' part of that: max_keys, max_key_bytes and shards each in range.
+void check_sizes(const SharedOptions& o);
+
+// The most keys whose layout fits in `bytes` (0 for options out of range).
+std::size_t keys_that_fit(std::size_t bytes, std::size_t key_bytes, std::size_t shards, std::size_t state_bytes);
+
+// What a region says it limits: a rate limit's spec, or a `concurrency` limit's (kConcurrencyCode).
+StoredSpec stored_spec(const LimitSpec& spec);
+StoredSpec stored_spec(std::uint32_t max_in_flight, Nanos lease_ttl);
 
 // Formats `l.bytes` bytes at r.base() as a new region for `spec`, and adopts its layout and seed.
 void format_region(Region& r, const Layout& l, const LimitSpec& spec, std::uint64_t seed);
+void format_region(Region& r, const Layout& l, const StoredSpec& spec, std::uint64_t seed);
 
-// Checks a region made elsewhere against what this process expects of it, then adopts its layout and seed.
+// Checks a region made elsewhere against what this process expects of it (`mine`: the layout its options make),
+// then adopts its layout and seed.
 void attach_region(Region& r, const LimitSpec& spec, const SharedOptions& o);
+void attach_region(Region& r, const StoredSpec& spec, const Layout& mine);
 
 }  // namespace rk::store::shm

@@ -24,9 +24,6 @@ namespace {
 using store::shm::attach_region;
 using store::shm::check_options;
 using store::shm::format_region;
-using store::shm::kMaxKeyBytes;
-using store::shm::kMaxKeys;
-using store::shm::kMaxShards;
 using store::shm::Layout;
 using store::shm::layout_for;
 using store::shm::make_store;
@@ -39,15 +36,7 @@ std::size_t SharedLimiter::region_bytes(const SharedOptions& o) {
 }
 
 std::size_t SharedLimiter::keys_that_fit(std::size_t bytes, std::size_t max_key_bytes, std::size_t shards) {
-  if (shards < 1 || shards > kMaxShards || max_key_bytes < 1 || max_key_bytes > kMaxKeyBytes) return 0;
-  // The most slots per shard that fit, by bisection (the layout rounds each shard's part).
-  std::size_t lo = 0, hi = kMaxKeys / shards;
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo + 1) / 2;
-    if (layout_for(mid * shards, max_key_bytes, shards).bytes <= bytes) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo * shards;
+  return store::shm::keys_that_fit(bytes, max_key_bytes, shards, store::shm::kStateBytes);
 }
 
 SharedLimiter SharedLimiter::anonymous(const LimitSpec& spec, const SharedOptions& o, std::shared_ptr<const Clock> c) {

@@ -1,21 +1,8 @@
 // store/shm/shm_store.h: the shared store's decisions: SharedLimiter::Impl, made for the spec's algorithm over a
-// checked region (region.h). An update locks its key's shard (a robust, process-shared mutex), journals the old
-// state, writes the new one and clears the journal.
+// checked region (region.h). Each decision is one update of the key's state in the region's shard table
+// (shard_table.h: locked per shard, journalled, undone if its process dies in it, every index checked).
 //
-// Crash safety. A shard's index (bucket chains, LRU list, free list) is derived data: after a process dies holding
-// the shard's lock, the next locker rebuilds it from the slots alone (in_use, hash, key, tick). A slot's in_use
-// flag is cleared before its key is overwritten and set only once key and state are in place. A state is changed
-// only after it has been saved in the shard's journal; the next locker puts a journalled state back, so a
-// half-made update is undone (the process that made it died before it could answer).
-//
-// Corruption. Any process that maps the region can write anything into it, so nothing read from it is used
-// unchecked: the header's layout is checked once on attach and then kept in this process's memory (a later write
-// to the header changes nothing here); every index is checked before it addresses a slot, every chain walk stops
-// at the shard's slot count, and what fails throws SharedRegionCorrupt, which releases the shard's lock on its way
-// out. Every index this code writes is in range, so a shard stays addressable even when its lists are wrong.
-//
-// Thread safety: a shard's slots and index are read and written only under its lock; the region's layout and seed
-// are this process's copies, never written after the store is made.
+// Thread safety: as the shard table's; the spec, options and parameters are never written after the store is made.
 #pragma once
 
 #include <cstdint>

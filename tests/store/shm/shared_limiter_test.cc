@@ -448,7 +448,7 @@ TEST(SharedLimiterFile, ACorruptedHeaderIsRefusedNamingWhatIsWrong) {
   refused_after([](H& h) { h.shards = 1u << 20; }, "shards is 1048576");
   refused_after([](H& h) { h.slots_per_shard = 0xffffffffu; }, "slots_per_shard is 4294967295");
   refused_after([](H& h) { h.key_cap = 13; }, "key_cap is 13");
-  refused_after([](H& h) { h.magic[6] = '1'; }, "format version '01'; this build reads version '02'");
+  refused_after([](H& h) { h.magic[6] = '1'; }, "format version '01'; this build reads version '03'");
   refused_after([](H& h) { h.magic[0] = 'X'; }, "not a ratekeeper shared store");
   refused_after([](H& h) { h.ready.store(0); }, "never completely formatted");
   // A header consistent in itself, for a region bigger than the file: a truncated file.
