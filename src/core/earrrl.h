@@ -43,9 +43,11 @@ inline constexpr double kMaxN = 1e300;
 }
 
 // kResetAfter: whether to compute reset_after, a logarithm (about a third of a hot-key decision) that only some
-// callers read (rk::Fields).
+// callers read (rk::Fields). Always inlined: left to GCC's heuristics, a change elsewhere in the store's loop can
+// make it a call (26 instructions a decision more, measured with bench/fixed_work.cc under callgrind).
 template <bool kResetAfter>
-inline Decision decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost) {
+[[gnu::always_inline]] inline Decision decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now,
+                                              std::uint64_t cost) {
   const EarrrlState before = s;
   const double n_before = decayed(p, s, now);
   const double estimate = n_before * p.lambda;  // per nanosecond
@@ -88,13 +90,15 @@ inline Decision decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, 
 
 // The decisions, inline in the header: a hot key's decision is a few dozen instructions of these and of the store
 // around them, and a call from one to the other was a measurable part of it (bench/RESULTS.md, "Hot key").
-inline Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost) {
+[[gnu::always_inline]] inline Decision earrrl_decide(const EarrrlParams& p, EarrrlState& s, std::int64_t now,
+                                                     std::uint64_t cost) {
   return earrrl_detail::decide<true>(p, s, now, cost);
 }
 
 // earrrl_decide without reset_after (left 0), for callers that do not read it (rk::Fields::kAllButResetAfter); the
 // state and every other field are the same.
-inline Decision earrrl_decide_brief(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t cost) {
+[[gnu::always_inline]] inline Decision earrrl_decide_brief(const EarrrlParams& p, EarrrlState& s, std::int64_t now,
+                                                           std::uint64_t cost) {
   return earrrl_detail::decide<false>(p, s, now, cost);
 }
 

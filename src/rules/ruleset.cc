@@ -24,12 +24,21 @@ struct RuleSet::Node {
 
 namespace {
 
+// count_refused's part: 2 where it is absent, and where it is off on an algorithm that had no count_refused before
+// debts (all but earrrl and fixed_window), so that those rules keep the identity, Redis keys and state-file entries
+// they had (docs/upgrading.md: a minor keeps the Redis layout).
+int count_refused_part(const LimitSpec& s) {
+  if (!s.count_refused) return 2;
+  if (*s.count_refused) return 1;
+  return s.algorithm == Algorithm::kEarrrl || s.algorithm == Algorithm::kFixedWindow ? 0 : 2;
+}
+
 std::string fingerprint(const LimitSpec& s, bool calendar, bool shared) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s|%.17g|%lld|%lld|%.17g|%.17g|%d|%d|%d",
                 std::string(algorithm_name(s.algorithm)).c_str(), s.limit, static_cast<long long>(s.window.count()),
                 static_cast<long long>(s.half_life.value_or(Nanos{0}).count()), s.burst.value_or(-1),
-                s.capacity.value_or(-1), s.count_refused ? (*s.count_refused ? 1 : 0) : 2, calendar ? 1 : 0,
+                s.capacity.value_or(-1), count_refused_part(s), calendar ? 1 : 0,
                 shared ? 1 : 0);
   return buf;
 }
