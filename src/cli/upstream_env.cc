@@ -1,6 +1,7 @@
 // cli/upstream_env.cc: upstream's environment, variable by variable, as serve's flags (upstream_env.h).
 #include "cli/upstream_env.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <set>
@@ -33,7 +34,9 @@ constexpr UpstreamVariable kVariables[] = {
     {"CONFIG_TYPE", "FILE", "FILE: --config from the RUNTIME_ variables; GRPC_XDS_SOTW: --xds-server and the rest"},
     {"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "true: --ready-without-rules"},
     {"CONFIG_GRPC_XDS_NODE_ID", "default", "--xds-node-id (with GRPC_XDS_SOTW)"},
-    {"CONFIG_GRPC_XDS_NODE_METADATA", "", "--xds-node-metadata, k1=v1,k2=v2 as a JSON object of strings"},
+    {"CONFIG_GRPC_XDS_NODE_METADATA", "",
+     "--xds-node-metadata: k1=v1,k2=v2 (split at the first =; a key given twice keeps its last value) as a JSON "
+     "object of strings; an entry without = refused"},
     {"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "--xds-server (with GRPC_XDS_SOTW)"},
     {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "--xds-retry-interval (with GRPC_XDS_SOTW)"},
     {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "--xds-headers, k1:v1,k2:v2 as k1=v1,k2=v2"},
@@ -46,7 +49,7 @@ constexpr UpstreamVariable kVariables[] = {
     {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "--xds-backoff-max (with GRPC_XDS_SOTW)"},
     {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "--xds-backoff-random-factor (with GRPC_XDS_SOTW)"},
     {"XDS_CLIENT_BACKOFF_JITTER", "true", "--xds-backoff-jitter on or off (with GRPC_XDS_SOTW)"},
-    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "accepted, not applied: no flag for it (a note says so)"},
+    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "accepted up to 67108864: the xDS client takes pushes up to 64 MiB"},
     {"USE_DOG_STATSD", "false", "refused when true: statsd's plain format only"},
     {"USE_DOG_STATSD_MOGRIFIERS", "", "refused when set (DogStatsD's)"},
     {"USE_STATSD", "true", "true: --statsd STATSD_HOST:STATSD_PORT"},
@@ -59,11 +62,12 @@ constexpr UpstreamVariable kVariables[] = {
     {"PROMETHEUS_ADDR", ":9090", "--prometheus"},
     {"PROMETHEUS_PATH", "/metrics", "--prometheus-path"},
     {"PROMETHEUS_MAPPER_YAML", "", "accepted, not read: the series carry upstream's default mapping's names"},
-    {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "refused when true: response times are in seconds"},
+    {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false",
+     "refused when true with USE_PROMETHEUS: the decision time is served in seconds only"},
     {"RUNTIME_ROOT", "/srv/runtime_data/current", "--config RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
     {"RUNTIME_SUBDIRECTORY", "", "see RUNTIME_ROOT"},
     {"RUNTIME_APPDIRECTORY", "config", "see RUNTIME_ROOT"},
-    {"RUNTIME_IGNOREDOTFILES", "false", "accepted: the folder's *.yaml and *.yml files are read, dotted or not"},
+    {"RUNTIME_IGNOREDOTFILES", "false", "true: --skip-dotfiles (files named with a dot are not read)"},
     {"RUNTIME_WATCH_ROOT", "true", "accepted either way: the files are polled, a swapped link is seen too"},
     {"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted: Redis keys expire when their state is fresh again"},
     {"LOCAL_CACHE_SIZE_IN_BYTES", "0", "above 0, with Redis: --redis-near-cache (refused keys answered here)"},
@@ -124,7 +128,7 @@ constexpr UpstreamVariable kVariables[] = {
     {"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "refused when set"},
     {"SHADOW_MODE", "false", "--shadow-mode"},
     {"QUOTA_MODE", "false", "refused when true: quota_mode is per descriptor in the rules"},
-    {"RESPONSE_DYNAMIC_METADATA", "false", "refused when true: no flag for it in this build"},
+    {"RESPONSE_DYNAMIC_METADATA", "false", "true: --grpc-response-metadata"},
     {"MERGE_DOMAIN_CONFIG", "false", "--merge-domains"},
     {"TRACING_ENABLED", "false", "true: --otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT) and the four below"},
     {"TRACING_SERVICE_NAME", "RateLimit", "--service-name"},
@@ -362,26 +366,40 @@ std::string rules_folder(Env& e) {
 void xds(Env& e, bool used) {
   // Read (and so checked) either way; given to serve only when the rules come over xDS.
   const std::string node = e.text("CONFIG_GRPC_XDS_NODE_ID"), server = e.text("CONFIG_GRPC_XDS_SERVER_URL");
-  // upstream's "k1=v1,k2=v2" (string values) as the JSON object --xds-node-metadata takes.
+  // upstream's form: entries split at ',', each split at its first '=' into a key and a string value, a key given
+  // twice keeping its last value (a Go map). Upstream drops an entry without '=' (its comment's "key1:val1" too);
+  // here that entry is refused, naming it. Empty entries (a trailing comma) carry nothing.
   std::string metadata;
   if (const std::string m = e.text("CONFIG_GRPC_XDS_NODE_METADATA"); !m.empty()) {
-    metadata = "{";
+    std::vector<std::pair<std::string, std::string>> fields;
+    bool ok = true;
     for (std::size_t at = 0; at <= m.size();) {
       const std::size_t comma = std::min(m.find(',', at), m.size());
       const std::string item = m.substr(at, comma - at);
+      at = comma + 1;
+      if (item.empty()) continue;
       const std::size_t eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        e.bad("CONFIG_GRPC_XDS_NODE_METADATA", m, "not a list of key=value pairs (like k1=v1,k2=v2)");
-        metadata.clear();
+      if (eq == std::string::npos) {
+        e.bad("CONFIG_GRPC_XDS_NODE_METADATA", m,
+              "'" + item + "' is not key=value (the entries are k1=v1,k2=v2; upstream drops one without '=')");
+        ok = false;
         break;
       }
-      if (metadata.size() > 1) metadata += ',';
-      base::append_json_string(metadata, item.substr(0, eq));
-      metadata += ':';
-      base::append_json_string(metadata, item.substr(eq + 1));
-      at = comma + 1;
+      std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      const auto same = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
+      if (same != fields.end()) same->second = std::move(value);
+      else fields.emplace_back(std::move(key), std::move(value));
     }
-    if (!metadata.empty()) metadata += '}';
+    if (ok && !fields.empty()) {
+      metadata = "{";
+      for (const auto& [key, value] : fields) {
+        if (metadata.size() > 1) metadata += ',';
+        base::append_json_string(metadata, key);
+        metadata += ':';
+        base::append_json_string(metadata, value);
+      }
+      metadata += '}';
+    }
   }
   const std::string retry = e.duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL");
   std::string headers;
@@ -397,9 +415,15 @@ void xds(Env& e, bool used) {
   const std::string max = e.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL");
   const double factor = e.number("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", 0, 1e9);
   const bool jitter = e.boolean("XDS_CLIENT_BACKOFF_JITTER");
+  // Upstream's largest push the client takes (gRPC's 4 MiB when unset); here it is always 64 MiB, so a size up to
+  // that is taken as asked, and a larger one cannot be.
   if (!e.text("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES").empty()) {
-    (void)e.integer("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 1, 1LL << 31, "not a size in bytes");
-    e.note("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES not applied: the xDS client takes gRPC's default largest message");
+    const long long most = 64LL << 20;
+    if (e.integer("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 1, 1LL << 31, "not a size in bytes") > most) {
+      e.refuse("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "the xDS client takes pushes of up to 67108864 bytes (64 MiB)");
+    } else {
+      e.note("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: the xDS client takes pushes of up to 64 MiB, that size included");
+    }
   }
   for (const auto& [var, flag] : files) (void)e.text(var);  // read either way
   if (!used) {
@@ -439,14 +463,16 @@ void rules(Env& e) {
   const std::string type = e.text("CONFIG_TYPE");
   const std::string folder = rules_folder(e);
   (void)e.boolean("RUNTIME_WATCH_ROOT");  // either way: the files are polled, through a swapped link too
-  if (e.boolean("RUNTIME_IGNOREDOTFILES")) {
-    e.note(
-        "RUNTIME_IGNOREDOTFILES=true: the rules folder's *.yaml and *.yml files are read, named with a dot or "
-        "not (other files never are)");
-  }
+  const bool skip_dotfiles = e.boolean("RUNTIME_IGNOREDOTFILES");
   if (type == "FILE") {
     e.flag({"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, "--config", folder);
-  } else if (type != "GRPC_XDS_SOTW") {
+    if (skip_dotfiles) e.flag({"RUNTIME_IGNOREDOTFILES"}, "--skip-dotfiles", "", true);
+  } else if (type == "GRPC_XDS_SOTW") {
+    for (const char* v : {"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES",
+                          "RUNTIME_WATCH_ROOT"}) {
+      if (e.given(v)) e.note(std::string(v) + " not used: the rules come over xDS (CONFIG_TYPE=GRPC_XDS_SOTW)");
+    }
+  } else {
     e.refuse("CONFIG_TYPE", "not FILE or GRPC_XDS_SOTW");
   }
   xds(e, type == "GRPC_XDS_SOTW");
@@ -458,7 +484,9 @@ void rules(Env& e) {
   if (e.boolean("QUOTA_MODE")) {
     e.refuse("QUOTA_MODE", "quota mode is set per descriptor here (quota_mode: true in the rules: docs/rules.md)");
   }
-  if (e.boolean("RESPONSE_DYNAMIC_METADATA")) e.refuse("RESPONSE_DYNAMIC_METADATA", "this build has no flag for it");
+  if (e.boolean("RESPONSE_DYNAMIC_METADATA")) {
+    e.flag({"RESPONSE_DYNAMIC_METADATA"}, "--grpc-response-metadata", "", true);
+  }
   if (e.boolean("MERGE_DOMAIN_CONFIG")) e.flag({"MERGE_DOMAIN_CONFIG"}, "--merge-domains", "", true);
   char buf[32];
   const double ratio = e.number("NEAR_LIMIT_RATIO", 0, 1);
@@ -605,9 +633,16 @@ void stats(Env& e) {
   const bool prometheus = e.boolean("USE_PROMETHEUS");
   const std::string prom_addr = listen_address(e.text("PROMETHEUS_ADDR"));
   const std::string prom_path = e.text("PROMETHEUS_PATH");
-  if (e.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")) {
+  // Upstream's switch back to its built-in mapping's old ratelimit_service_response_time_seconds, which held
+  // milliseconds. --prometheus serves no such series: the decision time is ratekeeper_decision_duration_seconds,
+  // in seconds, and nothing can make it milliseconds; a dashboard that reads milliseconds would be wrong by 1000.
+  const bool millis = e.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS");
+  if (millis && prometheus && !disabled) {
     e.refuse("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-             "response times are in seconds here, as Prometheus names them");
+             "--prometheus serves the gRPC decision time as ratekeeper_decision_duration_seconds{protocol=\"grpc\"}, "
+             "in seconds only (there is no ratelimit_service_response_time_seconds to keep in milliseconds)");
+  } else if (millis) {
+    e.note("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS not used: Prometheus is not served (USE_PROMETHEUS is not true)");
   }
   if (e.given("PROMETHEUS_MAPPER_YAML")) {
     e.note(

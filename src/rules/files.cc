@@ -82,12 +82,14 @@ std::optional<ConfigError> read_file(const ListedFile& file, std::string& text) 
   return std::nullopt;
 }
 
-// A folder's *.yaml and *.yml entries, read from `from` and named under `shown`.
-void list_folder(const std::filesystem::path& from, const std::filesystem::path& shown,
+// A folder's *.yaml and *.yml entries (but those named with a dot, with `skip_dotfiles`), read from `from` and
+// named under `shown`.
+void list_folder(const std::filesystem::path& from, const std::filesystem::path& shown, bool skip_dotfiles,
                  std::vector<ListedFile>& files, std::error_code& ec) {
   for (std::filesystem::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string ext = it->path().extension().string();
     if (ext != ".yaml" && ext != ".yml") continue;
+    if (skip_dotfiles && it->path().filename().string().starts_with('.')) continue;
     files.push_back({(shown / it->path().filename()).string(), it->path().string()});
   }
 }
@@ -119,7 +121,8 @@ std::string over_the_limit(std::uintmax_t bytes) {
   return "the file is " + std::to_string(bytes) + " bytes, over the limit of " + std::to_string(kMaxRulesFileBytes);
 }
 
-std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors) {
+std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors,
+                                        bool skip_dotfiles) {
   namespace fs = std::filesystem;
   std::vector<ListedFile> files;
   std::error_code ec;
@@ -128,13 +131,13 @@ std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<Co
     if (fs::is_symlink(data, ec)) {
       // Resolved once: every file of this listing is of the version "..data" names now.
       const fs::path target = fs::read_symlink(data, ec);
-      if (!ec) list_folder(target.is_absolute() ? target : fs::path(path) / target, path, files, ec);
+      if (!ec) list_folder(target.is_absolute() ? target : fs::path(path) / target, path, skip_dotfiles, files, ec);
       if (ec) {
         errors.push_back({{data.string(), 0, 0},
                           "cannot read the folder it links to (" + target.string() + "): " + ec.message()});
       }
     } else {
-      list_folder(path, path, files, ec);
+      list_folder(path, path, skip_dotfiles, files, ec);
       if (ec) errors.push_back({{path, 0, 0}, "cannot read the directory: " + ec.message()});
     }
     std::sort(files.begin(), files.end(), [](const ListedFile& a, const ListedFile& b) { return a.name < b.name; });
@@ -146,17 +149,18 @@ std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<Co
   return files;
 }
 
-std::string rules_stamp(const std::string& path) {
+std::string rules_stamp(const std::string& path, bool skip_dotfiles) {
   std::vector<ConfigError> errors;
-  const std::vector<ListedFile> files = list_rules_files(path, errors);
+  const std::vector<ListedFile> files = list_rules_files(path, errors, skip_dotfiles);
   return stamp_of(files, errors);
 }
 
-std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out, std::string* stamp) {
+std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out, std::string* stamp,
+                                          bool skip_dotfiles) {
   for (int attempt = 1;; ++attempt) {
     out.clear();
     std::vector<ConfigError> errors;
-    const std::vector<ListedFile> files = list_rules_files(path, errors);
+    const std::vector<ListedFile> files = list_rules_files(path, errors, skip_dotfiles);
     const std::string before = stamp_of(files, errors);
     for (const ListedFile& f : files) {
       std::string text;
@@ -166,7 +170,7 @@ std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<R
       }
       out.push_back({f.name, std::move(text)});
     }
-    std::string after = rules_stamp(path);
+    std::string after = rules_stamp(path, skip_dotfiles);
     if (after == before || attempt == kReadAttempts) {
       if (after != before) {
         errors.push_back({{path, 0, 0}, "the rules files changed while they were read, each of " +

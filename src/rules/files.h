@@ -8,7 +8,9 @@
 // directory, a socket) is refused with its name and never opened for reading: a FIFO's open would wait for a
 // writer, a device's read might never end. A symbolic link to a regular file is read as the file (a Kubernetes
 // ConfigMap mounts each file as one, through "..data"). A file over kMaxRulesFileBytes is refused with its size,
-// and no more than the bound and one byte is ever read of any file, whatever it grows to while read.
+// and no more than the bound and one byte is ever read of any file, whatever it grows to while read. With
+// `skip_dotfiles` (serve's --skip-dotfiles, upstream's RUNTIME_IGNOREDOTFILES), an entry whose name starts with a dot
+// is not listed; "..data" is still followed, and the files of its folder named with a dot are skipped alike.
 //
 // One version, never a mix: a folder with a "..data" link is read as Kubernetes writes a ConfigMap's volume (an
 // update is a new timestamped folder, then "..data" renamed to it, then the old folder deleted): "..data" is resolved
@@ -46,16 +48,17 @@ struct ListedFile {
 // The rules files of `path`, sorted, of any type (read_rules_files refuses what is not a regular file), without
 // reading any. A directory that cannot be read, a path that does not exist, or a "..data" link whose folder cannot
 // be read, is an error.
-std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors);
+std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors,
+                                        bool skip_dotfiles = false);
 
 // What the rules files of `path` are now, without opening any: where "..data" leads, and each file's name, size,
 // modification time and inode (stat() only: cheap enough for every poll). Unchanged while no file changes.
-std::string rules_stamp(const std::string& path);
+std::string rules_stamp(const std::string& path, bool skip_dotfiles = false);
 
 // Every listed file's text, in order, all of one version (above). Returns every refusal and every file that could
 // not be read; `out` holds the files that were read; `stamp`, if given, gets rules_stamp() of what was read.
 std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<RulesFile>& out,
-                                          std::string* stamp = nullptr);
+                                          std::string* stamp = nullptr, bool skip_dotfiles = false);
 
 // The error of a text over kMaxRulesFileBytes, `bytes` long.
 std::string over_the_limit(std::uintmax_t bytes);

@@ -75,7 +75,7 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
 std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
                                     const LoadOptions& options, std::vector<RulesFile>* read, std::string* stamp) {
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = read_rules_files(path, files, stamp);
+  std::vector<ConfigError> errors = read_rules_files(path, files, stamp, options.skip_dotfiles);
   for (ConfigError& e : parse_rules_files(files, out, options)) errors.push_back(std::move(e));
   if (read) *read = std::move(files);
   return errors;

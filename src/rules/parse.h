@@ -22,6 +22,8 @@ struct LoadOptions {
   bool merge_domains = false;
   // serve without --redis: a domain saying `sharing: batched` has nothing to share through, an error at that line.
   bool without_redis = false;
+  // upstream's RUNTIME_IGNOREDOTFILES (serve's --skip-dotfiles): a directory's files named with a dot are not read.
+  bool skip_dotfiles = false;
 };
 
 // Loads a file, or every *.yaml / *.yml file of a directory (one domain a file unless merge_domains, sorted by

@@ -19,7 +19,7 @@ std::vector<ConfigError> Reloader::load_now() {
 // now and not again at the next poll.
 std::vector<ConfigError> Reloader::load_locked() {
   std::vector<RulesFile> files;
-  std::vector<ConfigError> errors = read_rules_files(path_, files, &last_seen_);
+  std::vector<ConfigError> errors = read_rules_files(path_, files, &last_seen_, load_.skip_dotfiles);
   return apply_locked(files, std::move(errors));
 }
 
@@ -48,7 +48,7 @@ std::vector<ConfigError> Reloader::apply_locked(const std::vector<RulesFile>& fi
 
 bool Reloader::poll_once() {
   std::lock_guard lock(mu_);
-  if (rules_stamp(path_) == last_seen_) return false;
+  if (rules_stamp(path_, load_.skip_dotfiles) == last_seen_) return false;
   load_locked();
   return true;
 }

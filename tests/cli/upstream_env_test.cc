@@ -219,6 +219,59 @@ TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
   EXPECT_EQ(arg(t, "--ready-without-rules"), "<toggle>");
 }
 
+// CONFIG_GRPC_XDS_NODE_METADATA as upstream's provider reads it: entries split at ',', each at its first '=', a key
+// given twice keeping its last value, empty entries nothing; an entry without '=' (which upstream drops) refused.
+TEST(UpstreamEnv, NodeMetadataInUpstreamsForm) {
+  const auto metadata = [](const std::string& value) {
+    const UpstreamEnv t = translate_upstream_env(
+        {{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"CONFIG_GRPC_XDS_NODE_METADATA", value}}, any_flag);
+    return t.errors.empty() ? arg(t, "--xds-node-metadata") : "error: " + t.errors[0];
+  };
+  EXPECT_EQ(metadata("zone=a,url=http://x/?q=1,zone=b,"), R"({"zone":"b","url":"http://x/?q=1"})");
+  EXPECT_EQ(metadata(",,"), "<absent>");
+  EXPECT_EQ(metadata("=v"), R"({"":"v"})");
+  EXPECT_EQ(metadata("zone=a,team:edge"),
+            "error: CONFIG_GRPC_XDS_NODE_METADATA=zone=a,team:edge: 'team:edge' is not key=value (the entries are "
+            "k1=v1,k2=v2; upstream drops one without '=')");
+}
+
+TEST(UpstreamEnv, VariablesWhoseFlagsLandedAreHonoured) {
+  const UpstreamEnv t = translate_upstream_env({{"RESPONSE_DYNAMIC_METADATA", "true"},
+                                                {"RUNTIME_IGNOREDOTFILES", "true"},
+                                                {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "16777216"}},
+                                               any_flag);
+  EXPECT_TRUE(t.errors.empty()) << joined(t.errors);
+  EXPECT_EQ(arg(t, "--grpc-response-metadata"), "<toggle>");
+  EXPECT_EQ(arg(t, "--skip-dotfiles"), "<toggle>");
+  EXPECT_EQ(arg(t, "--config"), "/srv/runtime_data/current/config");
+  EXPECT_NE(joined(t.notes).find("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: the xDS client takes pushes of up to 64 MiB"),
+            std::string::npos);
+  // Over the xDS client's 64 MiB: refused, not silently smaller.
+  const UpstreamEnv big = translate_upstream_env({{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "134217728"}}, any_flag);
+  ASSERT_EQ(big.errors.size(), 1u) << joined(big.errors);
+  EXPECT_TRUE(big.errors[0].starts_with("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=134217728: ")) << big.errors[0];
+  // Over xDS the rules folder is not read: the RUNTIME_ variables say so, and no --skip-dotfiles.
+  const UpstreamEnv xds = translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"RUNTIME_IGNOREDOTFILES", "true"}},
+                                                 any_flag);
+  EXPECT_TRUE(xds.errors.empty()) << joined(xds.errors);
+  EXPECT_EQ(arg(xds, "--skip-dotfiles"), "<absent>");
+  EXPECT_NE(joined(xds.notes).find("RUNTIME_IGNOREDOTFILES not used: the rules come over xDS"), std::string::npos);
+}
+
+// Upstream's switch to its old milliseconds in a histogram named _seconds: --prometheus has no such series.
+TEST(UpstreamEnv, ResponseTimeInMillisecondsIsRefusedWherePrometheusIsServed) {
+  const UpstreamEnv t = translate_upstream_env(
+      {{"USE_PROMETHEUS", "true"}, {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}}, any_flag);
+  ASSERT_EQ(t.errors.size(), 1u) << joined(t.errors);
+  EXPECT_EQ(t.errors[0],
+            "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true: --prometheus serves the gRPC decision time as "
+            "ratekeeper_decision_duration_seconds{protocol=\"grpc\"}, in seconds only (there is no "
+            "ratelimit_service_response_time_seconds to keep in milliseconds)");
+  const UpstreamEnv off = translate_upstream_env({{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}}, any_flag);
+  EXPECT_TRUE(off.errors.empty()) << joined(off.errors);
+  EXPECT_NE(joined(off.notes).find("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS not used"), std::string::npos);
+}
+
 // Bad input: each stops the start naming the variable and its value.
 TEST(UpstreamEnv, UnparsableValuesNameTheVariableAndValue) {
   const std::pair<std::string, std::string> bad[] = {
@@ -298,6 +351,7 @@ TEST(UpstreamEnv, EveryVariableOfTheTableIsRead) {
 TEST(UpstreamEnv, TheDocsTableListsEveryVariable) {
   std::ifstream in(std::string(RK_TESTDATA) + "/../../docs/envoy-gateway.md");
   ASSERT_TRUE(in);
+  // The section "Upstream's environment" only: the doc's other tables (xDS's flags, the statistics) have rows too.
   std::vector<std::string> rows;
   bool in_section = false;
   for (std::string line; std::getline(in, line);) {
@@ -351,6 +405,8 @@ TEST(UpstreamEnv, EnvoyGatewaysDeploymentTranslatesWhole) {
   EXPECT_EQ(arg(t, "--grpc-tls-key"), "/certs/tls.key");
   EXPECT_EQ(arg(t, "--grpc-tls-client-ca"), "<absent>");  // EG's GRPC_SERVER_TLS_CA_CERT is no variable upstream reads
   EXPECT_NE(joined(t.notes).find("GRPC_SERVER_TLS_CA_CERT not read"), std::string::npos);
+  EXPECT_NE(joined(t.notes).find("RUNTIME_IGNOREDOTFILES not used: the rules come over xDS"), std::string::npos);
+  EXPECT_EQ(arg(t, "--skip-dotfiles"), "<absent>");
   EXPECT_EQ(arg(t, "--tls-cert"), "<absent>");
   EXPECT_EQ(arg(t, "--redis"), "rediss://redis_auth_password@redis.redis.svc:6379");
   EXPECT_EQ(arg(t, "--redis-tls-cert"), "/redis-certs/tls.crt");

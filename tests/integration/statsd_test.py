@@ -26,7 +26,7 @@ from google.protobuf import json_format
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-from harness import free_port, stop, wait_until  # noqa: E402
+from harness import free_port, prometheus_series, stop, wait_until  # noqa: E402
 import grpc_test  # noqa: E402  (its protoc step: the message classes)
 import statsd_mapping  # noqa: E402
 
@@ -140,17 +140,6 @@ class Ratekeeper:
         self.log.close()
 
 
-def series(text, name):
-    """{frozenset of label items: value} of one metric in a Prometheus exposition, empty labels dropped."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^%s(?:\{(.*)\})? (\S+)$" % re.escape(name), line)
-        if m:
-            labels = frozenset((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', m.group(1) or "") if v)
-            out[labels] = float(m.group(2))
-    return out
-
-
 class StatsdTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -237,7 +226,7 @@ class StatsdTest(unittest.TestCase):
                        frozenset({("domain", "eg"), ("key1", "bot_crawler")})), mapped)
         # ratekeeper's own series (--prometheus) are those the mapping makes of its statsd names, with their values.
         for (series_name, labels), value in mapped.items():
-            self.assertEqual(series(prometheus, series_name).get(labels), value, (series_name, labels))
+            self.assertEqual(prometheus_series(prometheus, series_name).get(labels), value, (series_name, labels))
 
     def test_2_the_prometheus_listener_serves_the_metrics_at_its_path_only(self):
         url = "http://127.0.0.1:%d" % self.prometheus_port

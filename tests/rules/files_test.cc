@@ -164,5 +164,46 @@ TEST_F(RulesFilesTest, AConfigMapsSymbolicLinksAreReadAndFollowedOnUpdate) {
   EXPECT_NE(r.current()->domain("edge"), nullptr);
 }
 
+// RUNTIME_IGNOREDOTFILES (serve's --skip-dotfiles): a folder's files named with a dot are left out, in a plain
+// folder and in a ConfigMap's volume alike (where "..data" itself starts with dots and is still followed); without
+// it they are read like the others.
+TEST_F(RulesFilesTest, DotFilesAreSkippedOnlyWhenAskedAndTheConfigMapStillRead) {
+  const std::string other =
+      "domain: hidden\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+  write("rules.yaml", kGood);
+  write(".draft.yaml", other);
+  const auto names = [](const std::vector<ListedFile>& files) {
+    std::vector<std::string> out;
+    for (const ListedFile& f : files) out.push_back(fs::path(f.name).filename().string());
+    return out;
+  };
+  std::vector<ConfigError> errors;
+  EXPECT_EQ(names(list_rules_files(dir_.string(), errors)), (std::vector<std::string>{".draft.yaml", "rules.yaml"}));
+  EXPECT_EQ(names(list_rules_files(dir_.string(), errors, true)), (std::vector<std::string>{"rules.yaml"}));
+  EXPECT_TRUE(errors.empty());
+  std::vector<DomainConfig> domains;
+  ASSERT_TRUE(load_rules(dir_.string(), domains, {.skip_dotfiles = true}).empty());
+  ASSERT_EQ(domains.size(), 1u);
+  EXPECT_EQ(domains[0].domain, "edge");
+  // A dot file's change is no change: the reloader skipping them does not reload.
+  Reloader r(dir_.string(), BuildOptions{}, {}, {.skip_dotfiles = true});
+  ASSERT_TRUE(r.load_now().empty());
+  write(".draft.yaml", other + "# edited\n");
+  EXPECT_FALSE(r.poll_once());
+  EXPECT_EQ(r.current()->domain("hidden"), nullptr);
+
+  // A ConfigMap's volume with a dot file among its keys.
+  const fs::path cm = dir_ / "configmap";
+  fs::create_directories(cm / "..2024_01_01");
+  std::ofstream(cm / "..2024_01_01" / "rules.yaml") << kGood;
+  std::ofstream(cm / "..2024_01_01" / ".draft.yaml") << other;
+  fs::create_directory_symlink("..2024_01_01", cm / "..data");
+  fs::create_symlink("..data/rules.yaml", cm / "rules.yaml");
+  fs::create_symlink("..data/.draft.yaml", cm / ".draft.yaml");
+  EXPECT_EQ(names(list_rules_files(cm.string(), errors, true)), (std::vector<std::string>{"rules.yaml"}));
+  EXPECT_EQ(names(list_rules_files(cm.string(), errors)), (std::vector<std::string>{".draft.yaml", "rules.yaml"}));
+  EXPECT_TRUE(errors.empty());
+}
+
 }  // namespace
 }  // namespace rk::rules

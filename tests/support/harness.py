@@ -7,6 +7,7 @@ main passes the binary it was given to the servers it starts, so nothing here is
 import http.client
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -75,6 +76,17 @@ def stop(proc, sig=signal.SIGTERM, seconds=15):
         proc.kill()
         proc.wait()
         return False
+
+
+def prometheus_series(text, name):
+    """{frozenset of label items: value} of one metric in a Prometheus exposition, empty labels dropped."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^%s(?:\{(.*)\})? (\S+)$" % re.escape(name), line)
+        if m:
+            labels = frozenset((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', m.group(1) or "") if v)
+            out[labels] = float(m.group(2))
+    return out
 
 
 class Serve:

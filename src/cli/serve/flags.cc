@@ -191,6 +191,10 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.toggle("--merge-domains",
                "the files of one domain make one domain (envoyproxy/ratelimit's\nMERGE_DOMAIN_CONFIG)",
                f.merge_domains);
+  flags.toggle("--skip-dotfiles",
+               "--config's directory: files whose names start with a dot are not read\n"
+               "(envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES)",
+               f.skip_dotfiles);
   flags.value("--near-limit-ratio", "R",
               "the share of a limit past which hits count as near_limit in envoyproxy/ratelimit's\n"
               "per-descriptor counters (NEAR_LIMIT_RATIO; default 0.8)",

@@ -42,6 +42,7 @@ struct ServeFlags {
   int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
   bool merge_domains = false;
+  bool skip_dotfiles = false;  // --config's directory: files named with a dot are not read (RUNTIME_IGNOREDOTFILES)
   double near_limit_ratio = 0.8;  // envoyproxy/ratelimit's NEAR_LIMIT_RATIO, for its per-descriptor counters
   std::size_t max_keys = 1'000'000;
   std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone

@@ -132,7 +132,8 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
           }};
   return std::make_unique<rules::Reloader>(flags.config, build, std::move(events),
                                            rules::LoadOptions{.merge_domains = flags.merge_domains,
-                                                              .without_redis = flags.redis.empty()});
+                                                              .without_redis = flags.redis.empty(),
+                                                              .skip_dotfiles = flags.skip_dotfiles});
 }
 
 // --xds-server's client, started (null without it); null with `error` for a TLS file or metadata it refuses, or
