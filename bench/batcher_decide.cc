@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
   const rk::Nanos t0{1'000'000'000'000'000'000};
 
   rk::Limiter limiter(spec);
-  rk::store::batched::Batcher batcher(
-      rk::store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}), std::make_shared<rk::SystemClock>(),
-      rk::store::batched::BatcherOptions{.max_keys = 2 * keys, .start_thread = false});
+  rk::store::batched::Batcher batcher(rk::store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:1"}),
+                                      std::make_shared<rk::SystemClock>(),
+                                      rk::store::batched::BatcherOptions{.max_keys = 2 * keys, .start_thread = false});
   for (const std::string& k : names) {  // every key held; the first fetch fails, and the store is away
     std::promise<void> p;
     batcher.decide(spec, k, 1, false, t0, [&p](rk::Decision) { p.set_value(); });
@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
       if (!batcher.try_decide(spec, key(i), 1, false, t0 + rk::Nanos{static_cast<std::int64_t>(i)}, d))
         missed.fetch_add(1, std::memory_order_relaxed);
     });
-    std::printf("%-12s embedded %12.0f   batched %12.0f (%.2fx)%s\n", many ? "many keys" : "one hot key",
-                embedded, batched, batched / embedded, missed.load() ? "   SOME NOT DECIDED AT ONCE" : "");
+    std::printf("%-12s embedded %12.0f   batched %12.0f (%.2fx)%s\n", many ? "many keys" : "one hot key", embedded,
+                batched, batched / embedded, missed.load() ? "   SOME NOT DECIDED AT ONCE" : "");
   }
   batcher.close();
 }

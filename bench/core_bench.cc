@@ -56,7 +56,7 @@ using rk::Nanos;
 
 constexpr std::size_t kKeys = 1'000'000;
 constexpr std::size_t kWarmKeys = 10'000;
-constexpr std::size_t kMaxKeys = 2'000'000;  // StoreOptions::max_keys: nothing is evicted while timing
+constexpr std::size_t kMaxKeys = 2'000'000;     // StoreOptions::max_keys: nothing is evicted while timing
 constexpr std::size_t kTargetBytesPerKey = 48;  // issue 18's bound for the fixed-size states
 constexpr std::string_view kHotKey = "hot:000000000001";
 static_assert(kHotKey.size() == 16);
@@ -226,7 +226,8 @@ double decision_ns_on(int cpu_index) {
     std::int64_t now = 0;
     std::int64_t allowed = 0;
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kDecisions; ++i) allowed += l.check_at(kHotKey, Nanos{now += step_ns(Algorithm::kGcra)}).allowed;
+    for (int i = 0; i < kDecisions; ++i)
+      allowed += l.check_at(kHotKey, Nanos{now += step_ns(Algorithm::kGcra)}).allowed;
     benchmark::DoNotOptimize(allowed);
     ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / kDecisions;
   }
@@ -457,9 +458,8 @@ CpuSample cpu_sample() {
     char line[512];
     while (std::fgets(line, sizeof line, f)) {
       unsigned long long v[8] = {};
-      if (std::strncmp(line, "cpu ", 4) == 0 &&
-          std::sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                      &v[6], &v[7]) >= 4) {
+      if (std::strncmp(line, "cpu ", 4) == 0 && std::sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                                                            &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) >= 4) {
         const double busy = static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
         c.busy_s = busy / tick;
         c.total_s = (busy + static_cast<double>(v[3] + v[4])) / tick;
@@ -484,13 +484,13 @@ double others_cores(const CpuSample& a, const CpuSample& b) {
 }
 
 struct Measured {
-  double real_ns = 0;       // wall time per decision, all threads together (Google Benchmark's real time)
-  double cpu_ns = 0;        // CPU time per decision, summed over threads
-  double per_second = 0;    // items_per_second: decisions a second, all threads together
-  double allowed = 0;       // fraction of the decisions allowed
-  double others = 0;        // cores used by other processes meanwhile (the run and its set-up)
-  double line_ns = 0;       // cache-line hand-over between the CPUs, measured right after the run
-  double miss_ns = 0;       // one dependent miss over 48 MB (MissChain), measured right after the run
+  double real_ns = 0;     // wall time per decision, all threads together (Google Benchmark's real time)
+  double cpu_ns = 0;      // CPU time per decision, summed over threads
+  double per_second = 0;  // items_per_second: decisions a second, all threads together
+  double allowed = 0;     // fraction of the decisions allowed
+  double others = 0;      // cores used by other processes meanwhile (the run and its set-up)
+  double line_ns = 0;     // cache-line hand-over between the CPUs, measured right after the run
+  double miss_ns = 0;     // one dependent miss over 48 MB (MissChain), measured right after the run
 };
 
 // Prints as ConsoleReporter does and keeps each run's figures, by (registered name, threads).
@@ -506,7 +506,7 @@ class Collector : public benchmark::ConsoleReporter {
     const double line_ns = line_transfer_ns(50'000);  // about 20 ms
     double miss_ns = 0;
     {
-      const Pin pin(0);  // where 1-thread runs ran
+      const Pin pin(0);                             // where 1-thread runs ran
       miss_ns = miss_chain().ns_per_miss(100'000);  // about 15 ms
     }
     last_ = cpu_sample();
@@ -562,8 +562,8 @@ std::size_t heap_in_use() {
 
 struct MemoryRow {
   std::string name;
-  double heap_per_key = 0;   // mallinfo2 growth / keys
-  double own_per_key = -1;   // stats().memory_bytes / keys; -1 for the baseline (it keeps no count)
+  double heap_per_key = 0;  // mallinfo2 growth / keys
+  double own_per_key = -1;  // stats().memory_bytes / keys; -1 for the baseline (it keeps no count)
   bool fixed_size = true;
 };
 
@@ -621,16 +621,18 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
     return m ? m->per_second : 0.0;
   };
 
-  std::printf("\n=== Summary\n\nns per decision = 1e9 / items_per_second: wall time per decision with all threads "
-              "together\n(with 2 threads each thread takes twice that per decision). 2T/1T = 2-thread throughput "
-              "over 1-thread.\ncpu = CPU time / wall time of the 2-thread run (2.00: both threads ran all along). "
-              "allowed = min fraction allowed.\nother = the most cores other processes (or the hypervisor) took "
-              "during the row's runs: above ~0.1 the row's figures are suspect.\nline = ns to hand one cache line "
-              "from one CPU to the other, measured right after the 2-thread run: a 2-thread decision on a shard\n"
-              "the other thread wrote last pays this per line it writes; it changes when the hypervisor moves the "
-              "vCPUs.\n\n");
+  std::printf(
+      "\n=== Summary\n\nns per decision = 1e9 / items_per_second: wall time per decision with all threads "
+      "together\n(with 2 threads each thread takes twice that per decision). 2T/1T = 2-thread throughput "
+      "over 1-thread.\ncpu = CPU time / wall time of the 2-thread run (2.00: both threads ran all along). "
+      "allowed = min fraction allowed.\nother = the most cores other processes (or the hypervisor) took "
+      "during the row's runs: above ~0.1 the row's figures are suspect.\nline = ns to hand one cache line "
+      "from one CPU to the other, measured right after the 2-thread run: a 2-thread decision on a shard\n"
+      "the other thread wrote last pays this per line it writes; it changes when the hypervisor moves the "
+      "vCPUs.\n\n");
   std::printf("%-16s", "algorithm");
-  for (Keys k : cases) std::printf(" | %-4s %7s %7s %6s %5s %5s", keys_name(k), "1T ns", "2T ns", "2T/1T", "cpu", "line");
+  for (Keys k : cases)
+    std::printf(" | %-4s %7s %7s %6s %5s %5s", keys_name(k), "1T ns", "2T ns", "2T/1T", "cpu", "line");
   std::printf(" | %7s %5s\n", "allowed", "other");
   for (const std::string& s : stores) {
     std::printf("%-16s", s.c_str());
@@ -661,17 +663,21 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
     std::printf("One cache line handed from one CPU to the other: %.0f ns before the runs, %.0f ns after.\n",
                 line_before, line_after);
   }
-  std::printf("Each CPU's speed (ns per hot-key gcra decision, outside the timed runs): before %s; after %s.\n"
-              "1-thread runs are pinned to CPU #0, 2-thread runs to #0 and #1: when the CPUs differ, so do 1T "
-              "figures and 2T/1T.\n",
-              speed_before.c_str(), speed_after.c_str());
+  std::printf(
+      "Each CPU's speed (ns per hot-key gcra decision, outside the timed runs): before %s; after %s.\n"
+      "1-thread runs are pinned to CPU #0, 2-thread runs to #0 and #1: when the CPUs differ, so do 1T "
+      "figures and 2T/1T.\n",
+      speed_before.c_str(), speed_after.c_str());
   if (c.max_others() > 0.1) {
-    std::printf("WARNING: other processes took up to %.2f cores during the runs: figures are disturbed, run again on "
-                "an idle machine.\n", c.max_others());
+    std::printf(
+        "WARNING: other processes took up to %.2f cores during the runs: figures are disturbed, run again on "
+        "an idle machine.\n",
+        c.max_others());
   }
 
-  std::printf("\nEARRRL: ratekeeper throughput / baseline throughput (= baseline ns / ratekeeper ns; target >= 2x "
-              "with 2 threads)\n");
+  std::printf(
+      "\nEARRRL: ratekeeper throughput / baseline throughput (= baseline ns / ratekeeper ns; target >= 2x "
+      "with 2 threads)\n");
   std::printf("%-10s %10s %10s\n", "keys", "1 thread", "2 threads");
   for (Keys k : cases) {
     std::printf("%-10s", keys_name(k));
@@ -683,9 +689,11 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
   }
 
   if (!memory.empty()) {
-    std::printf("\nBytes per key, 1,000,000 keys of 16 bytes: heap growth (mallinfo2 uordblks + hblkhd) / keys, and "
-                "the store's own count\n(stats().memory_bytes / keys). Target <= %zu for the fixed-size states (issue "
-                "18), by the larger of the two.\n", kTargetBytesPerKey);
+    std::printf(
+        "\nBytes per key, 1,000,000 keys of 16 bytes: heap growth (mallinfo2 uordblks + hblkhd) / keys, and "
+        "the store's own count\n(stats().memory_bytes / keys). Target <= %zu for the fixed-size states (issue "
+        "18), by the larger of the two.\n",
+        kTargetBytesPerKey);
     std::printf("%-16s %10s %10s  %s\n", "store", "heap B/key", "own B/key", "");
     for (const MemoryRow& m : memory) {
       const bool met = std::max(m.heap_per_key, m.own_per_key) <= static_cast<double>(kTargetBytesPerKey);
@@ -702,8 +710,9 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
     const auto m = c.get(name, 1);
     return m && m->per_second > 0 && m->real_ns > 0 ? m->cpu_ns * (1e9 / m->per_second) / m->real_ns : 0.0;
   };
-  std::printf("\nTargets (wall ns per decision, as above; in brackets CPU ns per decision, the steadier figure when "
-              "other processes load the machine)\n");
+  std::printf(
+      "\nTargets (wall ns per decision, as above; in brackets CPU ns per decision, the steadier figure when "
+      "other processes load the machine)\n");
   auto hot_target = [&](const char* store, double limit) {
     const double v = ns(store, Keys::kHot, 1);
     std::printf("  %-52s %8s ns  <= %3.0f ns   %s [cpu %s]\n", (std::string(store) + ", hot key, 1 thread").c_str(),
@@ -725,9 +734,10 @@ void summary(const Collector& c, bool with_10k, const std::vector<MemoryRow>& me
                 verdict(v > 0, v <= 120), fmt("%.1f", cpu_ns(name)).c_str(), fmt("%.1f", miss).c_str(),
                 fmt("%.2f", v > 0 && miss > 0 ? v / miss : 0).c_str());
   }
-  std::printf("  (one miss: ns per load of a chain of dependent loads over 48 MB, a million keys at 48 bytes, measured "
-              "right after the row's run;\n   this VM's memory latency moves between runs, and a decision cannot "
-              "take less than the one miss it needs unless the\n   processor overlaps it with the next decision's)\n");
+  std::printf(
+      "  (one miss: ns per load of a chain of dependent loads over 48 MB, a million keys at 48 bytes, measured "
+      "right after the row's run;\n   this VM's memory latency moves between runs, and a decision cannot "
+      "take less than the one miss it needs unless the\n   processor overlaps it with the next decision's)\n");
   for (Keys k : cases) {
     const double b = rate(kBaselineName, k, 2), r = rate("earrrl", k, 2);
     const double x = b > 0 && r > 0 ? r / b : 0;
@@ -832,8 +842,10 @@ int count_decisions(std::string_view what) {
               name.c_str(), keys_name(k), many ? "/check_many16" : "", n,
               100.0 * static_cast<double>(allowed) / static_cast<double>(n), best, kEach, median(batch_ns));
   if (!miss_ns.empty()) {
-    std::printf("; one miss (a dependent load over 48 MB, after each batch) median %.2f ns; decision / miss, median of "
-                "the batches %.3f", median(miss_ns), median(ratio));
+    std::printf(
+        "; one miss (a dependent load over 48 MB, after each batch) median %.2f ns; decision / miss, median of "
+        "the batches %.3f",
+        median(miss_ns), median(ratio));
   }
   std::printf("\n");
   return 0;

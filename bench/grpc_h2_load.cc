@@ -135,17 +135,16 @@ bool start_call(Connection& c) {
   call->conn = &c;
   call->frame = encode_request(load, load.next_client++ % load.clients);
   call->started = Clock::now();
-  static const std::string post = "POST", http = "http", path = kPath, grpc = "application/grpc",
-                           trailers = "trailers", agent = "rk-grpc-h2-load";
-  const nghttp2_nv headers[] = {header(":method", post),         header(":scheme", http),
-                                header(":authority", load.authority), header(":path", path),
-                                header("content-type", grpc),    header("te", trailers),
-                                header("user-agent", agent)};
+  static const std::string post = "POST", http = "http", path = kPath, grpc = "application/grpc", trailers = "trailers",
+                           agent = "rk-grpc-h2-load";
+  const nghttp2_nv headers[] = {
+      header(":method", post),    header(":scheme", http),      header(":authority", load.authority),
+      header(":path", path),      header("content-type", grpc), header("te", trailers),
+      header("user-agent", agent)};
   nghttp2_data_provider body;
   body.source.ptr = call.get();
   body.read_callback = read_request;
-  const std::int32_t id =
-      nghttp2_submit_request(c.session, nullptr, headers, std::size(headers), &body, call.get());
+  const std::int32_t id = nghttp2_submit_request(c.session, nullptr, headers, std::size(headers), &body, call.get());
   if (id < 0) {
     load.stats.fail(std::string("submit_request: ") + nghttp2_strerror(id));
     return false;
@@ -169,8 +168,8 @@ int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* 
   return 0;
 }
 
-int on_data(nghttp2_session* session, std::uint8_t, std::int32_t stream_id, const std::uint8_t* data,
-            std::size_t len, void*) {
+int on_data(nghttp2_session* session, std::uint8_t, std::int32_t stream_id, const std::uint8_t* data, std::size_t len,
+            void*) {
   if (auto* call = static_cast<Call*>(nghttp2_session_get_stream_user_data(session, stream_id))) {
     call->body.append(reinterpret_cast<const char*>(data), len);
   }
@@ -398,8 +397,9 @@ int main(int argc, char** argv) {
     return lat.empty() ? 0.0 : lat[static_cast<std::size_t>(p * static_cast<double>(lat.size() - 1))];
   };
   std::printf("decisions/s %.0f p50_ms %.3f p99_ms %.3f failed %zu over_limit %zu answered %zu\n",
-              static_cast<double>(lat.size()) / elapsed, pct(0.50), pct(0.99), load.stats.failed,
-              load.stats.over_limit, lat.size());
-  if (load.stats.failed > 0) std::fprintf(stderr, "rk_grpc_h2_load: first failure: %s\n", load.stats.first_error.c_str());
+              static_cast<double>(lat.size()) / elapsed, pct(0.50), pct(0.99), load.stats.failed, load.stats.over_limit,
+              lat.size());
+  if (load.stats.failed > 0)
+    std::fprintf(stderr, "rk_grpc_h2_load: first failure: %s\n", load.stats.first_error.c_str());
   return load.stats.failed == 0 ? 0 : 1;
 }

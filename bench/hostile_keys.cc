@@ -38,9 +38,9 @@ std::string flood_key(std::size_t i) { return "198.51." + std::to_string(i); }
 void flood(std::size_t n) {
   constexpr std::size_t kBound = 1'000'000;
   auto clock = std::make_shared<rk::ManualClock>();
-  rk::Limiter limiter(rk::LimitSpec{.algorithm = rk::Algorithm::kEarrrl, .limit = 5,
-                                    .half_life = std::chrono::seconds(2)},
-                      rk::StoreOptions{.max_keys = kBound}, clock);
+  rk::Limiter limiter(
+      rk::LimitSpec{.algorithm = rk::Algorithm::kEarrrl, .limit = 5, .half_life = std::chrono::seconds(2)},
+      rk::StoreOptions{.max_keys = kBound}, clock);
   std::printf("1. flood: %zu distinct keys, EARRRL, max_keys %zu, an abuser every 100 keys\n", n, kBound);
   std::printf("%12s %10s %14s %12s %10s\n", "keys sent", "held", "memory_bytes", "rss_bytes", "evictions");
   const auto start = std::chrono::steady_clock::now();

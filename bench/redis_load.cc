@@ -48,10 +48,10 @@ struct Load {
   Clock::time_point until;
   std::mutex mu;
   std::condition_variable cv;
-  int running = 0;          // under mu
-  std::vector<double> us;   // latencies, under mu
-  std::uint64_t done = 0;   // under mu
-  std::uint64_t failed = 0; // under mu
+  int running = 0;           // under mu
+  std::vector<double> us;    // latencies, under mu
+  std::uint64_t done = 0;    // under mu
+  std::uint64_t failed = 0;  // under mu
 
   void next(std::uint64_t n) {
     if (Clock::now() >= until) {
@@ -60,7 +60,8 @@ struct Load {
       return;
     }
     const auto start = Clock::now();
-    std::vector<rk::store::remote::RemoteOp> ops{{&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
+    std::vector<rk::store::remote::RemoteOp> ops{
+        {&spec, "rk:bench:" + std::to_string(n % static_cast<std::uint64_t>(keys)), 1, false}};
     store->decide(std::move(ops), rk::Nanos{0}, [this, n, start](std::vector<rk::store::remote::RemoteResult> r) {
       const double took = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       {
@@ -101,14 +102,12 @@ int main(int argc, char** argv) {
       if (!alg) return 2;
       std::cout << rk::store::redis::script_for(*alg).source;
       return 0;
-    }
-    else if (a == "--print-library") {
+    } else if (a == "--print-library") {
       const auto alg = rk::parse_algorithm(v);
       if (!alg) return 2;
       std::cout << rk::store::redis::script_for(*alg).library;
       return 0;
-    }
-    else {
+    } else {
       std::cerr << "unknown flag " << a << "\n";
       return 2;
     }
@@ -127,9 +126,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   Load load;
-  load.store = rk::store::redis::make_redis_remote(
-      {.url = url, .tls = {.ca_file = tls_ca}, .timeout = std::chrono::seconds(2), .connections = connections,
-       .spin = std::chrono::microseconds(spin_us), .packed_hashes = packed_hashes});
+  load.store = rk::store::redis::make_redis_remote({.url = url,
+                                                    .tls = {.ca_file = tls_ca},
+                                                    .timeout = std::chrono::seconds(2),
+                                                    .connections = connections,
+                                                    .spin = std::chrono::microseconds(spin_us),
+                                                    .packed_hashes = packed_hashes});
   load.spec = spec_for(*alg, window_s, limit);
   load.keys = keys;
   if (populate > 0) {

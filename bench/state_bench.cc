@@ -44,8 +44,10 @@ std::string load_average() {
 }
 
 std::shared_ptr<const rk::rules::RuleSet> build(const std::string& algorithm, std::size_t max_keys) {
-  const std::string text = "domain: bench\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, "
-                           "requests_per_unit: 1000, algorithm: " + algorithm + "}\n";
+  const std::string text =
+      "domain: bench\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, "
+      "requests_per_unit: 1000, algorithm: " +
+      algorithm + "}\n";
   rk::rules::DomainConfig d;
   if (const auto errors = rk::rules::parse_domain("bench.yaml", text, d); !errors.empty()) {
     std::fprintf(stderr, "%s\n", errors[0].to_string().c_str());
@@ -73,8 +75,8 @@ struct Latencies {
   void print(const char* name) {
     std::sort(ns.begin(), ns.end());
     const auto over_1ms = ns.end() - std::upper_bound(ns.begin(), ns.end(), 1'000'000u);
-    std::printf("  %-20s %8zu decisions  p50 %6.2f us  p99.9 %7.2f us  max %8.2f us  over 1 ms: %td\n", name,
-                ns.size(), at(0.5), at(0.999), ns.empty() ? 0.0 : ns.back() / 1e3, over_1ms);
+    std::printf("  %-20s %8zu decisions  p50 %6.2f us  p99.9 %7.2f us  max %8.2f us  over 1 ms: %td\n", name, ns.size(),
+                at(0.5), at(0.999), ns.empty() ? 0.0 : ns.back() / 1e3, over_1ms);
   }
 };
 
@@ -142,7 +144,8 @@ int main(int argc, char** argv) {
   const auto restore_start = Clock::now();
   const double restore_cpu_start = cpu_ms();
   std::string read;
-  if (const std::string e = rk::cli::serve::read_state_file(path, rk::cli::serve::max_state_file_bytes(*fresh_set, keep), read);
+  if (const std::string e =
+          rk::cli::serve::read_state_file(path, rk::cli::serve::max_state_file_bytes(*fresh_set, keep), read);
       !e.empty()) {
     std::fprintf(stderr, "%s\n", e.c_str());
     return 1;

@@ -105,20 +105,23 @@ int main(int argc, char** argv) {
   };
   std::vector<Config> configs;
   configs.push_back({"off", std::make_unique<service::Service>(reloader, clock), {}});
-  configs.push_back({"0%", std::make_unique<service::Service>(
-                               reloader, clock,
-                               service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
-                                                           tracing::TracerOptions{.sample_rate = 0}, exporter)}),
+  configs.push_back({"0%",
+                     std::make_unique<service::Service>(
+                         reloader, clock,
+                         service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
+                                                     tracing::TracerOptions{.sample_rate = 0}, exporter)}),
                      {}});
-  configs.push_back({"1%", std::make_unique<service::Service>(
-                               reloader, clock,
-                               service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
-                                                           tracing::TracerOptions{.sample_rate = 0.01}, exporter)}),
+  configs.push_back({"1%",
+                     std::make_unique<service::Service>(
+                         reloader, clock,
+                         service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
+                                                     tracing::TracerOptions{.sample_rate = 0.01}, exporter)}),
                      {}});
-  configs.push_back({"100%", std::make_unique<service::Service>(
-                                 reloader, clock,
-                                 service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
-                                                             tracing::TracerOptions{.sample_rate = 1}, exporter_all)}),
+  configs.push_back({"100%",
+                     std::make_unique<service::Service>(
+                         reloader, clock,
+                         service::ServiceOptions{.tracer = std::make_shared<tracing::Tracer>(
+                                                     tracing::TracerOptions{.sample_rate = 1}, exporter_all)}),
                      {}});
   for (Config& c : configs) run(*c.service, n / 10);  // warm: the keys inserted
   for (int r = 0; r < rounds; ++r) {
@@ -129,9 +132,10 @@ int main(int argc, char** argv) {
     if (std::fscanf(f, "%lf %lf %lf", &loads[0], &loads[1], &loads[2]) != 3) loads[0] = -1;
     std::fclose(f);
   }
-  std::printf("tracing cost: %d rounds of %d decisions (one thread, in process; per CPU second of the process), "
-              "load %.2f %.2f %.2f\n", rounds, n,
-              loads[0], loads[1], loads[2]);
+  std::printf(
+      "tracing cost: %d rounds of %d decisions (one thread, in process; per CPU second of the process), "
+      "load %.2f %.2f %.2f\n",
+      rounds, n, loads[0], loads[1], loads[2]);
   double off = 0;
   for (Config& c : configs) {
     std::sort(c.rates.begin(), c.rates.end());

@@ -112,8 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     st.limit_remaining = n % 3;
     st.window = rk::Nanos{1'000'000'000} * (n + 1);
     // From nothing to the most a saturated algorithm reports (a refusal that lasts "forever").
-    static constexpr std::int64_t kDurations[] = {0, 1, 999'999'999, 1'000'000'001, 3'155'760'000'000'000'000,
-                                                   INT64_MAX - 1, INT64_MAX};
+    static constexpr std::int64_t kDurations[] = {
+        0, 1, 999'999'999, 1'000'000'001, 3'155'760'000'000'000'000, INT64_MAX - 1, INT64_MAX};
     st.duration_until_reset = rk::Nanos{kDurations[(st.name.size() + n) % std::size(kDurations)]};
     st.code = n % 2 ? rk::service::Code::kOverLimit : rk::service::Code::kOk;
     if (st.code == rk::service::Code::kOverLimit) response.overall = rk::service::Code::kOverLimit;

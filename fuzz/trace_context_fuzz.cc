@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view rest(reinterpret_cast<const char*>(data), size);
-  static constexpr std::string_view kNames[] = {"traceparent", "tracestate", "b3", "x-b3-traceid",
+  static constexpr std::string_view kNames[] = {"traceparent", "tracestate",   "b3",        "x-b3-traceid",
                                                 "x-b3-spanid", "x-b3-sampled", "x-b3-flags"};
   std::optional<std::string_view> values[7];
   for (auto& v : values) {

@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case rk::cli::TraceParse::kError:
         if (error.empty()) __builtin_trap();  // an error always says what is wrong
         break;
-      case rk::cli::TraceParse::kNothing:
-        break;
+      case rk::cli::TraceParse::kNothing: break;
     }
     max_key_bytes = max_key_bytes == 64 ? 4096 : 64;  // both a tight and the default bound
   }

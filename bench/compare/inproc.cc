@@ -103,14 +103,17 @@ void bench(const rk::LimitSpec& spec) {
   for (int threads : {1, 2}) {
     rk::Limiter l(spec, {.max_keys = 2 * kKeys});
     const std::string hot = "hot:000000000001";
-    run(l, threads, "hot", kPerThread / 4, [&](int, int) -> const std::string& { return hot; }, false);
-    run(l, threads, "hot", kPerThread, [&](int, int) -> const std::string& { return hot; }, true);
+    run(
+        l, threads, "hot", kPerThread / 4, [&](int, int) -> const std::string& { return hot; }, false);
+    run(
+        l, threads, "hot", kPerThread, [&](int, int) -> const std::string& { return hot; }, true);
   }
   for (int threads : {1, 2}) {
     rk::Limiter l(spec, {.max_keys = 2 * kKeys});
     for (const auto& k : keys) l.check_at(k, rk::Nanos{g_cursor});
     const std::size_t half = kKeys / static_cast<std::size_t>(threads);
-    run(l, threads, "1M", kPerThread,
+    run(
+        l, threads, "1M", kPerThread,
         [&](int t, int i) -> const std::string& {
           return keys[static_cast<std::size_t>(t) * half + static_cast<std::size_t>(i) % half];
         },

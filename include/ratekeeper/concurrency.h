@@ -34,9 +34,9 @@ inline constexpr Nanos kMaxLeaseTtl = std::chrono::hours(24);
 inline constexpr std::uint32_t kMaxInFlight = 1'000'000;
 
 struct ConcurrencySpec {
-  std::uint32_t max_in_flight = 0;  // 1 .. kMaxInFlight
+  std::uint32_t max_in_flight = 0;     // 1 .. kMaxInFlight
   Nanos lease_ttl = kDefaultLeaseTtl;  // 1 ms .. kMaxLeaseTtl
-  std::size_t max_key_bytes = 4096;  // longer keys are refused with InvalidArgument
+  std::size_t max_key_bytes = 4096;    // longer keys are refused with InvalidArgument
   // About this many keys holding leases at once (in 64 shards of max_keys / 64); past it, an acquire on a new key
   // is refused (retry_after: lease_ttl) until leases expire or are released: memory stays bounded.
   std::size_t max_keys = 1'000'000;
@@ -56,8 +56,8 @@ class RK_EXPORT Lease {
 
   // Whether this holds a slot (acquired, and not yet released or detached).
   explicit operator bool() const { return limiter_ != nullptr; }
-  const std::string& id() const { return id_; }   // "" when refused
-  Nanos retry_after() const { return retry_after_; }  // refused: until the first held lease expires
+  const std::string& id() const { return id_; }           // "" when refused
+  Nanos retry_after() const { return retry_after_; }      // refused: until the first held lease expires
   std::uint32_t in_flight() const { return in_flight_; }  // the key's leases after this acquire
 
   // Gives the slot back now; false if it had expired (or this holds none).

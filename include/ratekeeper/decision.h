@@ -33,9 +33,9 @@ struct Decision {
 // decision: a caller that never reads it says so, and the check skips it.
 //   limiter.check(key, 1, rk::Fields::kAllButResetAfter).allowed
 enum class Fields : std::uint8_t {
-  kAll,                // every field
-  kAllButResetAfter,   // reset_after is not computed where that costs (earrrl, sliding_window, token_bucket,
-                       // leaky_bucket), and then left 0: do not read it
+  kAll,               // every field
+  kAllButResetAfter,  // reset_after is not computed where that costs (earrrl, sliding_window, token_bucket,
+                      // leaky_bucket), and then left 0: do not read it
 };
 
 }  // namespace rk

@@ -69,8 +69,8 @@ class RK_EXPORT Limiter {
   //   std::string_view keys[] = {"user:42", "ip:203.0.113.7"};
   //   rk::Decision out[2];
   //   limiter.check_many(keys, {}, out);
-  void check_many(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs,
-                  std::span<Decision> out, Fields fields = Fields::kAll);
+  void check_many(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs, std::span<Decision> out,
+                  Fields fields = Fields::kAll);
   void check_many_at(std::span<const std::string_view> keys, std::span<const std::uint64_t> costs, Nanos now,
                      std::span<Decision> out, Fields fields = Fields::kAll);
 

@@ -41,8 +41,8 @@ enum class Algorithm : std::uint8_t {
 };
 
 inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::kEarrrl,      Algorithm::kGcra,        Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
-    Algorithm::kLeakyQueue,  Algorithm::kFixedWindow, Algorithm::kSlidingLog,  Algorithm::kSlidingWindow,
+    Algorithm::kEarrrl,     Algorithm::kGcra,        Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+    Algorithm::kLeakyQueue, Algorithm::kFixedWindow, Algorithm::kSlidingLog,  Algorithm::kSlidingWindow,
 };
 
 // The names used everywhere (CLI, rules, docs): earrrl, gcra, token_bucket, leaky_bucket, leaky_queue,
@@ -57,13 +57,13 @@ enum class Align : std::uint8_t { kEpoch, kCalendar };
 
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kEarrrl;
-  double limit = 0;                       // requests per window
+  double limit = 0;  // requests per window
   Nanos window = std::chrono::seconds(1);
-  std::optional<Nanos> half_life{};       // earrrl only
-  std::optional<double> burst{};          // gcra, leaky_queue only: a whole number >= 0
-  std::optional<double> capacity{};       // token_bucket, leaky_bucket only
-  std::optional<bool> count_refused{};    // every algorithm
-  Align align = Align::kEpoch;            // fixed_window only
+  std::optional<Nanos> half_life{};     // earrrl only
+  std::optional<double> burst{};        // gcra, leaky_queue only: a whole number >= 0
+  std::optional<double> capacity{};     // token_bucket, leaky_bucket only
+  std::optional<bool> count_refused{};  // every algorithm
+  Align align = Align::kEpoch;          // fixed_window only
 };
 
 struct ParamError {

@@ -43,26 +43,26 @@ typedef enum rk_status {
 /* What a limit is; see include/ratekeeper/params.h for each algorithm's parameters. Optional fields are unset
  * as rk_spec_init leaves them: NaN for burst and capacity, -1 for half_life_ns and count_refused. */
 typedef struct rk_spec {
-  const char* algorithm;   /* earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log,
-                              sliding_window */
-  double limit;            /* requests per window */
-  int64_t window_ns;       /* default 1 s */
-  int64_t half_life_ns;    /* earrrl: required */
-  double burst;            /* gcra, leaky_queue */
-  double capacity;         /* token_bucket, leaky_bucket */
-  int count_refused;       /* every algorithm: 0 or 1 (a refused charge owed as debt) */
-  uint64_t max_keys;       /* the store's bound (CLOCK eviction past it); default 1,000,000 */
-  uint64_t max_key_bytes;  /* longer keys are refused; default 4096 */
+  const char* algorithm;  /* earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, sliding_log,
+                             sliding_window */
+  double limit;           /* requests per window */
+  int64_t window_ns;      /* default 1 s */
+  int64_t half_life_ns;   /* earrrl: required */
+  double burst;           /* gcra, leaky_queue */
+  double capacity;        /* token_bucket, leaky_bucket */
+  int count_refused;      /* every algorithm: 0 or 1 (a refused charge owed as debt) */
+  uint64_t max_keys;      /* the store's bound (CLOCK eviction past it); default 1,000,000 */
+  uint64_t max_key_bytes; /* longer keys are refused; default 4096 */
 } rk_spec;
 
 typedef struct rk_decision {
-  int allowed;             /* 1 or 0 */
+  int allowed; /* 1 or 0 */
   double limit;
-  double remaining;        /* never negative */
-  int64_t retry_after_ns;  /* 0 when allowed; RK_NEVER if never */
-  int64_t reset_after_ns;  /* until the key's state is back to fresh */
-  int64_t delay_ns;        /* leaky_queue: how long an admitted request waits */
-  int has_estimate;        /* earrrl: 1, and estimate is its recent rate before this attempt */
+  double remaining;       /* never negative */
+  int64_t retry_after_ns; /* 0 when allowed; RK_NEVER if never */
+  int64_t reset_after_ns; /* until the key's state is back to fresh */
+  int64_t delay_ns;       /* leaky_queue: how long an admitted request waits */
+  int has_estimate;       /* earrrl: 1, and estimate is its recent rate before this attempt */
   double estimate;
 } rk_decision;
 
@@ -111,10 +111,10 @@ RK_EXPORT rk_status rk_limiter_stats(const rk_limiter* limiter, rk_stats* out);
 /* Reserve and settle (include/ratekeeper/limiter.h): a cost estimated before and known after, such as an AI
  * gateway's tokens. rk_limiter_reserve charges the estimate as a check does when it fits, and fills id (32
  * hex digits and a NUL: 128 random bits) with the reservation it holds for ttl_ns (0: 60 s; 1 ms .. 24 h); refused,
- * it charges nothing (whatever count_refused says) and id is "". rk_limiter_settle charges actual - estimate more (recorded even past what is left: a bounded debt) or
- * gives estimate - actual back (never more than the reservation took); out is the key after it. An unknown,
- * expired, settled or another key's id sets *settled to 0 and changes nothing. An estimate or actual above 2^53 is
- * RK_INVALID_ARGUMENT naming it, and decides nothing.
+ * it charges nothing (whatever count_refused says) and id is "". rk_limiter_settle charges actual - estimate more
+ * (recorded even past what is left: a bounded debt) or gives estimate - actual back (never more than the reservation
+ * took); out is the key after it. An unknown, expired, settled or another key's id sets *settled to 0 and changes
+ * nothing. An estimate or actual above 2^53 is RK_INVALID_ARGUMENT naming it, and decides nothing.
  *
  *   char id[RK_RESERVATION_ID_SIZE];
  *   rk_decision d;
@@ -170,16 +170,16 @@ RK_EXPORT rk_status rk_shared_stats(const rk_shared* shared, rk_stats* out); /* 
  *     for (size_t i = 0; i < n; i++) add_header(fields[i].name, fields[i].value, fields[i].value_len);
  */
 typedef struct rk_header_limit {
-  const char* name;      /* the policy's name (name_len bytes; written as a quoted Structured Fields string) */
+  const char* name; /* the policy's name (name_len bytes; written as a quoted Structured Fields string) */
   size_t name_len;
-  double quota;          /* the limit per window as configured (rk_spec.limit) */
-  int64_t window_ns;     /* rk_spec.window_ns */
-  rk_decision decision;  /* as applied: a dry run lets a refused request through, so pass it with allowed = 1 */
+  double quota;         /* the limit per window as configured (rk_spec.limit) */
+  int64_t window_ns;    /* rk_spec.window_ns */
+  rk_decision decision; /* as applied: a dry run lets a refused request through, so pass it with allowed = 1 */
 } rk_header_limit;
 
 typedef struct rk_header_field {
-  const char* name;      /* NUL-terminated, static */
-  const char* value;     /* value_len bytes in the caller's buffer, not NUL-terminated */
+  const char* name;  /* NUL-terminated, static */
+  const char* value; /* value_len bytes in the caller's buffer, not NUL-terminated */
   size_t value_len;
 } rk_header_field;
 
@@ -223,15 +223,13 @@ RK_EXPORT void rk_concurrency_free(rk_concurrency* c); /* NULL is fine; the call
 RK_EXPORT rk_status rk_concurrency_acquire(rk_concurrency* c, const char* key, size_t key_len,
                                            char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns);
 RK_EXPORT rk_status rk_concurrency_acquire_at(rk_concurrency* c, const char* key, size_t key_len, int64_t now_ns,
-                                              char lease_id[RK_LEASE_ID_SIZE], int* acquired,
-                                              int64_t* retry_after_ns);
+                                              char lease_id[RK_LEASE_ID_SIZE], int* acquired, int64_t* retry_after_ns);
 /* *released (may be NULL): 1 if the lease was held, else 0 (nothing changed). */
 RK_EXPORT rk_status rk_concurrency_release(rk_concurrency* c, const char* key, size_t key_len, const char* lease_id,
                                            int* released);
-RK_EXPORT rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key, size_t key_len,
-                                              const char* lease_id, int64_t now_ns, int* released);
-RK_EXPORT rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len,
-                                             uint32_t* out);
+RK_EXPORT rk_status rk_concurrency_release_at(rk_concurrency* c, const char* key, size_t key_len, const char* lease_id,
+                                              int64_t now_ns, int* released);
+RK_EXPORT rk_status rk_concurrency_in_flight(const rk_concurrency* c, const char* key, size_t key_len, uint32_t* out);
 
 /* The `concurrency` algorithm in shared memory (rk::SharedConcurrencyLimiter, include/ratekeeper/shared.h): the
  * leases of every process that maps the region, such as the workers of one nginx, in a region sized as for
@@ -252,7 +250,7 @@ typedef struct rk_shared_concurrency rk_shared_concurrency;
 RK_EXPORT size_t rk_shared_concurrency_region_bytes(uint32_t max_in_flight, uint64_t max_keys, uint64_t max_key_bytes,
                                                     uint64_t shards);
 RK_EXPORT uint64_t rk_shared_concurrency_keys_that_fit(size_t bytes, uint32_t max_in_flight, uint64_t max_key_bytes,
-                                                      uint64_t shards);
+                                                       uint64_t shards);
 RK_EXPORT rk_status rk_shared_concurrency_in_region(void* base, size_t bytes, int format, uint32_t max_in_flight,
                                                     int64_t lease_ttl_ns, uint64_t max_keys, uint64_t max_key_bytes,
                                                     uint64_t shards, rk_shared_concurrency** out);

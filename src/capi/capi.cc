@@ -120,17 +120,15 @@ rk_status decide(Handle* l, const char* key, size_t len, rk_decision* out, F&& d
 template <class Handle>
 rk_status check_at(Handle* h, const char* key, size_t len, std::optional<rk::Nanos> now, uint64_t cost,
                    rk_decision* out) noexcept {
-  return decide(h, key, len, out, [&](auto& l, std::string_view k) {
-    return now ? l.check_at(k, *now, cost) : l.check(k, cost);
-  });
+  return decide(h, key, len, out,
+                [&](auto& l, std::string_view k) { return now ? l.check_at(k, *now, cost) : l.check(k, cost); });
 }
 
 template <class Handle>
 rk_status peek_at(const Handle* h, const char* key, size_t len, std::optional<rk::Nanos> now, uint64_t cost,
                   rk_decision* out) noexcept {
-  return decide(h, key, len, out, [&](const auto& l, std::string_view k) {
-    return now ? l.peek_at(k, *now, cost) : l.peek(k, cost);
-  });
+  return decide(h, key, len, out,
+                [&](const auto& l, std::string_view k) { return now ? l.peek_at(k, *now, cost) : l.peek(k, cost); });
 }
 
 // check_many over C arrays: the views and decisions on the stack for the usual handful, on the heap beyond.
@@ -140,7 +138,9 @@ rk_status check_many(rk_limiter* l, const char* const* keys, const size_t* lens,
     if (l == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter is NULL");
     if (n == 0) return RK_OK;
     if (keys == nullptr || lens == nullptr || out == nullptr) {
-      return fail(RK_INVALID_ARGUMENT, std::string(keys == nullptr ? "keys" : lens == nullptr ? "key_lens" : "out") +
+      return fail(RK_INVALID_ARGUMENT, std::string(keys == nullptr   ? "keys"
+                                                   : lens == nullptr ? "key_lens"
+                                                                     : "out") +
                                            " is NULL but n is " + std::to_string(n));
     }
     constexpr size_t kOnStack = 32;
@@ -158,9 +158,8 @@ rk_status check_many(rk_limiter* l, const char* const* keys, const size_t* lens,
     }
     for (size_t i = 0; i < n; ++i) {
       if (!key_view(keys[i], lens[i], views[i])) {
-        return fail(RK_INVALID_ARGUMENT,
-                    "keys[" + std::to_string(i) + "] is NULL but key_lens[" + std::to_string(i) + "] is " +
-                        std::to_string(lens[i]));
+        return fail(RK_INVALID_ARGUMENT, "keys[" + std::to_string(i) + "] is NULL but key_lens[" + std::to_string(i) +
+                                             "] is " + std::to_string(lens[i]));
       }
     }
     const std::span<const std::uint64_t> c = costs ? std::span<const std::uint64_t>(costs, n)
@@ -183,8 +182,8 @@ rk_status to_spec(const rk_spec* spec, rk::LimitSpec& s) {
   if (spec->algorithm == nullptr) return fail(RK_INVALID_ARGUMENT, "algorithm is NULL");
   const auto algorithm = rk::parse_algorithm(spec->algorithm);
   if (!algorithm) {
-    return fail(RK_INVALID_ARGUMENT, std::string("algorithm: '") + spec->algorithm + "' is not one of " +
-                                         rk::core::algorithm_names());
+    return fail(RK_INVALID_ARGUMENT,
+                std::string("algorithm: '") + spec->algorithm + "' is not one of " + rk::core::algorithm_names());
   }
   s = rk::LimitSpec{.algorithm = *algorithm, .limit = spec->limit, .window = rk::Nanos{spec->window_ns}};
   if (spec->half_life_ns != -1) s.half_life = rk::Nanos{spec->half_life_ns};
@@ -218,8 +217,8 @@ rk_status reserve(rk_limiter* l, const char* key, size_t len, std::optional<rk::
     if (l == nullptr || id == nullptr || out == nullptr) return fail(RK_INVALID_ARGUMENT, "limiter, id or out is NULL");
     if (!key_view(key, len, k)) return fail(RK_INVALID_ARGUMENT, "key is NULL but key_len is " + std::to_string(len));
     const rk::Nanos ttl = ttl_ns == 0 ? rk::kDefaultReservationTtl : rk::Nanos{ttl_ns};
-    const rk::Reservation r =
-        now ? l->limiter.reserve_at(k, *now, estimate, ttl) : l->limiter.reserve(k, estimate, ttl);
+    const rk::Reservation r = now ? l->limiter.reserve_at(k, *now, estimate, ttl)
+                                  : l->limiter.reserve(k, estimate, ttl);
     to_c(r.decision, out);
     std::memcpy(id, r.id.c_str(), r.id.size() + 1);
     return RK_OK;
@@ -251,8 +250,8 @@ Acquired acquired_of(rk::SharedLease l) { return {l.acquired, l.retry_after, std
 
 // rk_concurrency's and rk_shared_concurrency's acquire, release and in_flight, on their `limiter`.
 template <class C>
-rk_status lease_acquire(C* c, const char* key, size_t len, std::optional<rk::Nanos> now, char* lease_id,
-                        int* acquired, int64_t* retry_after_ns) noexcept {
+rk_status lease_acquire(C* c, const char* key, size_t len, std::optional<rk::Nanos> now, char* lease_id, int* acquired,
+                        int64_t* retry_after_ns) noexcept {
   return guarded([&] {
     if (c == nullptr || (key == nullptr && len > 0) || lease_id == nullptr || acquired == nullptr) {
       return fail(RK_INVALID_ARGUMENT, "limiter, key, lease_id or acquired is NULL");
@@ -354,13 +353,12 @@ rk_status rk_limiter_check_many_at(rk_limiter* limiter, const char* const* keys,
   return check_many(limiter, keys, key_lens, costs, n, rk::Nanos{now_ns}, out);
 }
 
-rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost,
-                          rk_decision* out) {
+rk_status rk_limiter_peek(const rk_limiter* limiter, const char* key, size_t key_len, uint64_t cost, rk_decision* out) {
   return peek_at(limiter, key, key_len, std::nullopt, cost, out);
 }
 
-rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns,
-                             uint64_t cost, rk_decision* out) {
+rk_status rk_limiter_peek_at(const rk_limiter* limiter, const char* key, size_t key_len, int64_t now_ns, uint64_t cost,
+                             rk_decision* out) {
   return peek_at(limiter, key, key_len, rk::Nanos{now_ns}, cost, out);
 }
 
@@ -543,7 +541,6 @@ rk_status rk_key_digest(const uint8_t seed[RK_KEY_DIGEST_BYTES], const char* key
   });
 }
 
-
 rk_status rk_concurrency_new(uint32_t max_in_flight, int64_t lease_ttl_ns, rk_concurrency** out) {
   return guarded([&] {
     if (out == nullptr) return fail(RK_INVALID_ARGUMENT, "out (where the new limiter goes) is NULL");
@@ -585,8 +582,8 @@ static_assert(RK_SHARED_MAX_IN_FLIGHT == rk::kMaxSharedInFlight);
 
 size_t rk_shared_concurrency_region_bytes(uint32_t max_in_flight, uint64_t max_keys, uint64_t max_key_bytes,
                                           uint64_t shards) {
-  if (max_in_flight < 1 || max_in_flight > rk::kMaxSharedInFlight || max_keys < 1 || max_key_bytes < 1 ||
-      shards < 1 || max_keys > (uint64_t{1} << 31) || max_key_bytes > 4096 || shards > 1024) {
+  if (max_in_flight < 1 || max_in_flight > rk::kMaxSharedInFlight || max_keys < 1 || max_key_bytes < 1 || shards < 1 ||
+      max_keys > (uint64_t{1} << 31) || max_key_bytes > 4096 || shards > 1024) {
     return 0;
   }
   return rk::SharedConcurrencyLimiter::region_bytes(
@@ -594,7 +591,7 @@ size_t rk_shared_concurrency_region_bytes(uint32_t max_in_flight, uint64_t max_k
 }
 
 uint64_t rk_shared_concurrency_keys_that_fit(size_t bytes, uint32_t max_in_flight, uint64_t max_key_bytes,
-                                            uint64_t shards) {
+                                             uint64_t shards) {
   return rk::SharedConcurrencyLimiter::keys_that_fit(bytes, max_in_flight, max_key_bytes, shards);
 }
 
@@ -624,8 +621,8 @@ rk_status rk_shared_concurrency_acquire_at(rk_shared_concurrency* c, const char*
   return lease_acquire(c, key, key_len, rk::Nanos{now_ns}, lease_id, acquired, retry_after_ns);
 }
 
-rk_status rk_shared_concurrency_release(rk_shared_concurrency* c, const char* key, size_t key_len,
-                                        const char* lease_id, int* released) {
+rk_status rk_shared_concurrency_release(rk_shared_concurrency* c, const char* key, size_t key_len, const char* lease_id,
+                                        int* released) {
   return lease_release(c, key, key_len, lease_id, std::nullopt, released);
 }
 

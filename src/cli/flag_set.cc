@@ -47,20 +47,14 @@ void leftovers(const std::vector<std::string>& rest, std::vector<FlagProblem>& p
 
 }  // namespace
 
-std::string help_hint(std::string_view command) {
-  return "see '" + std::string(command) + " --help' for the flags\n";
-}
+std::string help_hint(std::string_view command) { return "see '" + std::string(command) + " --help' for the flags\n"; }
 
 std::string FlagProblem::to_string() const {
   switch (kind) {
-    case Kind::kBadValue:
-      return flag.empty() ? message : flag + ": " + message;
-    case Kind::kUnknownFlag:
-      return "unknown flag " + flag;
-    case Kind::kNoValue:
-      return flag + " needs a value";
-    case Kind::kUnexpected:
-      break;
+    case Kind::kBadValue: return flag.empty() ? message : flag + ": " + message;
+    case Kind::kUnknownFlag: return "unknown flag " + flag;
+    case Kind::kNoValue: return flag + " needs a value";
+    case Kind::kUnexpected: break;
   }
   return "unexpected argument '" + flag + "'";
 }
@@ -142,9 +136,8 @@ std::string FlagSet::help() const { return app_->help(); }
 std::string FlagSet::flags_help() const {
   const auto layout = std::dynamic_pointer_cast<CLI::Formatter>(app_->get_formatter());
   std::string out;
-  for (const CLI::Option* o : app_->get_options([this](const CLI::Option* o) {
-         return o->nonpositional() && o != app_->get_help_ptr();
-       })) {
+  for (const CLI::Option* o :
+       app_->get_options([this](const CLI::Option* o) { return o->nonpositional() && o != app_->get_help_ptr(); })) {
     out += layout->make_option(o, false);
   }
   return out;

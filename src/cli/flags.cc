@@ -88,8 +88,7 @@ void add_limit_flags(FlagSet& flags, LimitOverrides& given) {
               number(given.capacity));
   flags.value("--count-refused", "B", "earrrl (default true), fixed_window (default false)",
               count_refused(given.count_refused));
-  flags.value("--max-keys", "N", "keys tracked before CLOCK eviction (default 1000000)",
-              max_keys(given.max_keys));
+  flags.value("--max-keys", "N", "keys tracked before CLOCK eviction (default 1000000)", max_keys(given.max_keys));
 }
 
 bool limit_from_flags(const LimitOverrides& given, LimitFlags& out, std::vector<std::string>& errors) {

@@ -41,14 +41,12 @@ int run_replay(const std::vector<std::string>& args, std::istream& in, std::ostr
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     TraceLine attempt;
     switch (parse_trace_line(line, flags.store.max_key_bytes, attempt, error)) {
-      case TraceParse::kNothing:
-        continue;
+      case TraceParse::kNothing: continue;
       case TraceParse::kError:
         out.flush();
         err << "ratekeeper replay: line " << number << ": " << error << "\n";
         return 1;
-      case TraceParse::kAttempt:
-        break;
+      case TraceParse::kAttempt: break;
     }
     const Decision d = limiter.check_at(attempt.key, attempt.time, attempt.cost);
     row.clear();

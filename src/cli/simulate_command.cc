@@ -85,13 +85,14 @@ bool write_events(const sim::Scenario& scenario, const LimitSpec& spec, std::ost
   for (const auto& c : scenario.clients) names.push_back(csv_field(c.name));
   out << "time,client,attempted,allowed,remaining,retry_after,delay,estimate\n";
   std::string row;
-  return sim::simulate(scenario, spec,
-                       [&](const sim::SimEvent& e) {
-                         row.clear();
-                         append_row(row, e, names[e.client]);
-                         out << row;
-                       },
-                       error);
+  return sim::simulate(
+      scenario, spec,
+      [&](const sim::SimEvent& e) {
+        row.clear();
+        append_row(row, e, names[e.client]);
+        out << row;
+      },
+      error);
 }
 
 int refuse(const std::vector<std::string>& errors, std::ostream& err) {

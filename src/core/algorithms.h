@@ -42,8 +42,7 @@ struct AlgorithmOf {
 using Earrrl = AlgorithmOf<EarrrlParams, EarrrlState, earrrl_decide, earrrl_forgettable, earrrl_absorb, earrrl_refund,
                            earrrl_decide_brief>;
 using Gcra = AlgorithmOf<GcraParams, GcraState, gcra_decide, gcra_forgettable, gcra_absorb, gcra_refund>;
-using LeakyQueue =
-    AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb, gcra_refund>;
+using LeakyQueue = AlgorithmOf<GcraParams, GcraState, leaky_queue_decide, gcra_forgettable, gcra_absorb, gcra_refund>;
 using Fluid = AlgorithmOf<FluidParams, FluidState, fluid_decide, fluid_forgettable, fluid_absorb, fluid_refund,
                           fluid_decide_brief>;
 using FixedWindow = AlgorithmOf<WindowParams, FixedWindowState, fixed_window_decide, fixed_window_forgettable,

@@ -34,8 +34,8 @@ struct ConcurrencyState {
 
 struct AcquireResult {
   bool acquired = false;
-  std::uint32_t in_flight = 0;     // leases held after this acquire (counting the new one)
-  std::int64_t retry_after_ns = 0; // refused: until the first held lease expires (a release may come sooner)
+  std::uint32_t in_flight = 0;      // leases held after this acquire (counting the new one)
+  std::int64_t retry_after_ns = 0;  // refused: until the first held lease expires (a release may come sooner)
 };
 
 // Drops every lease expired at `now`.

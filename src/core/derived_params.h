@@ -9,14 +9,14 @@
 namespace rk::core {
 
 struct EarrrlParams {
-  double lambda = 0;          // per nanosecond: ln 2 / half_life
-  double rate = 0;            // the limit, per nanosecond
-  double n_saturate = 0;      // rate / lambda: the impulse size at which the estimate reaches the limit
-  double n_forget = 0;        // below this N a key may be forgotten (see earrrl.h)
-  double inv_n_forget = 0;    // 1 / n_forget and 1 / lambda: reset_after multiplies rather than divides
+  double lambda = 0;        // per nanosecond: ln 2 / half_life
+  double rate = 0;          // the limit, per nanosecond
+  double n_saturate = 0;    // rate / lambda: the impulse size at which the estimate reaches the limit
+  double n_forget = 0;      // below this N a key may be forgotten (see earrrl.h)
+  double inv_n_forget = 0;  // 1 / n_forget and 1 / lambda: reset_after multiplies rather than divides
   double inv_lambda = 0;
-  double window_ns = 0;       // estimates are reported per window
-  double limit = 0;           // as the user gave it, per window
+  double window_ns = 0;  // estimates are reported per window
+  double limit = 0;      // as the user gave it, per window
   bool count_refused = true;
 };
 
@@ -24,7 +24,7 @@ struct EarrrlParams {
 struct GcraParams {
   std::int64_t interval_ns = 0;
   std::int64_t tolerance_ns = 0;
-  double limit = 0;  // burst + 1
+  double limit = 0;      // burst + 1
   Divider per_interval;  // divides by interval_ns: `remaining` is a division on every decision
   // count_refused: a refused charge still moves the TAT, to at most now + tolerance + window (a debt of one limit);
   // 0: a refused charge changes nothing.
@@ -35,8 +35,8 @@ struct GcraParams {
 // `interval` nanoseconds and holds at most `capacity` requests, `tolerance` = capacity * interval nanoseconds.
 struct FluidParams {
   double capacity = 0;
-  double interval = 0;   // window / limit
-  double tolerance = 0;  // capacity * interval
+  double interval = 0;        // window / limit
+  double tolerance = 0;       // capacity * interval
   double inv_interval = 0;    // 1 / interval, for a first guess at `remaining`
   double whole_capacity = 0;  // floor(capacity)
   // count_refused: a refused charge still fills the bucket, to at most tolerance + window nanoseconds of backlog (a

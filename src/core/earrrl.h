@@ -28,8 +28,7 @@ void earrrl_absorb(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std:
 bool earrrl_forgettable(const EarrrlParams& p, const EarrrlState& s, std::int64_t now);
 // Gives back `amount` requests of a charge (a reservation settled for less): the estimate is lowered by what they
 // still add to it, amount decayed since the charge, never below 0.
-void earrrl_refund(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t amount,
-                   const Charge& charge);
+void earrrl_refund(const EarrrlParams& p, EarrrlState& s, std::int64_t now, std::uint64_t amount, const Charge& charge);
 
 namespace earrrl_detail {
 

@@ -22,8 +22,8 @@ void fluid_absorb(const FluidParams& p, FluidState& s, std::int64_t now, std::ui
 
 void fluid_refund(const FluidParams& p, FluidState& s, std::int64_t now, std::uint64_t amount, const Charge& charge) {
   const Backlog b = backlog(s, now);
-  const double left = std::min(static_cast<double>(amount) * p.interval,
-                               static_cast<double>(sat_sub(charge.held_until_ns, now)));
+  const double left =
+      std::min(static_cast<double>(amount) * p.interval, static_cast<double>(sat_sub(charge.held_until_ns, now)));
   if (!(left > 0) || (b.whole == 0 && b.frac == 0)) return;
   const double x = static_cast<double>(b.whole) + b.frac - left;
   if (!(x > 0)) {

@@ -67,7 +67,8 @@ constexpr std::uint64_t kExactInDouble = std::uint64_t{1} << 53;
 // compares exactly while w is in [0, 2^53]; floor_ns's clamps agree there (y >= 9.2e18 holds every such w; y <=
 // -9.2e18 and NaN hold none). Saves a round trip through an integer on the decision's path.
 inline bool at_most_floor(std::int64_t w, double y) {
-  if (static_cast<std::uint64_t>(w) <= kExactInDouble) [[likely]] return static_cast<double>(w) <= y;
+  if (static_cast<std::uint64_t>(w) <= kExactInDouble) [[likely]]
+    return static_cast<double>(w) <= y;
   return w <= floor_ns(y);
 }
 
@@ -121,8 +122,7 @@ template <bool kResetAfter>
     // count_refused: the charge is owed all the same (fluid.cc), and the answer is the new level's.
     owe(p, s, now, c);
     b = backlog(s, now);
-    d.retry_after =
-        c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(p.tolerance - c * p.interval - b.frac))} : kNever;
+    d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(p.tolerance - c * p.interval - b.frac))} : kNever;
   } else {
     d.retry_after = c <= p.capacity ? Nanos{sat_sub(b.whole, floor_ns(most))} : kNever;
   }
@@ -141,8 +141,8 @@ template <bool kResetAfter>
 }
 
 // fluid_decide for a caller that reads no reset_after (rk::Fields::kAllButResetAfter): it is left 0.
-[[gnu::always_inline]] inline Decision fluid_decide_brief(const FluidParams& p, FluidState& s,
-                                                          std::int64_t now, std::uint64_t cost) {
+[[gnu::always_inline]] inline Decision fluid_decide_brief(const FluidParams& p, FluidState& s, std::int64_t now,
+                                                          std::uint64_t cost) {
   return fluid_detail::decide<false>(p, s, now, cost);
 }
 

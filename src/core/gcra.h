@@ -36,8 +36,8 @@ namespace gcra_detail {
 
 // The schedule shared by both: returns the decision; `start` is when the admitted request may proceed.
 // Inlined in both callers: with two of them, GCC made it a call of its own on the decision path.
-[[gnu::always_inline]] inline Decision schedule(const GcraParams& p, GcraState& s, std::int64_t now,
-                                                std::uint64_t cost, std::int64_t& start) {
+[[gnu::always_inline]] inline Decision schedule(const GcraParams& p, GcraState& s, std::int64_t now, std::uint64_t cost,
+                                                std::int64_t& start) {
   const std::int64_t tat = std::max(s.tat_ns, now);
   const std::int64_t increment = sat_mul(cost, p.interval_ns);
   const bool fits = increment <= p.tolerance_ns;
@@ -47,8 +47,8 @@ namespace gcra_detail {
   std::int64_t new_tat, allow_at;
   bool allowed;
   std::uint64_t wait;
-  if (!__builtin_add_overflow(tat, increment, &new_tat) &&
-      !__builtin_sub_overflow(new_tat, p.tolerance_ns, &allow_at)) [[likely]] {
+  if (!__builtin_add_overflow(tat, increment, &new_tat) && !__builtin_sub_overflow(new_tat, p.tolerance_ns, &allow_at))
+      [[likely]] {
     allowed = fits && allow_at <= now;
     wait = static_cast<std::uint64_t>(allow_at) - static_cast<std::uint64_t>(now);
   } else {
@@ -83,7 +83,10 @@ namespace gcra_detail {
       room > 0 ? static_cast<double>(static_cast<std::int64_t>(p.per_interval.divide(static_cast<std::uint64_t>(room))))
                : 0.0;
   // Built once, in the caller's memory, rather than zeroed and then written field by field.
-  return Decision{.allowed = allowed, .limit = p.limit, .remaining = remaining, .retry_after = retry_after,
+  return Decision{.allowed = allowed,
+                  .limit = p.limit,
+                  .remaining = remaining,
+                  .retry_after = retry_after,
                   .reset_after = Nanos{ttl}};
 }
 

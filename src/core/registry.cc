@@ -14,14 +14,13 @@ constexpr std::uint8_t kEveryStore = bit(StoreKind::kMemory) | bit(StoreKind::kS
 
 // In the order of rk::Algorithm. The defaults of the parameters themselves are in with_defaults() below.
 constexpr AlgorithmInfo kTable[] = {
-    {Algorithm::kEarrrl, "earrrl", with_debt(Param::kHalfLife),
-     bit(Param::kHalfLife), false, true, true, kEveryStore, ""},
+    {Algorithm::kEarrrl, "earrrl", with_debt(Param::kHalfLife), bit(Param::kHalfLife), false, true, true, kEveryStore,
+     ""},
     {Algorithm::kGcra, "gcra", with_debt(Param::kBurst), 0, false, false, false, kEveryStore, ""},
     {Algorithm::kTokenBucket, "token_bucket", with_debt(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
     {Algorithm::kLeakyBucket, "leaky_bucket", with_debt(Param::kCapacity), 0, false, false, false, kEveryStore, ""},
     {Algorithm::kLeakyQueue, "leaky_queue", with_debt(Param::kBurst), 0, false, false, false, kEveryStore, ""},
-    {Algorithm::kFixedWindow, "fixed_window", with_debt(Param::kAlign),
-     0, true, false, true, kEveryStore, ""},
+    {Algorithm::kFixedWindow, "fixed_window", with_debt(Param::kAlign), 0, true, false, true, kEveryStore, ""},
     {Algorithm::kSlidingLog, "sliding_log", bit(Param::kCountRefused), 0, true, false, false,
      static_cast<std::uint8_t>(bit(StoreKind::kMemory) | bit(StoreKind::kRedis)),
      "sliding_log keeps a log per key that grows with its limit, and shared memory has fixed-size slots"},
@@ -78,8 +77,8 @@ std::string algorithm_names() {
 LimitSpec with_defaults(const LimitSpec& spec) {
   LimitSpec s = spec;
   const Algorithm a = spec.algorithm;
-  if (takes(a, Param::kBurst) && !s.burst) s.burst = 0;                   // one request at a time
-  if (takes(a, Param::kCapacity) && !s.capacity) s.capacity = s.limit;    // a window's worth
+  if (takes(a, Param::kBurst) && !s.burst) s.burst = 0;                 // one request at a time
+  if (takes(a, Param::kCapacity) && !s.capacity) s.capacity = s.limit;  // a window's worth
   if (takes(a, Param::kCountRefused) && !s.count_refused) s.count_refused = info(a).count_refused;
   return s;
 }
@@ -94,8 +93,8 @@ std::uint64_t hits_recorded(const LimitSpec& spec, const Decision& d, std::uint6
 
 std::optional<std::string> store_refuses(const LimitSpec& spec, StoreKind s) {
   if (runs_on(spec.algorithm, s)) return std::nullopt;
-  return std::string(info(spec.algorithm).name) + " cannot run in the " + std::string(store_name(s)) + " store: " +
-         std::string(info(spec.algorithm).why_not);
+  return std::string(info(spec.algorithm).name) + " cannot run in the " + std::string(store_name(s)) +
+         " store: " + std::string(info(spec.algorithm).why_not);
 }
 
 }  // namespace rk::core

@@ -29,13 +29,13 @@ enum class StoreKind : std::uint8_t { kMemory, kShared, kRedis };
 struct AlgorithmInfo {
   Algorithm algorithm;
   std::string_view name;
-  std::uint8_t params;          // bit (1 << Param) for each parameter taken
-  std::uint8_t required;        // bit (1 << Param) for each parameter that has no default
-  bool whole_limit;             // the limit counts whole requests per window (the window counters)
-  bool count_refused;           // count_refused's default in the library (when the algorithm takes it)
-  bool rules_count_refused;     // ... and in a rules file: envoyproxy/ratelimit's fixed window counts every hit
-  std::uint8_t stores;          // bit (1 << StoreKind) for each store that runs it
-  std::string_view why_not;     // for a store that cannot: the reason, shown in the error
+  std::uint8_t params;       // bit (1 << Param) for each parameter taken
+  std::uint8_t required;     // bit (1 << Param) for each parameter that has no default
+  bool whole_limit;          // the limit counts whole requests per window (the window counters)
+  bool count_refused;        // count_refused's default in the library (when the algorithm takes it)
+  bool rules_count_refused;  // ... and in a rules file: envoyproxy/ratelimit's fixed window counts every hit
+  std::uint8_t stores;       // bit (1 << StoreKind) for each store that runs it
+  std::string_view why_not;  // for a store that cannot: the reason, shown in the error
 };
 
 const AlgorithmInfo& info(Algorithm a);

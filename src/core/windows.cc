@@ -205,7 +205,8 @@ template <bool kResetAfter>
     // count_refused: the charge is counted all the same, this window's count up to twice the limit (a debt of one
     // limit); the answers below are the new count's.
     const std::uint64_t before = s.curr;
-    if (p.count_refused) [[unlikely]] s.curr = std::max(s.curr, std::min(sat_add_u(s.curr, cost), 2 * p.limit));
+    if (p.count_refused) [[unlikely]]
+      s.curr = std::max(s.curr, std::min(sat_add_u(s.curr, cost), 2 * p.limit));
     d.remaining = static_cast<double>(room(p.limit, sat_add_u(count, s.curr - before)));
     if (cost > p.limit) {
       d.retry_after = kNever;

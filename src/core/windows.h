@@ -14,8 +14,9 @@
 //
 // The sliding window's state is 16 bytes (a 40-byte entry in the in-process store): the window's index
 // q = floor(start / W) instead of its start, in 64 - floor(log2 W) bits (every index an int64 time has; 48 from
-// 2^16 ns on), and the two counts in the rest, each in at least sliding_window_max_count(W)'s bits. Its layout depends on W alone, so a state means
-// something only to limiters of its window (the state file and the batched snapshots are per rule). All-zero is fresh.
+// 2^16 ns on), and the two counts in the rest, each in at least sliding_window_max_count(W)'s bits. Its layout depends
+// on W alone, so a state means something only to limiters of its window (the state file and the batched snapshots are
+// per rule). All-zero is fresh.
 #pragma once
 
 #include <cstdint>

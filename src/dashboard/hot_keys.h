@@ -36,14 +36,14 @@
 namespace rk::dashboard {
 
 struct HotKeysOptions {
-  std::size_t capacity = 64;                  // counters kept; top() can name at most this many keys
+  std::size_t capacity = 64;                   // counters kept; top() can name at most this many keys
   Nanos half_life = std::chrono::seconds(10);  // how fast past attempts stop counting
 };
 
 struct HotKey {
   std::string key;
-  double hits = 0;      // decayed count of attempts at `now`: about the attempts of the last half-life / ln 2
-  double error = 0;     // hits may be over the true count by at most this much (space-saving's bound)
+  double hits = 0;            // decayed count of attempts at `now`: about the attempts of the last half-life / ln 2
+  double error = 0;           // hits may be over the true count by at most this much (space-saving's bound)
   bool last_refused = false;  // the key's last decision was a refusal
   Nanos last_seen{0};
 };

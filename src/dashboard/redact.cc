@@ -27,8 +27,8 @@ bool path_to(const std::vector<rules::Descriptor>& list, const rules::RateLimit*
 bool secret_name(std::string_view name) {
   const std::string n = base::ascii_lower(name);
   if (n == "generic_key") return false;
-  static constexpr std::string_view kWords[] = {"auth", "token", "secret", "passw", "cookie", "session",
-                                                "credential", "key", "jwt", "bearer", "signature"};
+  static constexpr std::string_view kWords[] = {"auth",       "token", "secret", "passw",  "cookie",   "session",
+                                                "credential", "key",   "jwt",    "bearer", "signature"};
   return std::any_of(std::begin(kWords), std::end(kWords), [&](std::string_view w) { return n.find(w) != n.npos; });
 }
 

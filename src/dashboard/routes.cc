@@ -21,7 +21,8 @@ using server::api::method_is;
 // POST /v1/admin/simulate. The what-if runs on the runner's thread, never the listener's (whose /healthz and /metrics
 // answer meanwhile), and is answered through a deferred reply; one asked for while another runs gets 503 and
 // Retry-After. Outside a server (a caller of the handler itself, as tests are) the handler waits for the answer.
-void simulate(WhatIfRunner& runner, const server::api::Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
+void simulate(WhatIfRunner& runner, const server::api::Hooks& hooks, const server::http::Request& req,
+              server::http::Response& res) {
   server::api::Hooks counted;  // the answer is made on the runner's thread, maybe after the handler's hooks have gone
   counted.bad_request = hooks.bad_request;
   auto answer = [counted](WhatIfResult r, server::http::Response& out) {
@@ -56,8 +57,8 @@ void simulate(WhatIfRunner& runner, const server::api::Hooks& hooks, const serve
 }
 
 // The dashboard's page, JSON and what-if; false when the path is none of them.
-bool answer_page(service::Service& service, const Tracker& tracker, const server::api::Hooks& hooks, WhatIfRunner& what_ifs,
-                 const server::http::Request& req, server::http::Response& res) {
+bool answer_page(service::Service& service, const Tracker& tracker, const server::api::Hooks& hooks,
+                 WhatIfRunner& what_ifs, const server::http::Request& req, server::http::Response& res) {
   if (const Asset* a = asset(req.path)) {
     if (!method_is(req, res, hooks, "GET")) return true;
     res.content_type = std::string(a->content_type);
@@ -91,15 +92,15 @@ bool answer_page(service::Service& service, const Tracker& tracker, const server
 
 }  // namespace
 
-server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, server::api::Hooks hooks,
-                             WhatIfLimits what_if) {
+server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker,
+                                     server::api::Hooks hooks, WhatIfLimits what_if) {
   // Shared by the handler's copies; the last to go stops a what-if in progress and joins its thread.
   auto what_ifs = std::make_shared<WhatIfRunner>(what_if);
-  return {.handle = [&service, tracker = std::move(tracker), hooks = std::move(hooks),
-                     what_ifs](const server::http::Request& req, server::http::Response& res) {
-            return answer_page(service, *tracker, hooks, *what_ifs, req, res);
-          },
-          .page = [](std::string_view path) { return asset(path) != nullptr; }};
+  return {
+      .handle = [&service, tracker = std::move(tracker), hooks = std::move(hooks), what_ifs](
+                    const server::http::Request& req,
+                    server::http::Response& res) { return answer_page(service, *tracker, hooks, *what_ifs, req, res); },
+      .page = [](std::string_view path) { return asset(path) != nullptr; }};
 }
 
 }  // namespace rk::dashboard

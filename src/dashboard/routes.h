@@ -20,7 +20,7 @@ namespace rk::dashboard {
 
 // `tracker`: what the dashboard reads (the same the Service feeds as its observer); `hooks`: what counts the bad
 // requests; `what_if`: POST /v1/admin/simulate's bounds and time budget.
-server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker, server::api::Hooks hooks,
-                             WhatIfLimits what_if = {});
+server::api::AdminRoute admin_routes(service::Service& service, std::shared_ptr<const Tracker> tracker,
+                                     server::api::Hooks hooks, WhatIfLimits what_if = {});
 
 }  // namespace rk::dashboard

@@ -55,10 +55,10 @@ void Tracker::sample(Nanos now) {
   std::shared_lock lock(mu_);
   std::lock_guard history(history_mu_);
   for (const auto& [name, e] : by_name_) {
-    e->ring[e->next] = {.at = now,
-                        .ok = e->ok.load(std::memory_order_relaxed),
-                        .refused = e->over.load(std::memory_order_relaxed) +
-                                   e->shadow_over.load(std::memory_order_relaxed)};
+    e->ring[e->next] = {
+        .at = now,
+        .ok = e->ok.load(std::memory_order_relaxed),
+        .refused = e->over.load(std::memory_order_relaxed) + e->shadow_over.load(std::memory_order_relaxed)};
     e->next = (e->next + 1) % kRateSamples;
     e->samples = std::min(e->samples + 1, kRateSamples);
   }

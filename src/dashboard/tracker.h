@@ -78,14 +78,14 @@ class Tracker final : public service::DecisionObserver {
     std::atomic<std::uint64_t> ok{0}, over{0}, shadow_over{0};
     HotKeys keys;
     std::array<RateSample, kRateSamples> ring{};  // under history_mu_: the samples, next_ the oldest once full
-    std::size_t next = 0, samples = 0;           // under history_mu_
+    std::size_t next = 0, samples = 0;            // under history_mu_
   };
   static std::string id(const rules::Rule& rule) { return rule.domain + "\n" + rule.path; }
   const Entry* find(const rules::Rule& rule) const;  // by name: any set's rule
 
   HotKeysOptions hot_options_;
   mutable std::shared_mutex mu_;
-  std::weak_ptr<const rules::RuleSet> bound_;                          // under mu_: the set by_rule_ indexes
+  std::weak_ptr<const rules::RuleSet> bound_;                               // under mu_: the set by_rule_ indexes
   std::unordered_map<const rules::Rule*, std::shared_ptr<Entry>> by_rule_;  // under mu_
   std::unordered_map<std::string, std::shared_ptr<Entry>> by_name_;         // under mu_
   mutable std::mutex history_mu_;                                           // after mu_, when both are taken

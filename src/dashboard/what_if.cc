@@ -79,9 +79,7 @@ struct Series {
 };
 
 json limiter_json(const LimitSpec& s) {
-  json j = {{"algorithm", algorithm_name(s.algorithm)},
-            {"limit", s.limit},
-            {"window_seconds", to_seconds(s.window)}};
+  json j = {{"algorithm", algorithm_name(s.algorithm)}, {"limit", s.limit}, {"window_seconds", to_seconds(s.window)}};
   if (s.half_life) j["half_life_seconds"] = to_seconds(*s.half_life);
   if (s.burst) j["burst"] = *s.burst;
   if (s.capacity) j["capacity"] = *s.capacity;
@@ -128,40 +126,39 @@ std::optional<WhatIfError> run(const sim::Scenario& s, const WhatIfLimits& limit
   std::string error;
   bool ok = false;
   try {
-    ok = sim::simulate(s, s.spec,
-                       [&](const sim::SimEvent& e) {
-                         // Every step: one decision of a sliding log may walk its whole log.
-                         if (stop.stop_requested()) throw Stop{{"", "stopped: the admin listener is stopping", 503}};
-                         if (std::chrono::steady_clock::now() > deadline) {
-                           throw Stop{{"", "stopped at the what-if's budget of " +
-                                               std::to_string(limits.max_time.count()) +
-                                               " ms of running: shorten it or lower the rates"}};
-                         }
-                         Series& c = series[e.client];
-                         const double t = to_seconds(e.time);
-                         if (!e.attempted) {
-                           if (e.client == 0) sample_times.push_back(t);
-                           c.remaining.push_back(e.decision.remaining);
-                           if (e.decision.estimate) c.estimate.push_back(*e.decision.estimate);
-                           return;
-                         }
-                         if (++attempts > static_cast<std::uint64_t>(2 * limits.max_attempts)) {
-                           throw Stop{{"", "made more than " + num(2 * limits.max_attempts) +
-                                               " attempts (Poisson traffic far above its mean)"}};
-                         }
-                         const auto b = std::min<std::size_t>(
-                             nb - 1, static_cast<std::size_t>(static_cast<double>(e.time.count()) / duration_ns *
-                                                              static_cast<double>(nb)));
-                         ++c.attempts;
-                         if (e.decision.allowed) {
-                           ++c.allowed;
-                           ++c.allowed_per_bucket[b];
-                         } else {
-                           ++c.refused_per_bucket[b];
-                           if (c.first_refused < 0) c.first_refused = t;
-                         }
-                       },
-                       error);
+    ok = sim::simulate(
+        s, s.spec,
+        [&](const sim::SimEvent& e) {
+          // Every step: one decision of a sliding log may walk its whole log.
+          if (stop.stop_requested()) throw Stop{{"", "stopped: the admin listener is stopping", 503}};
+          if (std::chrono::steady_clock::now() > deadline) {
+            throw Stop{{"", "stopped at the what-if's budget of " + std::to_string(limits.max_time.count()) +
+                                " ms of running: shorten it or lower the rates"}};
+          }
+          Series& c = series[e.client];
+          const double t = to_seconds(e.time);
+          if (!e.attempted) {
+            if (e.client == 0) sample_times.push_back(t);
+            c.remaining.push_back(e.decision.remaining);
+            if (e.decision.estimate) c.estimate.push_back(*e.decision.estimate);
+            return;
+          }
+          if (++attempts > static_cast<std::uint64_t>(2 * limits.max_attempts)) {
+            throw Stop{{"", "made more than " + num(2 * limits.max_attempts) +
+                                " attempts (Poisson traffic far above its mean)"}};
+          }
+          const auto b = std::min<std::size_t>(nb - 1, static_cast<std::size_t>(static_cast<double>(e.time.count()) /
+                                                                                duration_ns * static_cast<double>(nb)));
+          ++c.attempts;
+          if (e.decision.allowed) {
+            ++c.allowed;
+            ++c.allowed_per_bucket[b];
+          } else {
+            ++c.refused_per_bucket[b];
+            if (c.first_refused < 0) c.first_refused = t;
+          }
+        },
+        error);
   } catch (const Stop& stopped) {
     return stopped.error;
   } catch (const std::exception& e) {

@@ -29,14 +29,14 @@ namespace rk::dashboard {
 
 struct WhatIfLimits {
   std::size_t max_body_bytes = 16 * 1024;
-  std::size_t max_depth = 8;                      // nesting of the JSON body
-  std::chrono::hours max_duration{24 * 7};        // the scenario's duration
-  std::size_t max_clients = 20;                   // after `count` is expanded
-  std::size_t max_name_bytes = 256;               // a client's name or key
-  double max_attempts = 200'000;                  // expected, over all clients (Poisson may overshoot by a little)
-  double max_sample_rows = 20'000;                // (duration / sample_every + 1) x clients
-  std::size_t buckets = 120;                      // the time axis of the answer
-  std::chrono::milliseconds max_time{2000};       // the run's budget: past it, the run is stopped
+  std::size_t max_depth = 8;                 // nesting of the JSON body
+  std::chrono::hours max_duration{24 * 7};   // the scenario's duration
+  std::size_t max_clients = 20;              // after `count` is expanded
+  std::size_t max_name_bytes = 256;          // a client's name or key
+  double max_attempts = 200'000;             // expected, over all clients (Poisson may overshoot by a little)
+  double max_sample_rows = 20'000;           // (duration / sample_every + 1) x clients
+  std::size_t buckets = 120;                 // the time axis of the answer
+  std::chrono::milliseconds max_time{2000};  // the run's budget: past it, the run is stopped
 };
 
 struct WhatIfError {

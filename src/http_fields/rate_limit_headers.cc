@@ -21,9 +21,8 @@ std::int64_t ceil_seconds(Nanos d) {
 
 // A Structured Fields string: printable ASCII only, with '"' and '\' escaped.
 void append_sf_string(std::string& out, std::string_view s) {
-  const bool plain = std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-  });
+  const bool plain =
+      std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
   if (plain) {  // the usual name: appended whole rather than a byte at a time
     out += '"';
     out.append(s);
@@ -68,7 +67,9 @@ LimitState from_decision(std::string_view name, double quota, Nanos window, cons
           .window = window,
           .refused = !d.allowed,
           .remaining = d.remaining,
-          .reset = d.allowed ? d.reset_after : never ? kMaxWait : d.retry_after,
+          .reset = d.allowed ? d.reset_after
+                   : never   ? kMaxWait
+                             : d.retry_after,
           .never = never};
 }
 

@@ -48,10 +48,10 @@ struct LimitState {
   std::string_view name;  // the policy's name, quoted as a Structured Fields string
   double quota = 0;       // as configured: requests per window
   Nanos window{0};
-  bool refused = false;   // as applied: a dry run's or shadow rule's refusal is not one
-  double remaining = 0;   // what the key may still spend; floored
-  Nanos reset{0};         // RateLimit's t: refused, until an attempt may pass; else until the key is fresh again
-  bool never = false;     // refused, and no attempt of this cost can ever pass: every field says kMaxSeconds
+  bool refused = false;  // as applied: a dry run's or shadow rule's refusal is not one
+  double remaining = 0;  // what the key may still spend; floored
+  Nanos reset{0};        // RateLimit's t: refused, until an attempt may pass; else until the key is fresh again
+  bool never = false;    // refused, and no attempt of this cost can ever pass: every field says kMaxSeconds
 };
 
 // A Decision as a LimitState: t is the retry time when refused (kMaxWait when that is never), else reset_after.

@@ -25,7 +25,8 @@ constexpr std::size_t kDigestAbove = library::kMaxStoredKeyBytes;
 
 // The key the store sees: `key` itself, or its digest written into `buf`.
 [[gnu::always_inline]] inline std::string_view stored_key(std::string_view key, char (&buf)[16]) {
-  if (key.size() <= kDigestAbove) [[likely]] return key;
+  if (key.size() <= kDigestAbove) [[likely]]
+    return key;
   const base::Digest128 d = base::siphash128(key, base::process_digest_key());
   std::memcpy(buf, &d.lo, 8);
   std::memcpy(buf + 8, &d.hi, 8);
@@ -37,8 +38,7 @@ constexpr std::size_t kDigestAbove = library::kMaxStoredKeyBytes;
 std::size_t per_key_heap(const LimitSpec& spec) {
   std::size_t bytes = kDigestAbove + 16;
   if (spec.algorithm == Algorithm::kSlidingLog) {
-    bytes += core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit),
-                                                      core::counts_refused(spec));
+    bytes += core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit), core::counts_refused(spec));
   }
   return bytes;
 }
@@ -89,7 +89,8 @@ struct Limiter::Impl {
 
   void check_key(std::string_view key) const { check_size(key.size()); }
   void check_size(std::size_t size) const {
-    if (size > max_key_bytes) [[unlikely]] refuse_key(size);
+    if (size > max_key_bytes) [[unlikely]]
+      refuse_key(size);
   }
   // Out of line, so that the test above is two instructions inlined in every check rather than a call.
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_key(std::size_t size) const {
@@ -146,8 +147,9 @@ class Keyed final : public Limiter::Impl {
                        Decision* out, std::size_t longest) {
     const typename Algo::Params& p = params_;
     auto deciding = [&p, now](Decision* to, const std::uint64_t* cost) {
-      return [&p, now, to, cost](std::size_t i, typename Algo::State& s)
-                 __attribute__((always_inline)) { to[i] = Decide(p, s, now, cost[i]); };
+      return [&p, now, to, cost ](std::size_t i, typename Algo::State & s) __attribute__((always_inline)) {
+        to[i] = Decide(p, s, now, cost[i]);
+      };
     };
     if (longest <= kDigestAbove) [[likely]] {
       store_.update_many(keys, n, deciding(out, costs));
@@ -175,9 +177,8 @@ class Keyed final : public Limiter::Impl {
   Decision reserve(std::string_view key, std::int64_t now, std::uint64_t estimate) override {
     check_key(key);
     char buf[16];
-    return store_.update(stored_key(key, buf), [&](typename Algo::State& s) {
-      return Algo::decide(reserve_params_, s, now, estimate);
-    });
+    return store_.update(stored_key(key, buf),
+                         [&](typename Algo::State& s) { return Algo::decide(reserve_params_, s, now, estimate); });
   }
 
   Decision settle(std::string_view key, std::int64_t now, std::uint64_t reserved, std::uint64_t actual,
@@ -350,7 +351,9 @@ Reservation Limiter::reserve_at(std::string_view key, Nanos now, std::uint64_t e
   r.decision = impl_->reserve(key, now.count(), estimate);
   if (!r.decision.allowed) return r;
   const core::Charge charge{now.count(), core::sat_add(now.count(), r.decision.reset_after.count())};
-  impl_->reservations.add(*id, {.key = std::string(key), .amount = estimate, .charge = charge,
+  impl_->reservations.add(*id, {.key = std::string(key),
+                                .amount = estimate,
+                                .charge = charge,
                                 .expires_ns = core::sat_add(now.count(), ttl.count())});
   r.id = *id;
   return r;

@@ -24,7 +24,7 @@ class Reservations {
   struct Entry {
     std::string key;
     std::uint64_t amount = 0;
-    core::Charge charge;  // when it was charged, and until when the key holds it
+    core::Charge charge;          // when it was charged, and until when the key holds it
     std::int64_t expires_ns = 0;  // gone at and after this time
   };
 

@@ -65,8 +65,7 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
   }
   // A sliding window's 16-byte state holds counts of 32 to 40 bits, by its window (core/windows.h): only windows
   // under 65.536 µs with a limit of billions of requests reach that.
-  if (a == Algorithm::kSlidingWindow && std::isfinite(limit) && spec.window > Nanos{0} &&
-      spec.window <= kMaxDuration) {
+  if (a == Algorithm::kSlidingWindow && std::isfinite(limit) && spec.window > Nanos{0} && spec.window <= kMaxDuration) {
     const auto most = static_cast<double>(core::sliding_window_max_count(spec.window.count()));
     if (limit > most) {
       fail("limit", "limit " + num(limit) + " is too large for sliding_window with a window of " +
@@ -134,8 +133,7 @@ std::vector<ParamError> validate(const LimitSpec& spec) {
                         "s is above one request a nanosecond, the finest interval " + alg + " can keep");
     } else if (const double burst = *core::with_defaults(spec).burst;
                interval * (burst + 1) > static_cast<double>(kMaxDuration.count())) {
-      fail("burst", "burst " + num(burst) + " at one request every " + num(interval) +
-                        "ns spans more than 100 years");
+      fail("burst", "burst " + num(burst) + " at one request every " + num(interval) + "ns spans more than 100 years");
     }
   }
   if (errors.empty() && core::takes(a, Param::kCapacity)) {

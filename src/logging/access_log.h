@@ -43,8 +43,8 @@ class AccessLog {
   std::FILE* file_ = nullptr;
   bool owned_ = false;
   mutable std::mutex mu_;
-  double tokens_;                               // under mu_
-  std::chrono::steady_clock::time_point last_;  // under mu_
+  double tokens_;                                             // under mu_
+  std::chrono::steady_clock::time_point last_;                // under mu_
   std::uint64_t written_ = 0, dropped_ = 0, unreported_ = 0;  // under mu_
 };
 

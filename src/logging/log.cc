@@ -106,8 +106,8 @@ std::string format_line(Format format, Level level, std::string_view message, Fi
 }
 
 void write_line(Level level, std::string_view message, Fields fields) {
-  const std::string line = format_line(static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, message,
-                                       fields);
+  const std::string line =
+      format_line(static_cast<Format>(g_format.load(std::memory_order_relaxed)), level, message, fields);
   std::lock_guard lock(g_write);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);

@@ -38,7 +38,7 @@ class RepeatLimiter {
   };
   struct Held {
     std::string event;
-    std::uint64_t count = 0;  // lines not written
+    std::uint64_t count = 0;     // lines not written
     Level level = Level::kInfo;  // that of the event's last line held back
 
     bool operator==(const Held&) const = default;

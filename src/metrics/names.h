@@ -28,9 +28,9 @@ inline constexpr Name kDecisions{"ratekeeper_decisions_total",
 inline constexpr Name kDecisionDuration{"ratekeeper_decision_duration_seconds",
                                         "Time to decide one request, by protocol."};
 // 1 microsecond to 1 second in steps of 1, 2.5, 5.
-inline const std::vector<double> kDecisionDurationBuckets = {
-    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
-    2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0};
+inline const std::vector<double> kDecisionDurationBuckets = {1e-6,   2.5e-6, 5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4,
+                                                             2.5e-4, 5e-4,   1e-3, 2.5e-3, 5e-3,   1e-2, 2.5e-2,
+                                                             5e-2,   0.1,    0.25, 0.5,    1.0};
 // gauge {domain, rule}, computed at scrape time.
 inline constexpr Name kStoreKeys{"ratekeeper_store_keys", "Keys tracked in the in-process store, by domain and rule."};
 // counter {domain, rule}, computed at scrape time (Registry::counter_fn).
@@ -97,8 +97,9 @@ inline constexpr Name kBatchLag{"ratekeeper_redis_batch_lag_seconds",
                                 "From sending the last answered batch to absorbing its answer."};
 // gauge, no labels.
 inline constexpr Name kBatchedKeys{"ratekeeper_redis_batched_keys", "Keys of batched domains held in this process."};
-inline constexpr Name kBatchedBytes{"ratekeeper_redis_batched_bytes",
-                                    "What the batched domains' keys held in this process cost, in bytes (as --max-memory counts it)."};
+inline constexpr Name kBatchedBytes{
+    "ratekeeper_redis_batched_bytes",
+    "What the batched domains' keys held in this process cost, in bytes (as --max-memory counts it)."};
 // gauge {version}, always 1.
 inline constexpr Name kBuildInfo{"ratekeeper_build_info", "Always 1; the version is a label."};
 
@@ -162,15 +163,36 @@ inline constexpr Name kAccessLogDropped{"ratekeeper_access_log_dropped_total",
                                         "Access log lines not written: past the access log's own rate limit."};
 
 // All of the above, for tests that check the list as a whole.
-inline constexpr std::array kAll = {kDecisions,      kDecisionDuration, kStoreKeys,       kStoreEvictions,
-                                    kConfigReloads,  kConfigLastReloadSuccess, kHttpRequests, kBadRequests,
-                                    kHttpConnections, kGrpcConnections, kGrpcRequests,    kRemoteCalls,
+inline constexpr std::array kAll = {kDecisions,
+                                    kDecisionDuration,
+                                    kStoreKeys,
+                                    kStoreEvictions,
+                                    kConfigReloads,
+                                    kConfigLastReloadSuccess,
+                                    kHttpRequests,
+                                    kBadRequests,
+                                    kHttpConnections,
+                                    kGrpcConnections,
+                                    kGrpcRequests,
+                                    kRemoteCalls,
                                     kRemoteFailures,
-                                    kRemoteTlsFailures, kRemoteSpins, kRemoteFallbacks, kBreakerState, kBreakerOpened,
+                                    kRemoteTlsFailures,
+                                    kRemoteSpins,
+                                    kRemoteFallbacks,
+                                    kBreakerState,
+                                    kBreakerOpened,
                                     kBuildInfo,
-                                    kEnvoyTotalHits,  kEnvoyOverLimit,  kEnvoyNearLimit,  kEnvoyWithinLimit,
-                                    kEnvoyShadowMode, kEnvoyConfigLoadSuccess, kEnvoyConfigLoadError,
-                                    kEnvoyTotalRequests, kEnvoyShouldRateLimitError, kStatsdDatagrams, kTraceSpans,
+                                    kEnvoyTotalHits,
+                                    kEnvoyOverLimit,
+                                    kEnvoyNearLimit,
+                                    kEnvoyWithinLimit,
+                                    kEnvoyShadowMode,
+                                    kEnvoyConfigLoadSuccess,
+                                    kEnvoyConfigLoadError,
+                                    kEnvoyTotalRequests,
+                                    kEnvoyShouldRateLimitError,
+                                    kStatsdDatagrams,
+                                    kTraceSpans,
                                     kAccessLogDropped};
 
 }  // namespace rk::metrics::names

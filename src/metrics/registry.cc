@@ -224,8 +224,8 @@ Histogram& Registry::histogram(std::string_view name, std::string_view help, std
   return *s.histogram;
 }
 
-Registry::SeriesId Registry::State::set_computed(std::string_view name, std::string_view help, Type type,
-                                                 Labels labels, std::function<double()> gauge_fn,
+Registry::SeriesId Registry::State::set_computed(std::string_view name, std::string_view help, Type type, Labels labels,
+                                                 std::function<double()> gauge_fn,
                                                  std::function<std::uint64_t()> counter_fn) {
   Family& f = family(name, help, type);
   Series& s = series(name, f, labels);

@@ -80,7 +80,7 @@ class Emitter {
   std::string tagged(std::string_view name);
   const std::vector<Tag>* tags_;
   std::string lines_;
-  std::unordered_map<std::string, std::uint64_t> counters_;              // name -> total sent up to
+  std::unordered_map<std::string, std::uint64_t> counters_;             // name -> total sent up to
   std::unordered_map<std::string, std::vector<std::uint64_t>> timers_;  // name -> bucket counts sent up to
 };
 

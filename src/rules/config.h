@@ -30,14 +30,14 @@ std::optional<Unit> parse_unit(std::string_view name);  // case-insensitive
 Nanos unit_length(Unit u);  // MONTH = 30 days, YEAR = 365 days, as envoyproxy/ratelimit counts them
 
 struct RateLimit {
-  std::string name;                       // optional; the target of other rules' `replaces`
+  std::string name;  // optional; the target of other rules' `replaces`
   bool unlimited = false;
-  std::optional<Unit> unit;               // as written (absent when unlimited or when `window:` is used)
+  std::optional<Unit> unit;  // as written (absent when unlimited or when `window:` is used)
   std::uint32_t requests_per_unit = 0;
   std::uint32_t unit_multiplier = 1;
-  bool blocked = false;                   // requests_per_unit 0: every request is over the limit
-  bool calendar = false;                  // `align: calendar`: week windows start on Monday (UTC)
-  LimitSpec spec;                         // the algorithm and its parameters, resolved (when not unlimited/blocked)
+  bool blocked = false;   // requests_per_unit 0: every request is over the limit
+  bool calendar = false;  // `align: calendar`: week windows start on Monday (UTC)
+  LimitSpec spec;         // the algorithm and its parameters, resolved (when not unlimited/blocked)
   // `algorithm: concurrency` (max_in_flight, lease_ttl): leases acquired and released (POST /v1/acquire and
   // /v1/release), never checked; `spec` is then unused.
   std::optional<ConcurrencySpec> concurrency;
@@ -51,8 +51,8 @@ std::string_view algorithm_shown(const RateLimit& limit);  // "concurrency" for 
 
 struct Descriptor {
   std::string key;
-  std::optional<std::string> value;       // absent: matches any value of the key
-  bool wildcard = false;                  // value contains '*'
+  std::optional<std::string> value;  // absent: matches any value of the key
+  bool wildcard = false;             // value contains '*'
   std::optional<RateLimit> rate_limit;
   bool shadow_mode = false;
   bool quota_mode = false;
@@ -72,7 +72,7 @@ enum class Source : std::uint8_t { kClientIp, kHeader, kMethod, kPath, kPathPref
 struct EntrySource {
   std::string key;
   Source source = Source::kClientIp;
-  std::string name;        // header or query parameter name; the fixed value for kValue
+  std::string name;            // header or query parameter name; the fixed value for kValue
   std::uint32_t segments = 1;  // kPathPrefix: how many path segments
 };
 
@@ -101,8 +101,8 @@ enum class Sharing : std::uint8_t { kDefault, kExact, kBatched };
 struct DomainConfig {
   std::string domain;
   std::vector<Descriptor> descriptors;
-  bool shadow_mode = false;      // every rule of the domain counts but never refuses
-  bool all_or_nothing = false;   // a request's descriptors are charged only if none is over the limit
+  bool shadow_mode = false;     // every rule of the domain counts but never refuses
+  bool all_or_nothing = false;  // a request's descriptors are charged only if none is over the limit
   StoreKind store = StoreKind::kDefault;
   FailurePolicy redis_failure = FailurePolicy::kDefault;
   Sharing sharing = Sharing::kDefault;

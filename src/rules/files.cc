@@ -75,8 +75,9 @@ std::optional<ConfigError> read_file(const ListedFile& file, std::string& text) 
     got += static_cast<std::size_t>(n);
   }
   if (got > kMaxRulesFileBytes) {
-    return ConfigError{{name, 0, 0}, "the file grew past the limit of " + std::to_string(kMaxRulesFileBytes) +
-                                         " bytes while it was read"};
+    return ConfigError{
+        {name, 0, 0},
+        "the file grew past the limit of " + std::to_string(kMaxRulesFileBytes) + " bytes while it was read"};
   }
   text.resize(got);
   return std::nullopt;
@@ -122,7 +123,7 @@ std::string over_the_limit(std::uintmax_t bytes) {
 }
 
 std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors,
-                                        bool skip_dotfiles) {
+                                         bool skip_dotfiles) {
   namespace fs = std::filesystem;
   std::vector<ListedFile> files;
   std::error_code ec;
@@ -133,8 +134,8 @@ std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<Co
       const fs::path target = fs::read_symlink(data, ec);
       if (!ec) list_folder(target.is_absolute() ? target : fs::path(path) / target, path, skip_dotfiles, files, ec);
       if (ec) {
-        errors.push_back({{data.string(), 0, 0},
-                          "cannot read the folder it links to (" + target.string() + "): " + ec.message()});
+        errors.push_back(
+            {{data.string(), 0, 0}, "cannot read the folder it links to (" + target.string() + "): " + ec.message()});
       }
     } else {
       list_folder(path, path, skip_dotfiles, files, ec);
@@ -173,8 +174,9 @@ std::vector<ConfigError> read_rules_files(const std::string& path, std::vector<R
     std::string after = rules_stamp(path, skip_dotfiles);
     if (after == before || attempt == kReadAttempts) {
       if (after != before) {
-        errors.push_back({{path, 0, 0}, "the rules files changed while they were read, each of " +
-                                            std::to_string(kReadAttempts) + " times; read again when they change"});
+        errors.push_back({{path, 0, 0},
+                          "the rules files changed while they were read, each of " + std::to_string(kReadAttempts) +
+                              " times; read again when they change"});
       }
       if (stamp) *stamp = std::move(after);
       return errors;

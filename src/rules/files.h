@@ -49,7 +49,7 @@ struct ListedFile {
 // reading any. A directory that cannot be read, a path that does not exist, or a "..data" link whose folder cannot
 // be read, is an error.
 std::vector<ListedFile> list_rules_files(const std::string& path, std::vector<ConfigError>& errors,
-                                        bool skip_dotfiles = false);
+                                         bool skip_dotfiles = false);
 
 // What the rules files of `path` are now, without opening any: where "..data" leads, and each file's name, size,
 // modification time and inode (stat() only: cheap enough for every poll). Unchanged while no file changes.

@@ -31,8 +31,9 @@ void merge_setting(T& into, const T& from, const char* name, const DomainConfig&
                    std::vector<ConfigError>& errors) {
   if (from == T{}) return;
   if (into != T{} && into != from) {
-    errors.push_back({{b.file, 1, 1}, "domain '" + b.domain + "': " + name + " differs from its value in " + a.file +
-                                          " (a merged domain's setting is given in one file, or alike in all)"});
+    errors.push_back({{b.file, 1, 1},
+                      "domain '" + b.domain + "': " + name + " differs from its value in " + a.file +
+                          " (a merged domain's setting is given in one file, or alike in all)"});
   }
   into = from;
 }
@@ -63,8 +64,9 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
   merge_setting(into.sharing, from.sharing, "sharing", into, from, errors);
   if (from.forward_auth.enabled) {
     if (into.forward_auth.enabled) {
-      errors.push_back({{from.file, 1, 1}, "domain '" + from.domain + "': forward_auth is also given in " + into.file +
-                                               " (a merged domain's forward_auth is given in one file)"});
+      errors.push_back({{from.file, 1, 1},
+                        "domain '" + from.domain + "': forward_auth is also given in " + into.file +
+                            " (a merged domain's forward_auth is given in one file)"});
     }
     into.forward_auth = std::move(from.forward_auth);
   }
@@ -72,8 +74,8 @@ void merge_domain(DomainConfig& into, DomainConfig&& from, std::vector<ConfigErr
 
 }  // namespace
 
-std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out,
-                                    const LoadOptions& options, std::vector<RulesFile>* read, std::string* stamp) {
+std::vector<ConfigError> load_rules(const std::string& path, std::vector<DomainConfig>& out, const LoadOptions& options,
+                                    std::vector<RulesFile>* read, std::string* stamp) {
   std::vector<RulesFile> files;
   std::vector<ConfigError> errors = read_rules_files(path, files, stamp, options.skip_dotfiles);
   for (ConfigError& e : parse_rules_files(files, out, options)) errors.push_back(std::move(e));
@@ -96,8 +98,9 @@ std::vector<ConfigError> parse_rules_files(const std::vector<RulesFile>& files, 
         continue;
       }
       if (!fresh) {
-        e.push_back({{f, 1, 1}, "domain '" + d.domain + "' is already defined in " + out[it->second].file +
-                                    " (--merge-domains merges the files of one domain)"});
+        e.push_back({{f, 1, 1},
+                     "domain '" + d.domain + "' is already defined in " + out[it->second].file +
+                         " (--merge-domains merges the files of one domain)"});
       }
     }
     errors.insert(errors.end(), e.begin(), e.end());

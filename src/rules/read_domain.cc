@@ -105,8 +105,9 @@ void DescriptorWalk::descriptor(const YAML::Node& n, const std::string& where, i
     }
     return;
   }
-  if (!r_.check_map(n, where, {"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
-                               "detailed_metric", "value_to_metric", "share_threshold", "metadata"})) {
+  if (!r_.check_map(n, where,
+                    {"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
+                     "value_to_metric", "share_threshold", "metadata"})) {
     return;
   }
   if (!n["key"]) {
@@ -187,12 +188,14 @@ void concurrency_where_served(RulesReader& r, const std::vector<Descriptor>& des
   for (const Descriptor& d : descriptors) {
     if (d.rate_limit && d.rate_limit->concurrency) {
       if (out.forward_auth.enabled) {
-        r.fail(d.rate_limit->pos, "algorithm: concurrency cannot be served by forward_auth, which has no release "
-                                  "call (acquire and release it at /v1/acquire and /v1/release)");
+        r.fail(d.rate_limit->pos,
+               "algorithm: concurrency cannot be served by forward_auth, which has no release "
+               "call (acquire and release it at /v1/acquire and /v1/release)");
       }
       if (out.sharing == Sharing::kBatched) {
-        r.fail(d.rate_limit->pos, "algorithm: concurrency cannot run with sharing: batched (leases are held in "
-                                  "Redis exactly, or in memory)");
+        r.fail(d.rate_limit->pos,
+               "algorithm: concurrency cannot run with sharing: batched (leases are held in "
+               "Redis exactly, or in memory)");
       }
     }
     concurrency_where_served(r, d.descriptors, out);
@@ -207,8 +210,9 @@ void read_domain(RulesReader& r, const YAML::Node& root, DomainConfig& out) {
     r.fail({r.file(), 1, 1}, "a rules file is a map with a domain and its descriptors");
     return;
   }
-  r.check_map(root, "rules", {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth",
-                              "store", "redis_failure", "sharing"});
+  r.check_map(root, "rules",
+              {"domain", "descriptors", "defaults", "shadow_mode", "all_or_nothing", "forward_auth", "store",
+               "redis_failure", "sharing"});
   if (!root["domain"]) {
     r.fail({r.file(), 1, 1}, "domain: missing (every rules file names its domain)");
   } else if (auto d = r.string(root["domain"], "domain")) {

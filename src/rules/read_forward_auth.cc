@@ -58,10 +58,14 @@ void trusted_proxies(RulesReader& r, const YAML::Node& t, const std::string& whe
   }
 }
 
-constexpr std::pair<std::string_view, Source> kSources[] = {
-    {"client_ip", Source::kClientIp}, {"header", Source::kHeader}, {"method", Source::kMethod},
-    {"path", Source::kPath},          {"path_prefix", Source::kPathPrefix}, {"host", Source::kHost},
-    {"query", Source::kQuery},        {"value", Source::kValue}};
+constexpr std::pair<std::string_view, Source> kSources[] = {{"client_ip", Source::kClientIp},
+                                                            {"header", Source::kHeader},
+                                                            {"method", Source::kMethod},
+                                                            {"path", Source::kPath},
+                                                            {"path_prefix", Source::kPathPrefix},
+                                                            {"host", Source::kHost},
+                                                            {"query", Source::kQuery},
+                                                            {"value", Source::kValue}};
 
 // One entry of a descriptor: its key, and where its value comes from. False if it cannot be read at all.
 bool entry(RulesReader& r, const YAML::Node& e, const std::string& where, EntrySource& out) {

@@ -149,8 +149,8 @@ bool RateLimitReader::window_from_unit(std::optional<Nanos>& window) {
   // A year times 4294967295 does not fit in 64 bits of nanoseconds (validation takes at most 100 years).
   const std::int64_t unit_ns = unit_length(*out_.unit).count();
   if (unit_ns > Nanos::max().count() / out_.unit_multiplier) {
-    r_.fail(n_["unit_multiplier"], where_ + ".unit_multiplier: " + std::to_string(out_.unit_multiplier) +
-                                       " times a " + std::string(unit_name(*out_.unit)) +
+    r_.fail(n_["unit_multiplier"], where_ + ".unit_multiplier: " + std::to_string(out_.unit_multiplier) + " times a " +
+                                       std::string(unit_name(*out_.unit)) +
                                        " is too long a window (at most 100 years)");
     return false;
   }
@@ -233,8 +233,9 @@ void RateLimitReader::parameters() {
 void RateLimitReader::calendar_needs_unit(const Found& found) {
   out_.calendar = out_.spec.align == Align::kCalendar;
   if (out_.calendar && (!out_.unit || out_.unit_multiplier != 1)) {
-    r_.fail(found.node, found.where + ": calendar alignment needs a unit (second, minute, hour, day, week, month, "
-                                      "year) without a multiplier");
+    r_.fail(found.node, found.where +
+                            ": calendar alignment needs a unit (second, minute, hour, day, week, month, "
+                            "year) without a multiplier");
     out_.calendar = false;
   }
   out_.spec.align = out_.calendar ? Align::kCalendar : Align::kEpoch;
@@ -243,9 +244,9 @@ void RateLimitReader::calendar_needs_unit(const Found& found) {
 void RateLimitReader::validate_spec() {
   for (const ParamError& e : validate(out_.spec)) {
     // Point at the parameter itself where the rule states it.
-    const std::string key = e.param == "limit"                    ? "requests_per_unit"
+    const std::string key = e.param == "limit"                  ? "requests_per_unit"
                             : e.param == "window" && n_["unit"] ? "unit"
-                                                                  : e.param;
+                                                                : e.param;
     r_.fail(n_[key] ? n_[key] : n_, where_ + ": " + e.param + ": " + e.message);
   }
 }
@@ -258,8 +259,9 @@ void read_defaults(RulesReader& r, const YAML::Node& n) {
 
 void read_rate_limit(RulesReader& r, const YAML::Node& n, const std::string& where, RateLimit& out) {
   out.pos = r.pos(n);
-  if (!r.check_map(n, where, with_params({"unit", "requests_per_unit", "unlimited", "name", "replaces", "window",
-                                          "unit_multiplier", "algorithm", "max_in_flight", "lease_ttl"}))) {
+  if (!r.check_map(n, where,
+                   with_params({"unit", "requests_per_unit", "unlimited", "name", "replaces", "window",
+                                "unit_multiplier", "algorithm", "max_in_flight", "lease_ttl"}))) {
     return;
   }
   RateLimitReader(r, n, where, out).read();

@@ -65,9 +65,9 @@ class Reloader {
   const LoadOptions load_;
   std::atomic<std::shared_ptr<const RuleSet>> current_;
 
-  std::mutex mu_;            // serialises loads
-  std::string last_seen_;    // rules_stamp() of the files the last load read, good or bad
-  base::Periodic poll_;  // the polling thread, once started
+  std::mutex mu_;          // serialises loads
+  std::string last_seen_;  // rules_stamp() of the files the last load read, good or bad
+  base::Periodic poll_;    // the polling thread, once started
 };
 
 }  // namespace rk::rules

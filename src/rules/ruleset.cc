@@ -38,8 +38,7 @@ std::string fingerprint(const LimitSpec& s, bool calendar, bool shared) {
   std::snprintf(buf, sizeof buf, "%s|%.17g|%lld|%lld|%.17g|%.17g|%d|%d|%d",
                 std::string(algorithm_name(s.algorithm)).c_str(), s.limit, static_cast<long long>(s.window.count()),
                 static_cast<long long>(s.half_life.value_or(Nanos{0}).count()), s.burst.value_or(-1),
-                s.capacity.value_or(-1), count_refused_part(s), calendar ? 1 : 0,
-                shared ? 1 : 0);
+                s.capacity.value_or(-1), count_refused_part(s), calendar ? 1 : 0, shared ? 1 : 0);
   return buf;
 }
 

@@ -25,13 +25,13 @@ namespace rk::rules {
 
 struct Rule {
   std::string domain;
-  std::string path;         // "key=value/key2": the descriptor path, for logs, metrics and dry runs
-  std::string name;         // the rate_limit's name, or the path
-  const RateLimit* limit;   // into the set's DomainConfig
-  bool shadow_mode;         // the descriptor's or its domain's
+  std::string path;        // "key=value/key2": the descriptor path, for logs, metrics and dry runs
+  std::string name;        // the rate_limit's name, or the path
+  const RateLimit* limit;  // into the set's DomainConfig
+  bool shadow_mode;        // the descriptor's or its domain's
   bool quota_mode;
-  std::string metadata;     // the descriptor's, as JSON ("" for none: Descriptor::metadata)
-  std::shared_ptr<Limiter> limiter;  // null for unlimited, blocked and concurrency rules
+  std::string metadata;                        // the descriptor's, as JSON ("" for none: Descriptor::metadata)
+  std::shared_ptr<Limiter> limiter;            // null for unlimited, blocked and concurrency rules
   std::shared_ptr<ConcurrencyLimiter> leases;  // a concurrency rule's leases in memory; else null
   std::string identity;
   std::string store_prefix;  // "rk:<hash of identity>:": the rule's keys in a shared store (Redis) start with it
@@ -56,7 +56,7 @@ template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 struct BuildOptions {
-  StoreOptions store;           // for every rule's limiter; its max_memory_bytes is shared equally among them
+  StoreOptions store;  // for every rule's limiter; its max_memory_bytes is shared equally among them
   std::shared_ptr<const Clock> clock;
 };
 
@@ -97,6 +97,5 @@ std::optional<std::vector<std::string_view>> split_key_parts(std::string_view ke
 
 // '*' matches any run of characters (also none); everything else matches itself.
 bool wildcard_match(std::string_view pattern, std::string_view value);
-
 
 }  // namespace rk::rules

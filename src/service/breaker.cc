@@ -10,8 +10,7 @@ CircuitBreaker::CircuitBreaker(std::shared_ptr<const Clock> clock, BreakerOption
 bool CircuitBreaker::allow() {
   std::lock_guard lock(mu_);
   switch (state_) {
-    case State::kClosed:
-      return true;
+    case State::kClosed: return true;
     case State::kOpen:
       if (clock_->now() < until_) return false;
       state_ = State::kHalfOpen;

@@ -27,8 +27,8 @@ class CircuitBreaker {
 
   CircuitBreaker(std::shared_ptr<const Clock> clock, BreakerOptions options = {});
 
-  bool allow();                    // false: answer by policy without asking the store
-  void record(bool available);     // the outcome of a call that allow() let through
+  bool allow();                 // false: answer by policy without asking the store
+  void record(bool available);  // the outcome of a call that allow() let through
   State state() const;
   std::uint64_t opened() const { return opened_.load(std::memory_order_relaxed); }  // times it opened
 

@@ -20,12 +20,12 @@ std::uint64_t unix_ns() {
 
 // What a decision is recorded with: the same facts for the span and the access log line.
 struct Facts {
-  std::string result;  // "OK", "OVER_LIMIT", or "INVALID" for a refused request
-  std::vector<std::string> rules;  // each descriptor's matched rule ("" for none), in the request's order
-  std::string store;   // "memory", "redis", "redis_batched"
+  std::string result;               // "OK", "OVER_LIMIT", or "INVALID" for a refused request
+  std::vector<std::string> rules;   // each descriptor's matched rule ("" for none), in the request's order
+  std::string store;                // "memory", "redis", "redis_batched"
   std::int64_t retry_after_ms = 0;  // the longest a refused descriptor must wait
   bool shadowed = false;
-  std::string error;   // a refused request's reason, or the store's failure the domain's policy answered
+  std::string error;  // a refused request's reason, or the store's failure the domain's policy answered
 };
 
 Facts facts_of(const Service& service, const std::string& domain_name, const CheckResult& result) {
@@ -38,9 +38,9 @@ Facts facts_of(const Service& service, const std::string& domain_name, const Che
   const auto& r = std::get<CheckResponse>(result);
   f.result = std::string(code_name(r.overall));
   const rules::DomainConfig* domain = r.rules ? r.rules->domain(domain_name) : nullptr;
-  f.store = !service.uses_remote(domain)                                          ? "memory"
+  f.store = !service.uses_remote(domain)                                       ? "memory"
             : service.batcher() && domain->sharing == rules::Sharing::kBatched ? "redis_batched"
-                                                                                  : "redis";
+                                                                               : "redis";
   for (const DescriptorStatus& st : r.statuses) {
     f.rules.push_back(st.name);
     if (st.code == Code::kOverLimit) {
@@ -112,15 +112,16 @@ CheckDone Service::recorded(const CheckRequest& request, CheckDone done) {
   std::optional<tracing::SpanIds> ids;
   if (options_.tracer) ids = options_.tracer->start(request.trace);
   if (!ids && !options_.access_log) return done;
-  return [this, ids, parent = request.trace, domain = request.domain, protocol = request.protocol,
-          start = unix_ns(), done = std::move(done)](CheckResult result) mutable {
+  return [this, ids, parent = request.trace, domain = request.domain, protocol = request.protocol, start = unix_ns(),
+          done = std::move(done)](CheckResult result) mutable {
     const std::uint64_t end = unix_ns();
     Facts f = facts_of(*this, domain, result);
     if (options_.access_log) {
       options_.access_log->write(access_fields(domain, protocol, f, end - start, parent, ids));
     }
-    if (ids) options_.tracer->finish(make_span(*ids, std::move(parent.trace_state), domain, protocol, start, end,
-                                               std::move(f)));
+    if (ids)
+      options_.tracer->finish(
+          make_span(*ids, std::move(parent.trace_state), domain, protocol, start, end, std::move(f)));
     done(std::move(result));
   };
 }

@@ -18,12 +18,12 @@ void with_limits(const CheckResponse& r, Use use) {
   for (const auto& st : r.statuses) {
     if (!st.has_limit) continue;
     const http_fields::LimitState l{.name = st.name,
-                                .quota = static_cast<double>(st.requests_per_unit),
-                                .window = st.window,
-                                .refused = st.code == Code::kOverLimit,
-                                .remaining = static_cast<double>(st.limit_remaining),
-                                .reset = st.duration_until_reset,
-                                .never = st.code == Code::kOverLimit && st.retry_after == kNever};
+                                    .quota = static_cast<double>(st.requests_per_unit),
+                                    .window = st.window,
+                                    .refused = st.code == Code::kOverLimit,
+                                    .remaining = static_cast<double>(st.limit_remaining),
+                                    .reset = st.duration_until_reset,
+                                    .never = st.code == Code::kOverLimit && st.retry_after == kNever};
     if (n < kOnStack) {
       few[n++] = l;
       continue;
@@ -31,7 +31,8 @@ void with_limits(const CheckResponse& r, Use use) {
     if (many.empty()) many.assign(few.begin(), few.end());
     many.push_back(l);
   }
-  use(many.empty() ? std::span<const http_fields::LimitState>(few.data(), n) : std::span<const http_fields::LimitState>(many));
+  use(many.empty() ? std::span<const http_fields::LimitState>(few.data(), n)
+                   : std::span<const http_fields::LimitState>(many));
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ struct Pending {
   bool shadow;
   std::string_view store_prefix;  // the key's prefix in a remote store: the rule's, or override_prefix()'s
   std::optional<std::uint32_t> override_limit;  // a request override: its limiter counts, this decides
-  bool look_only = false;    // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
+  bool look_only = false;  // hits 0 where refused hits leave no trace: a peek of cost 1, charging nothing
 };
 
 // The key of pending p in the remote store.
@@ -164,12 +164,12 @@ struct Service::Job {
   bool looking = false;     // the pass in flight is all_or_nothing's look
   const rules::DomainConfig* domain = nullptr;
   rules::FailurePolicy policy = rules::FailurePolicy::kFailOpen;
-  std::vector<Decision> looked;                 // all_or_nothing's look, per pending
-  std::vector<rules::FailurePolicy> fell_back;  // per pending: the policy that decided, or kDefault
-  std::vector<std::string> store_errors;        // per pending
-  std::vector<std::size_t> asked;               // the pass in flight's: the pending index of each limit asked
-  std::vector<store::remote::RemoteResult> results;     // and the store's answers, in the same order
-  std::vector<rules::Entry> entries;            // a descriptor's, as the matcher takes them
+  std::vector<Decision> looked;                      // all_or_nothing's look, per pending
+  std::vector<rules::FailurePolicy> fell_back;       // per pending: the policy that decided, or kDefault
+  std::vector<std::string> store_errors;             // per pending
+  std::vector<std::size_t> asked;                    // the pass in flight's: the pending index of each limit asked
+  std::vector<store::remote::RemoteResult> results;  // and the store's answers, in the same order
+  std::vector<rules::Entry> entries;                 // a descriptor's, as the matcher takes them
   CheckDone done;
 
   // Whether pending k is charged in the final pass (after the look, if there was one).
@@ -269,7 +269,7 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
                                                                  : nullptr;
   job->domain = domain;
   job->policy = domain && domain->redis_failure != rules::FailurePolicy::kDefault ? domain->redis_failure
-                                                                                   : options_.redis_failure;
+                                                                                  : options_.redis_failure;
   std::vector<Pending>& pending = job->pending;
 
   // 1. Match every descriptor to its limit.
@@ -306,8 +306,9 @@ void Service::run(CheckRequest request, bool charge, CheckDone done) {
       // its lease expired. Refused rather than let through unlimited.
       CheckDone finish = std::move(job->done);
       return finish(RequestError{"descriptors[" + std::to_string(i) + "]",
-                                 "matches '" + m.rule->name + "', a concurrency limit: acquire and release its "
-                                 "leases at /v1/acquire and /v1/release (a check has no release)"});
+                                 "matches '" + m.rule->name +
+                                     "', a concurrency limit: acquire and release its "
+                                     "leases at /v1/acquire and /v1/release (a check has no release)"});
     }
     st.rule = m.rule;
     if (m.rule->limit->unlimited) {
@@ -373,8 +374,7 @@ Decision Service::fallback(Job& job, std::size_t k, const store::remote::RemoteR
       if (looking || !job.charged_in_final(k)) return judged(p, p.limiter->peek_at(p.key, Nanos{job.now}, p.hits));
       return judged(p, p.limiter->check_at(p.key, Nanos{job.now}, p.hits));
     case rules::FailurePolicy::kFailOpen:
-    case rules::FailurePolicy::kDefault:
-      break;
+    case rules::FailurePolicy::kDefault: break;
   }
   return Decision{.allowed = true, .limit = limit};
 }
@@ -401,7 +401,7 @@ void Service::answered(JobPtr job) {
     const std::size_t k = asked[i];
     const store::remote::RemoteResult& r = job->results[i];
     const Decision d = r.status == store::remote::RemoteResult::Status::kOk ? judged(job->pending[k], r.decision)
-                                                                    : fallback(*job, k, r, looking);
+                                                                            : fallback(*job, k, r, looking);
     if (looking) {
       job->looked[k] = d;
       continue;
@@ -463,7 +463,8 @@ void Service::ask(JobPtr job) {
     ops.push_back({&p.limiter->spec(), remote_key(p), p.hits, peeks(k)});
   }
   const Nanos now{j.now};
-  auto counted = [this, held = std::make_shared<JobPtr>(std::move(job))](std::vector<store::remote::RemoteResult> results) {
+  auto counted = [this,
+                  held = std::make_shared<JobPtr>(std::move(job))](std::vector<store::remote::RemoteResult> results) {
     count_remote(results);
     (*held)->results = std::move(results);
     answered(std::move(*held));

@@ -39,7 +39,7 @@ class Tracer;
 namespace rk::service {
 
 enum class Code : std::uint8_t { kUnknown = 0, kOk = 1, kOverLimit = 2 };  // Envoy's numbering
-std::string_view code_name(Code c);                                       // "UNKNOWN", "OK", "OVER_LIMIT"
+std::string_view code_name(Code c);                                        // "UNKNOWN", "OK", "OVER_LIMIT"
 
 struct LimitOverride {
   std::uint32_t requests_per_unit = 0;
@@ -69,36 +69,36 @@ struct CheckRequest {
 
 struct DescriptorStatus {
   Code code = Code::kOk;
-  const rules::Rule* rule = nullptr;        // the matched rule; null for none and for request overrides
-  bool has_limit = false;                   // Envoy's current_limit is set
-  std::string name;                         // the rule's name (or path); "override" for request overrides
+  const rules::Rule* rule = nullptr;  // the matched rule; null for none and for request overrides
+  bool has_limit = false;             // Envoy's current_limit is set
+  std::string name;                   // the rule's name (or path); "override" for request overrides
   std::uint32_t requests_per_unit = 0;
-  std::optional<rules::Unit> unit;          // absent for `window:` rules
+  std::optional<rules::Unit> unit;  // absent for `window:` rules
   Nanos window{0};
   Algorithm algorithm = Algorithm::kFixedWindow;
   std::uint32_t limit_remaining = 0;
   // Over the limit: until an attempt may pass; else until back to fresh. At most http_fields::kMaxWait, which is also
   // "never" (a blocked rule, hits above what the limit admits): the wait the header fields say.
   Nanos duration_until_reset{0};
-  Nanos retry_after{0};                     // 0 when OK; kNever when the hits can never pass
-  std::optional<double> estimate;           // earrrl
-  bool shadowed = false;                    // over the limit, let through by shadow mode
+  Nanos retry_after{0};            // 0 when OK; kNever when the hits can never pass
+  std::optional<double> estimate;  // earrrl
+  bool shadowed = false;           // over the limit, let through by shadow mode
   bool unlimited = false;
-  bool charged = false;                     // counted in the rule's state
-  std::uint64_t hits = 0;                   // what the request asked this descriptor to count (0: a look)
+  bool charged = false;    // counted in the rule's state
+  std::uint64_t hits = 0;  // what the request asked this descriptor to count (0: a look)
   // The remote store did not answer for this descriptor (or the breaker is open): the domain's policy decided.
   rules::FailurePolicy fallback = rules::FailurePolicy::kDefault;  // kDefault: no fallback
-  std::string store_error;                  // why, when fallback is set
+  std::string store_error;                                         // why, when fallback is set
 };
 
 struct CheckResponse {
   Code overall = Code::kOk;
-  std::vector<DescriptorStatus> statuses;    // same length and order as the request's descriptors
+  std::vector<DescriptorStatus> statuses;       // same length and order as the request's descriptors
   std::shared_ptr<const rules::RuleSet> rules;  // keeps the statuses' rule pointers valid
 };
 
 struct RequestError {
-  std::string field;    // "domain", "descriptors[2].entries[0].value", ...
+  std::string field;  // "domain", "descriptors[2].entries[0].value", ...
   std::string message;
 };
 
@@ -140,7 +140,7 @@ struct ServiceOptions {
   rules::FailurePolicy redis_failure = rules::FailurePolicy::kFailOpen;  // for domains that name none
   BreakerOptions breaker;
   Nanos fail_closed_retry_after = std::chrono::seconds(1);  // what a fail_closed refusal tells the client
-  std::shared_ptr<DecisionObserver> observer;  // may be null
+  std::shared_ptr<DecisionObserver> observer;               // may be null
   // `sharing: batched` domains decide here and share through it (store/batched/batcher.h); null: they share exactly.
   std::shared_ptr<store::batched::Batcher> batcher;
   // Each checked decision a span (service/record.cc: when the tracer samples it) and an access log line; null: none.
@@ -176,14 +176,14 @@ struct LeaseRequest {
 };
 
 struct LeaseAnswer {
-  bool done = false;             // acquired; released (false: unknown, expired or released: nothing changed)
-  std::string lease;             // acquired: its id, 32 hex digits
-  std::string name;              // the rule's name (or path)
+  bool done = false;  // acquired; released (false: unknown, expired or released: nothing changed)
+  std::string lease;  // acquired: its id, 32 hex digits
+  std::string name;   // the rule's name (or path)
   std::uint32_t max_in_flight = 0;
-  std::uint32_t in_flight = 0;   // acquire: the key's leases after it
+  std::uint32_t in_flight = 0;  // acquire: the key's leases after it
   Nanos lease_ttl{0};
-  Nanos retry_after{0};          // refused: until the first held lease expires (a release may come sooner)
-  std::string store_error;       // not empty: the store did not answer (or refused): nothing is known
+  Nanos retry_after{0};     // refused: until the first held lease expires (a release may come sooner)
+  std::string store_error;  // not empty: the store did not answer (or refused): nothing is known
 };
 
 using LeaseResult = std::variant<LeaseAnswer, RequestError>;
@@ -194,17 +194,17 @@ using LeaseDone = std::function<void(LeaseResult)>;
 struct ReserveRequest {
   std::string domain;
   std::vector<std::pair<std::string, std::string>> entries;
-  std::uint64_t amount = 0;      // reserve: the estimate; settle: the actual (at most kMaxReservationAmount)
-  std::string reservation;       // settle: the id the reserve answered
+  std::uint64_t amount = 0;            // reserve: the estimate; settle: the actual (at most kMaxReservationAmount)
+  std::string reservation;             // settle: the id the reserve answered
   Nanos ttl = kDefaultReservationTtl;  // reserve: how long the reservation is held
 };
 
 struct ReserveAnswer {
-  bool done = false;          // reserved (allowed); settled (false: unknown, expired, settled or another key's)
-  std::string reservation;    // reserved: its id, 32 hex digits
-  std::string name;           // the rule's name (or path)
+  bool done = false;           // reserved (allowed); settled (false: unknown, expired, settled or another key's)
+  std::string reservation;     // reserved: its id, 32 hex digits
+  std::string name;            // the rule's name (or path)
   std::uint64_t reserved = 0;  // settle: the reservation's estimate
-  Decision decision;          // the reserve's check; the settle's overdraw (refused if it overdrew) or look
+  Decision decision;           // the reserve's check; the settle's overdraw (refused if it overdrew) or look
   Nanos ttl{0};
 };
 
@@ -301,10 +301,11 @@ class Service {
   mutable std::mutex overrides_mu_;
   // Request overrides' limiters by configured domain ("" for every other domain) and unit: see override_limiter().
   std::unordered_map<std::string, std::array<std::shared_ptr<Limiter>, 7>> overrides_;
-  std::string overrides_version_;  // the rules' version overrides_ was last pruned for
+  std::string overrides_version_;            // the rules' version overrides_ was last pruned for
   std::unique_ptr<CircuitBreaker> breaker_;  // with a remote store
   RemoteStats remote_stats_;
-  void log_store_health(const store::remote::RemoteResult* unavailable, const store::remote::RemoteResult* error, bool answered);
+  void log_store_health(const store::remote::RemoteResult* unavailable, const store::remote::RemoteResult* error,
+                        bool answered);
 };
 
 }  // namespace rk::service

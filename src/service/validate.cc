@@ -49,8 +49,8 @@ std::optional<RequestError> Service::validate(const CheckRequest& r) const {
     }
     if (bytes > l.max_descriptor_bytes) {
       return RequestError{at() + ".entries", "has keys and values of " + std::to_string(bytes) +
-                                               " bytes in all, over the limit of " +
-                                               std::to_string(l.max_descriptor_bytes) + " per descriptor"};
+                                                 " bytes in all, over the limit of " +
+                                                 std::to_string(l.max_descriptor_bytes) + " per descriptor"};
     }
     request_bytes += bytes;
     if (request_bytes > l.max_request_bytes) {

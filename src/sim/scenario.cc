@@ -226,8 +226,9 @@ void ScenarioReader::burst(const YAML::Node& n, const std::string& where, Client
 }
 
 void ScenarioReader::on_off(const YAML::Node& n, const std::string& where, ClientPattern& p) {
-  check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off",
-                       "arrivals", "seed"});
+  check_map(
+      n, where,
+      {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "on", "off", "arrivals", "seed"});
   p.kind = Pattern::kOnOff;
   p.period_ns = period(n, where, "rate", "period", true).value_or(kNanosPerSecond);
   if (!n["on"] || !n["off"]) fail(n, where + ": needs on and off (durations)");
@@ -244,8 +245,9 @@ void ScenarioReader::on_off(const YAML::Node& n, const std::string& where, Clien
 }
 
 void ScenarioReader::abuser(const YAML::Node& n, const std::string& where, const Scenario& s, ClientPattern& p) {
-  check_map(n, where, {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at",
-                       "reformed_rate", "reformed_period"});
+  check_map(n, where,
+            {"name", "key", "pattern", "count", "cost", "start", "stop", "rate", "period", "reform_at", "reformed_rate",
+             "reformed_period"});
   p.kind = Pattern::kAbuser;
   p.period_ns = period(n, where, "rate", "period", true).value_or(kNanosPerSecond);
   // Reformed: exactly at the limit unless told otherwise.
@@ -299,8 +301,8 @@ void ScenarioReader::check_times(const YAML::Node& n, const std::string& where, 
                          secs(s.duration) + ")");
   }
   if (n["stop"] && p.stop > s.duration) {
-    fail(n["stop"], where + ".stop: " + secs(p.stop) + " is after the end of the scenario (duration " +
-                        secs(s.duration) + ")");
+    fail(n["stop"],
+         where + ".stop: " + secs(p.stop) + " is after the end of the scenario (duration " + secs(s.duration) + ")");
   }
   if (p.stop <= p.start) {
     fail(n["stop"] ? n["stop"] : n["start"],

@@ -44,8 +44,8 @@ struct Scenario {
 // problem is the file as a whole. to_string(): "file:line:column: message".
 using ScenarioError = base::SourceError;
 
-inline constexpr double kMaxAttempts = 1e7;             // `ratekeeper simulate`'s bound, and the engine's at run time
-inline constexpr double kMaxRate = kNanosPerSecond;     // attempts per second per client: one a nanosecond
+inline constexpr double kMaxAttempts = 1e7;          // `ratekeeper simulate`'s bound, and the engine's at run time
+inline constexpr double kMaxRate = kNanosPerSecond;  // attempts per second per client: one a nanosecond
 
 // Bounds on what one scenario may ask for. Each is weighed from the scenario's own numbers before anything is made
 // of them: an entry's `count` clients, their names and their attempts before any of them is expanded, the sample

@@ -83,8 +83,8 @@ bool simulate(const Scenario& scenario, const LimitSpec& spec, const std::functi
 }
 
 bool compare(const Scenario& scenario, std::vector<CompareRow>& rows, std::string& error) {
-  Limiter exact(LimitSpec{.algorithm = Algorithm::kSlidingLog, .limit = scenario.spec.limit,
-                          .window = scenario.spec.window});
+  Limiter exact(
+      LimitSpec{.algorithm = Algorithm::kSlidingLog, .limit = scenario.spec.limit, .window = scenario.spec.window});
   std::vector<Limiter> limiters;
   rows.clear();
   for (const LimitSpec& spec : scenario.compare) {

@@ -25,10 +25,8 @@ double on_time_ns(const ClientPattern& p) {
 double expected_attempts(const ClientPattern& p) {
   const double span = span_ns(p.start, p.stop);
   switch (p.kind) {
-    case Pattern::kPeriodic:
-      return periodic_count(span, p.period_ns);
-    case Pattern::kPoisson:
-      return span / p.period_ns;
+    case Pattern::kPeriodic: return periodic_count(span, p.period_ns);
+    case Pattern::kPoisson: return span / p.period_ns;
     case Pattern::kBurst: {
       if (span <= 0) return 0;
       const double bursts = p.every.count() == 0 ? 1.0 : std::ceil(span / static_cast<double>(p.every.count()));
@@ -80,8 +78,7 @@ std::optional<Nanos> Arrivals::on_off() {
 
 std::optional<Nanos> Arrivals::next() {
   switch (p_.kind) {
-    case Pattern::kPeriodic:
-      return periodic(p_.start, p_.stop, p_.period_ns);
+    case Pattern::kPeriodic: return periodic(p_.start, p_.stop, p_.period_ns);
     case Pattern::kPoisson: {
       on_time_ns_ += exponential_gap_ns();
       if (on_time_ns_ >= span_ns(p_.start, p_.stop)) return std::nullopt;
@@ -103,8 +100,7 @@ std::optional<Nanos> Arrivals::next() {
       ++k_;
       return t;
     }
-    case Pattern::kOnOff:
-      return on_off();
+    case Pattern::kOnOff: return on_off();
     case Pattern::kAbuser: {
       const Nanos reform = std::clamp(p_.reform_at, p_.start, std::max(p_.start, p_.stop));
       if (!reformed_) {

@@ -62,9 +62,9 @@ class Arrivals {
 
   ClientPattern p_;
   std::mt19937_64 rng_;
-  std::uint64_t k_ = 0;      // attempts made in the current phase (periodic, burst, abuser)
-  double on_time_ns_ = 0;    // poisson and on_off: time elapsed on the client's own clock, which stops while off
-  bool reformed_ = false;    // abuser
+  std::uint64_t k_ = 0;    // attempts made in the current phase (periodic, burst, abuser)
+  double on_time_ns_ = 0;  // poisson and on_off: time elapsed on the client's own clock, which stops while off
+  bool reformed_ = false;  // abuser
 };
 
 }  // namespace rk::sim

@@ -130,8 +130,8 @@ std::optional<Parent> parse_b3_multi(std::optional<std::string_view> trace_id, s
     else return std::nullopt;
   }
   if (trace_id || span_id) {
-    if (!trace_id || !span_id || !read_b3_trace_id(*trace_id, p.trace_id) ||
-        !read_hex(*span_id, p.span_id, false) || all_zero(p.span_id)) {
+    if (!trace_id || !span_id || !read_b3_trace_id(*trace_id, p.trace_id) || !read_hex(*span_id, p.span_id, false) ||
+        all_zero(p.span_id)) {
       return std::nullopt;
     }
     p.has_ids = true;

@@ -5,18 +5,10 @@ namespace rk::yaml {
 
 void read_param(Reader& r, const YAML::Node& n, const std::string& where, core::Param p, LimitSpec& spec) {
   switch (p) {
-    case core::Param::kHalfLife:
-      spec.half_life = r.duration(n, where);
-      return;
-    case core::Param::kBurst:
-      spec.burst = r.number(n, where);
-      return;
-    case core::Param::kCapacity:
-      spec.capacity = r.number(n, where);
-      return;
-    case core::Param::kCountRefused:
-      spec.count_refused = r.boolean(n, where);
-      return;
+    case core::Param::kHalfLife: spec.half_life = r.duration(n, where); return;
+    case core::Param::kBurst: spec.burst = r.number(n, where); return;
+    case core::Param::kCapacity: spec.capacity = r.number(n, where); return;
+    case core::Param::kCountRefused: spec.count_refused = r.boolean(n, where); return;
     case core::Param::kAlign:
       if (auto s = r.string(n, where)) {
         if (*s == "calendar") spec.align = Align::kCalendar;

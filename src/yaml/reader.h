@@ -69,8 +69,7 @@ class Reader {
   std::optional<std::string> string(const YAML::Node& n, const std::string& where);
   std::optional<bool> boolean(const YAML::Node& n, const std::string& where);
   // A whole number from lo to hi, written in decimal digits.
-  std::optional<std::uint64_t> whole(const YAML::Node& n, const std::string& where, std::uint64_t lo,
-                                     std::uint64_t hi);
+  std::optional<std::uint64_t> whole(const YAML::Node& n, const std::string& where, std::uint64_t lo, std::uint64_t hi);
   // A finite number.
   std::optional<double> number(const YAML::Node& n, const std::string& where);
   // A duration as rk::parse_duration reads it ("10s", "250ms", "1.5m", "2h", "1d"), never negative.

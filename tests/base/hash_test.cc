@@ -24,9 +24,9 @@ TEST(SipHash128, MatchesTheReferenceOutputs) {
     std::size_t length;
     std::uint64_t lo, hi;
   };
-  for (const Case& c : {Case{0, 0xE6A825BA047F81A3ULL, 0x930255C71472F66DULL},
-                        Case{15, 0x11A8B03399E99354ULL, 0xD9C3CF970FEC087EULL},
-                        Case{100, 0x3317BE09D02D7339ULL, 0xD9E6E58F35C69782ULL}}) {
+  for (const Case& c :
+       {Case{0, 0xE6A825BA047F81A3ULL, 0x930255C71472F66DULL}, Case{15, 0x11A8B03399E99354ULL, 0xD9C3CF970FEC087EULL},
+        Case{100, 0x3317BE09D02D7339ULL, 0xD9E6E58F35C69782ULL}}) {
     const Digest128 d = siphash128(message(c.length), key);
     EXPECT_EQ(d.lo, c.lo) << c.length << " bytes";
     EXPECT_EQ(d.hi, c.hi) << c.length << " bytes";
@@ -47,11 +47,11 @@ TEST(ShardedStore, HashValuesAreStableAcrossBuilds) {
     std::string_view key;
     std::uint64_t hash;
   };
-  for (const Case& c : {Case{"", 0x931C294366A22308ULL}, Case{"a", 0x6DA9F5047569D809ULL},
-                        Case{"ab", 0x7AFB0F89A0B1AC2EULL}, Case{"abc", 0xA95A1A4B77EEAA72ULL},
-                        Case{"203.0.113.7", 0x9F34C24196B153FEULL}, Case{"user:00000000042", 0x89A43C02075642B1ULL},
-                        Case{"user:000000000042", 0x517FAEECAB9D2050ULL},
-                        Case{"api-key:0123456789abcdef0123456789abcdef:with/a/longer/path", 0xA47382F3DE380BBDULL}}) {
+  for (const Case& c :
+       {Case{"", 0x931C294366A22308ULL}, Case{"a", 0x6DA9F5047569D809ULL}, Case{"ab", 0x7AFB0F89A0B1AC2EULL},
+        Case{"abc", 0xA95A1A4B77EEAA72ULL}, Case{"203.0.113.7", 0x9F34C24196B153FEULL},
+        Case{"user:00000000042", 0x89A43C02075642B1ULL}, Case{"user:000000000042", 0x517FAEECAB9D2050ULL},
+        Case{"api-key:0123456789abcdef0123456789abcdef:with/a/longer/path", 0xA47382F3DE380BBDULL}}) {
     EXPECT_EQ(hash_key(c.key, 0x0123456789ABCDEFULL), c.hash) << c.key;
     EXPECT_EQ(KeyHasher(0x0123456789ABCDEFULL)(c.key), c.hash) << c.key;  // the store's, with its precomputed start
   }

@@ -99,8 +99,8 @@ TEST_F(SecretFileTest, ErrorsNameTheFlagAndTheFileNeverTheContent) {
     SecretFile f("--flag", (dir_ / "missing").string());
     ADD_FAILURE() << "no error for a missing file";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "--flag: '" + (dir_ / "missing").string() +
-                                         "' cannot be read: No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              "--flag: '" + (dir_ / "missing").string() + "' cannot be read: No such file or directory");
   }
   try {
     SecretFile f("--flag", dir_.string());

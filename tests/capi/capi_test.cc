@@ -124,11 +124,11 @@ TEST(CApi, EachBadSpecIsRefusedNamingTheParameter) {
   burst_on_bucket.burst = 2;
   rk_spec null_algorithm = spec_for("gcra", 1);
   null_algorithm.algorithm = nullptr;
-  for (const Case& c : {Case{earrrl_no_half_life, "half_life"}, Case{unknown, "algorithm: 'magic'"},
-                        Case{negative, "limit"}, Case{nan_limit, "limit"}, Case{zero_window, "window"},
-                        Case{count_refused, "count_refused: 2"}, Case{no_keys, "max_keys"},
-                        Case{no_key_bytes, "max_key_bytes"}, Case{burst_on_bucket, "burst"},
-                        Case{null_algorithm, "algorithm is NULL"}}) {
+  for (const Case& c :
+       {Case{earrrl_no_half_life, "half_life"}, Case{unknown, "algorithm: 'magic'"}, Case{negative, "limit"},
+        Case{nan_limit, "limit"}, Case{zero_window, "window"}, Case{count_refused, "count_refused: 2"},
+        Case{no_keys, "max_keys"}, Case{no_key_bytes, "max_key_bytes"}, Case{burst_on_bucket, "burst"},
+        Case{null_algorithm, "algorithm is NULL"}}) {
     SCOPED_TRACE(c.says);
     rk_limiter* out = reinterpret_cast<rk_limiter*>(0x1);  // overwritten with NULL on failure
     EXPECT_EQ(rk_limiter_new(&c.spec, &out), RK_INVALID_ARGUMENT);
@@ -304,10 +304,12 @@ TEST(CApi, FormatHeadersGivesTheOneFormattersFields) {
   ASSERT_EQ(rk_format_headers(&l, 1, buf.data(), buf.size(), fields, &n), RK_OK) << rk_last_error();
   std::vector<std::pair<std::string, std::string>> got;
   for (size_t i = 0; i < n; ++i) got.emplace_back(fields[i].name, std::string(fields[i].value, fields[i].value_len));
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"RateLimit-Policy", R"("login";q=5;w=60)"}, {"RateLimit", R"("login";r=0;t=12)"},
-      {"X-RateLimit-Limit", "5"},                  {"X-RateLimit-Remaining", "0"},
-      {"X-RateLimit-Reset", "12"},                 {"Retry-After", "12"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"RateLimit-Policy", R"("login";q=5;w=60)"},
+                                                                     {"RateLimit", R"("login";r=0;t=12)"},
+                                                                     {"X-RateLimit-Limit", "5"},
+                                                                     {"X-RateLimit-Remaining", "0"},
+                                                                     {"X-RateLimit-Reset", "12"},
+                                                                     {"Retry-After", "12"}};
   EXPECT_EQ(got, expected);
 
   // A dry run passes the refusal on as allowed: the fields without Retry-After.

@@ -42,10 +42,15 @@ TEST(Replay, NumbersReadBackExactlyAsTheLimitersDecisions) {
   const Outcome r = replay({"--algorithm", "earrrl", "--limit", "3", "--half-life", "7s", "--window", "1.000000001s"},
                            "0 a\n0.1 a\n0.100000001 a 40\n0.3 a\n1.123456789 a\n");
   ASSERT_EQ(r.code, 0) << r.err;
-  Limiter reference({.algorithm = Algorithm::kEarrrl, .limit = 3, .window = Nanos{1'000'000'001},
+  Limiter reference({.algorithm = Algorithm::kEarrrl,
+                     .limit = 3,
+                     .window = Nanos{1'000'000'001},
                      .half_life = std::chrono::seconds(7)});
-  const std::pair<Nanos, std::uint64_t> attempts[] = {{Nanos{0}, 1}, {Nanos{100'000'000}, 1}, {Nanos{100'000'001}, 40},
-                                                      {Nanos{300'000'000}, 1}, {Nanos{1'123'456'789}, 1}};
+  const std::pair<Nanos, std::uint64_t> attempts[] = {{Nanos{0}, 1},
+                                                      {Nanos{100'000'000}, 1},
+                                                      {Nanos{100'000'001}, 40},
+                                                      {Nanos{300'000'000}, 1},
+                                                      {Nanos{1'123'456'789}, 1}};
   std::istringstream rows(r.out);
   std::string row;
   std::getline(rows, row);  // the header

@@ -223,8 +223,8 @@ TEST(UpstreamEnv, XdsWithUpstreamsDefaults) {
 // given twice keeping its last value, empty entries nothing; an entry without '=' (which upstream drops) refused.
 TEST(UpstreamEnv, NodeMetadataInUpstreamsForm) {
   const auto metadata = [](const std::string& value) {
-    const UpstreamEnv t = translate_upstream_env(
-        {{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"CONFIG_GRPC_XDS_NODE_METADATA", value}}, any_flag);
+    const UpstreamEnv t =
+        translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"CONFIG_GRPC_XDS_NODE_METADATA", value}}, any_flag);
     return t.errors.empty() ? arg(t, "--xds-node-metadata") : "error: " + t.errors[0];
   };
   EXPECT_EQ(metadata("zone=a,url=http://x/?q=1,zone=b,"), R"({"zone":"b","url":"http://x/?q=1"})");
@@ -251,8 +251,8 @@ TEST(UpstreamEnv, VariablesWhoseFlagsLandedAreHonoured) {
   ASSERT_EQ(big.errors.size(), 1u) << joined(big.errors);
   EXPECT_TRUE(big.errors[0].starts_with("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=134217728: ")) << big.errors[0];
   // Over xDS the rules folder is not read: the RUNTIME_ variables say so, and no --skip-dotfiles.
-  const UpstreamEnv xds = translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"RUNTIME_IGNOREDOTFILES", "true"}},
-                                                 any_flag);
+  const UpstreamEnv xds =
+      translate_upstream_env({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, {"RUNTIME_IGNOREDOTFILES", "true"}}, any_flag);
   EXPECT_TRUE(xds.errors.empty()) << joined(xds.errors);
   EXPECT_EQ(arg(xds, "--skip-dotfiles"), "<absent>");
   EXPECT_NE(joined(xds.notes).find("RUNTIME_IGNOREDOTFILES not used: the rules come over xDS"), std::string::npos);

@@ -28,9 +28,8 @@ LimitSpec spec_for(Algorithm a) {
 bool exact(Algorithm a) { return a != Algorithm::kEarrrl; }
 
 bool same(const Decision& a, const Decision& b) {
-  return a.allowed == b.allowed && a.limit == b.limit && a.remaining == b.remaining &&
-         a.retry_after == b.retry_after && a.reset_after == b.reset_after && a.delay == b.delay &&
-         a.estimate == b.estimate;
+  return a.allowed == b.allowed && a.limit == b.limit && a.remaining == b.remaining && a.retry_after == b.retry_after &&
+         a.reset_after == b.reset_after && a.delay == b.delay && a.estimate == b.estimate;
 }
 
 class EveryAlgorithm : public ::testing::TestWithParam<Algorithm> {};

@@ -62,7 +62,9 @@ TEST_P(Debt, ADebitBeyondWhatIsLeftIsRecorded) {
     case Algorithm::kTokenBucket:
     case Algorithm::kLeakyBucket: EXPECT_EQ(back, Nanos{500ms}); break;  // a debt of 5 at 10/s
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingLog: EXPECT_EQ(back, Nanos{1s}); break;      // the window's turn
+    case Algorithm::kSlidingLog:
+      EXPECT_EQ(back, Nanos{1s});
+      break;  // the window's turn
     // The next window, once 15 weighted by what is left of it floors to at most 10: 15 (W - e) / W < 11.
     case Algorithm::kSlidingWindow: EXPECT_EQ(back, Nanos{1s} + Nanos{266'666'667}); break;
     case Algorithm::kEarrrl: EXPECT_GT(back, Nanos{50ms}); break;  // 15 * ln 2 / 1 s, over 10/s for ln(1.04) / λ
@@ -126,7 +128,7 @@ TEST_P(Debt, DecisionsStayHonestWithDebts) {
   int refused = 0, allowed = 0;
   for (int i = 0; i < 5000; ++i) {
     now += static_cast<std::int64_t>(rng() % 400'000'000);  // ~5 a second, some of them debits: ~8 hits
-    const bool back = rng() % 20 == 0;  // a step back of up to 50 ms
+    const bool back = rng() % 20 == 0;                      // a step back of up to 50 ms
     const std::int64_t t = back ? now - static_cast<std::int64_t>(rng() % 50'000'000) : now;
     const std::uint64_t cost = rng() % 20 == 0 ? 5 + rng() % 20 : rng() % 10 == 0 ? 0 : 1;
     const Decision at_latest = l.peek_at("k", Nanos{std::max(t, latest)}, cost);

@@ -99,7 +99,8 @@ TEST(Earrrl, BurstThenWaitAbuserAverage) {
   const std::int64_t period = 5 * sec(half_life);
   for (int c = 0; c < cycles; ++c) {
     for (int i = 0; i < 10'000; ++i) {
-      if (earrrl_decide(p, s, c * period, 1).allowed) ++admitted; else break;
+      if (earrrl_decide(p, s, c * period, 1).allowed) ++admitted;
+      else break;
     }
   }
   const double average = static_cast<double>(admitted) / (cycles * 5 * half_life);
@@ -182,7 +183,7 @@ TEST(Earrrl, ClockGoingBackwardsNeitherDecaysNorForgives) {
   const auto p = params(1, 10);
   EarrrlState s;
   earrrl_decide(p, s, 100 * kSec, 5);
-  const Decision d = earrrl_decide(p, s, 50 * kSec, 1);  // 50 s in the past
+  const Decision d = earrrl_decide(p, s, 50 * kSec, 1);     // 50 s in the past
   EXPECT_NEAR(*d.estimate, 5 * std::log(2.0) / 10, 1e-12);  // as if no time passed
   EXPECT_EQ(s.t_ns, 100 * kSec);
   EXPECT_DOUBLE_EQ(s.n, 6);
@@ -196,7 +197,7 @@ TEST(Earrrl, ExtremeInputsStayFinite) {
            d.reset_after.count() >= 0;
   };
   const std::uint64_t huge = std::numeric_limits<std::uint64_t>::max();
-  EXPECT_TRUE(finite(earrrl_decide(p, s, 0, 0)));      // cost 0 on a fresh key
+  EXPECT_TRUE(finite(earrrl_decide(p, s, 0, 0)));  // cost 0 on a fresh key
   EXPECT_EQ(s.n, 0);
   EXPECT_TRUE(finite(earrrl_decide(p, s, 0, huge)));
   Decision d;

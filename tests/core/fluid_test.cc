@@ -18,8 +18,8 @@ namespace {
 using namespace rk::test;
 
 FluidParams params(double limit, double window_s, double capacity) {
-  return fluid_params(LimitSpec{.algorithm = Algorithm::kTokenBucket, .limit = limit, .window = Nanos{sec(window_s)},
-                                .capacity = capacity});
+  return fluid_params(LimitSpec{
+      .algorithm = Algorithm::kTokenBucket, .limit = limit, .window = Nanos{sec(window_s)}, .capacity = capacity});
 }
 
 TEST(TokenBucket, FullBucketThenRefill) {
@@ -69,7 +69,7 @@ TEST(LeakyBucket, LevelDrainsContinuously) {
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(fluid_decide(p, s, 0, 1).allowed);
   const Decision full = fluid_decide(p, s, 0, 1);
   EXPECT_FALSE(full.allowed);
-  EXPECT_EQ(full.reset_after, Nanos{kSec});  // ten requests at 100 ms each
+  EXPECT_EQ(full.reset_after, Nanos{kSec});                 // ten requests at 100 ms each
   EXPECT_TRUE(fluid_decide(p, s, 100'000'000, 1).allowed);  // 100 ms drains one
   EXPECT_EQ(fluid_decide(p, s, 100'000'000, 0).reset_after, Nanos{kSec});
   EXPECT_FALSE(fluid_forgettable(p, s, kSec));
@@ -108,10 +108,10 @@ TEST(TokenBucket, IsGcraWhenEverythingIsWhole) {
     const double limit = static_cast<double>(1 + rng() % 20);
     const std::int64_t window = static_cast<std::int64_t>(limit) * static_cast<std::int64_t>(1 + rng() % 1'000'000);
     const double capacity = static_cast<double>(1 + rng() % 10);
-    const auto fp = fluid_params(LimitSpec{.algorithm = Algorithm::kTokenBucket, .limit = limit,
-                                           .window = Nanos{window}, .capacity = capacity});
-    const auto gp = gcra_params(LimitSpec{.algorithm = Algorithm::kGcra, .limit = limit, .window = Nanos{window},
-                                          .burst = capacity - 1});
+    const auto fp = fluid_params(
+        LimitSpec{.algorithm = Algorithm::kTokenBucket, .limit = limit, .window = Nanos{window}, .capacity = capacity});
+    const auto gp = gcra_params(
+        LimitSpec{.algorithm = Algorithm::kGcra, .limit = limit, .window = Nanos{window}, .burst = capacity - 1});
     FluidState fs;
     GcraState gs;
     std::int64_t t = 1'000'000;
@@ -200,7 +200,7 @@ TEST(Fluid, RemainingIsExactWhereTheTestTurns) {
     const double capacity = std::max(1.0, std::floor(std::pow(10.0, 12 * unit(rng))) / (rng() % 2 ? 1 : 4));
     const double limit = std::floor(std::pow(10.0, 9 * unit(rng))) + 1;
     const double window_s = std::pow(10.0, 5 * unit(rng) - 3);  // 1 ms to a day
-    if (capacity * window_s / limit * 1e9 > 3e18) continue;  // beyond what validation allows
+    if (capacity * window_s / limit * 1e9 > 3e18) continue;     // beyond what validation allows
     const auto p = params(limit, window_s, capacity);
     const double frac = rng() % 4 == 0 ? 0 : unit(rng);
     const double k0 = std::floor(unit(rng) * (p.whole_capacity + 1));
@@ -212,8 +212,8 @@ TEST(Fluid, RemainingIsExactWhereTheTestTurns) {
       const double k = fluid_detail::room(p, b);
       auto fits = [&](double n) { return fluid_detail::fits(p, b, n); };
       ASSERT_TRUE(k == 0 || fits(k)) << "capacity " << capacity << " interval " << p.interval << " k " << k;
-      ASSERT_FALSE(k + 1 <= p.capacity && fits(k + 1)) << "capacity " << capacity << " interval " << p.interval
-                                                       << " k " << k;
+      ASSERT_FALSE(k + 1 <= p.capacity && fits(k + 1))
+          << "capacity " << capacity << " interval " << p.interval << " k " << k;
       ++checked;
     }
   }

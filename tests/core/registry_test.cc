@@ -49,8 +49,9 @@ TEST(Registry, NamesRoundTrip) {
   for (Param p : kAllParams) EXPECT_EQ(parse_param(param_name(p)), p);
   EXPECT_EQ(parse_param("limit"), std::nullopt);
   EXPECT_EQ(takers(Param::kBurst), "gcra and leaky_queue");
-  EXPECT_EQ(takers(Param::kCountRefused), "earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, "
-                                         "sliding_log and sliding_window");  // every one
+  EXPECT_EQ(takers(Param::kCountRefused),
+            "earrrl, gcra, token_bucket, leaky_bucket, leaky_queue, fixed_window, "
+            "sliding_log and sliding_window");  // every one
 }
 
 TEST(Registry, DefaultsFillOnlyWhatTheAlgorithmTakes) {
@@ -74,8 +75,9 @@ TEST(Registry, EveryAlgorithmRunsInMemoryAndRedisAndTheOneThatCannotLiveInShared
   }
   const auto why = store_refuses({.algorithm = Algorithm::kSlidingLog, .limit = 5}, StoreKind::kShared);
   ASSERT_TRUE(why);
-  EXPECT_EQ(*why, "sliding_log cannot run in the shared memory store: sliding_log keeps a log per key that grows with "
-                  "its limit, and shared memory has fixed-size slots");
+  EXPECT_EQ(*why,
+            "sliding_log cannot run in the shared memory store: sliding_log keeps a log per key that grows with "
+            "its limit, and shared memory has fixed-size slots");
   EXPECT_FALSE(store_refuses({.algorithm = Algorithm::kGcra, .limit = 5}, StoreKind::kShared));
 }
 

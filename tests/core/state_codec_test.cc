@@ -28,9 +28,7 @@ bool same(const FluidState& a, const FluidState& b) {
 bool same(const FixedWindowState& a, const FixedWindowState& b) {
   return a.start_ns == b.start_ns && a.count == b.count;
 }
-bool same(const SlidingWindowState& a, const SlidingWindowState& b) {
-  return a.lo == b.lo && a.hi == b.hi;
-}
+bool same(const SlidingWindowState& a, const SlidingWindowState& b) { return a.lo == b.lo && a.hi == b.hi; }
 bool same(const SlidingLogState& a, const SlidingLogState& b) {
   if (a.size() != b.size() || a.sum() != b.sum()) return false;
   for (std::uint32_t i = 0; i < a.size(); ++i) {
@@ -155,9 +153,9 @@ TEST(StateCodec, RefusesImpossibleStates) {
   EXPECT_FALSE(decodes<Fluid>(u64(7) + f64(std::nan(""))));
   // Logs: in order, positive costs, a sum that fits, a count within the bound and the bytes present.
   EXPECT_TRUE(decodes<SlidingLog>(u32(2) + u64(1) + u64(3) + u64(2) + u64(4)));
-  EXPECT_FALSE(decodes<SlidingLog>(u32(2) + u64(2) + u64(3) + u64(2) + u64(4)));  // equal times
-  EXPECT_FALSE(decodes<SlidingLog>(u32(2) + u64(2) + u64(3) + u64(1) + u64(4)));  // backwards
-  EXPECT_FALSE(decodes<SlidingLog>(u32(1) + u64(1) + u64(0)));                    // zero cost
+  EXPECT_FALSE(decodes<SlidingLog>(u32(2) + u64(2) + u64(3) + u64(2) + u64(4)));      // equal times
+  EXPECT_FALSE(decodes<SlidingLog>(u32(2) + u64(2) + u64(3) + u64(1) + u64(4)));      // backwards
+  EXPECT_FALSE(decodes<SlidingLog>(u32(1) + u64(1) + u64(0)));                        // zero cost
   EXPECT_FALSE(decodes<SlidingLog>(u32(2) + u64(1) + u64(~0ULL) + u64(2) + u64(1)));  // sum overflows
   EXPECT_FALSE(decodes<SlidingLog>(u32(kMaxLogEntries + 1)));
   EXPECT_FALSE(decodes<SlidingLog>(u32(0xffffffff) + u64(1) + u64(1)));  // a huge count, few bytes: no allocation

@@ -182,9 +182,24 @@ bool same_histories(std::int64_t window, std::uint64_t limit, std::mt19937_64& r
 
 std::vector<std::int64_t> windows_to_try(std::mt19937_64& rng) {
   constexpr std::int64_t kDay = 86'400'000'000'000;
-  std::vector<std::int64_t> w = {1,      2,         3,         7,          8,         1000,      65'535,
-                                 65'536, 65'537,    1'000'000, 999'999'937, 1'000'000'000, 3'600'000'000'000,
-                                 kDay,   7 * kDay,  30 * kDay, 365 * kDay, kMaxDuration.count()};
+  std::vector<std::int64_t> w = {1,
+                                 2,
+                                 3,
+                                 7,
+                                 8,
+                                 1000,
+                                 65'535,
+                                 65'536,
+                                 65'537,
+                                 1'000'000,
+                                 999'999'937,
+                                 1'000'000'000,
+                                 3'600'000'000'000,
+                                 kDay,
+                                 7 * kDay,
+                                 30 * kDay,
+                                 365 * kDay,
+                                 kMaxDuration.count()};
   for (int i = 0; i < 12; ++i) {
     const int bits = 1 + static_cast<int>(rng() % 61);  // log-uniform up to 2^61, below 100 years
     w.push_back(std::min<std::int64_t>(kMaxDuration.count(), 1 + static_cast<std::int64_t>(rng() >> (64 - bits))));
@@ -195,8 +210,8 @@ std::vector<std::int64_t> windows_to_try(std::mt19937_64& rng) {
 TEST(SlidingWindowPacked, SameDecisionsAsTheTwentyFourByteState) {
   std::mt19937_64 rng(20261125);
   for (std::int64_t window : windows_to_try(rng)) {
-    const std::uint64_t most = std::min<std::uint64_t>(static_cast<std::uint64_t>(kMaxLimit),
-                                                       sliding_window_max_count(window));
+    const std::uint64_t most =
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(kMaxLimit), sliding_window_max_count(window));
     const int bits = 1 + static_cast<int>(rng() % 40);
     const std::uint64_t limits[] = {1, 2, 3, 10, std::min(most, 1 + (rng() >> (64 - bits))), most};
     for (std::uint64_t limit : limits) ASSERT_TRUE(same_histories(window, limit, rng, 8, 50));

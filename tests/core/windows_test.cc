@@ -174,8 +174,8 @@ constexpr std::int64_t k2026_03_01 = k2026_02_01 + 28;
 constexpr std::int64_t k2027_01_01 = 20'819;
 
 WindowParams calendar(std::chrono::hours window) {
-  return window_params(LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = window,
-                                 .align = Align::kCalendar});
+  return window_params(
+      LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = window, .align = Align::kCalendar});
 }
 
 TEST(FixedWindowCalendar, MonthsAreCalendarMonths) {
@@ -208,7 +208,9 @@ TEST(FixedWindowCalendar, YearsAndMondayWeeks) {
 }
 
 TEST(FixedWindowCalendar, OnlyForFixedWindowsOfCalendarLength) {
-  LimitSpec s{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = std::chrono::hours(24 * 31),
+  LimitSpec s{.algorithm = Algorithm::kFixedWindow,
+              .limit = 2,
+              .window = std::chrono::hours(24 * 31),
               .align = Align::kCalendar};
   ASSERT_EQ(validate(s).size(), 1u);
   EXPECT_EQ(validate(s)[0].param, "align");

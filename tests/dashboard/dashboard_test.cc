@@ -74,7 +74,7 @@ class DashboardTest : public ::testing::Test {
 
   // As the page's own script calls it: POSTs as application/json, unless `fields` says otherwise.
   server::http::Response call(std::string_view method, std::string_view path, std::string_view query = "",
-                      std::string_view body = "", std::vector<server::http::Field> fields = {}) {
+                              std::string_view body = "", std::vector<server::http::Field> fields = {}) {
     if (fields.empty() && method == "POST") fields.push_back({"Content-Type", "application/json"});
     server::http::Request req;
     req.method = method;
@@ -121,9 +121,9 @@ class DashboardTest : public ::testing::Test {
 };
 
 TEST_F(DashboardTest, RatesCountDecisionsByResultPerRule) {
-  for (int i = 0; i < 5; ++i) check("user", "ann");     // 2 ok, 3 over
-  for (int i = 0; i < 3; ++i) check("shadowed", "x");   // 1 ok, 2 shadowed
-  check("free", "z");                                   // unlimited: not a rate
+  for (int i = 0; i < 5; ++i) check("user", "ann");    // 2 ok, 3 over
+  for (int i = 0; i < 3; ++i) check("shadowed", "x");  // 1 ok, 2 shadowed
+  check("free", "z");                                  // unlimited: not a rate
   const auto res = call("GET", "/v1/admin/rates");
   ASSERT_EQ(res.status, 200) << res.body;
   const json doc = json::parse(res.body);
@@ -153,7 +153,7 @@ TEST_F(DashboardTest, RatesKeepTheLastMinutesOfSamplesForAPageOpenedLater) {
   const json& user = rule(doc, "user")["history"];
   ASSERT_EQ(user.size(), 3u) << doc.dump();
   EXPECT_EQ(user[0], (json{{"seconds_ago", 3.0}, {"ok", 1}, {"refused", 0}}));
-  EXPECT_EQ(user[1], (json{{"seconds_ago", 2.0}, {"ok", 2}, {"refused", 1}}));   // 2 a minute: the third refused
+  EXPECT_EQ(user[1], (json{{"seconds_ago", 2.0}, {"ok", 2}, {"refused", 1}}));  // 2 a minute: the third refused
   EXPECT_EQ(user[2], (json{{"seconds_ago", 1.0}, {"ok", 2}, {"refused", 4}}));
   const json& shadowed = rule(doc, "shadowed")["history"];
   EXPECT_EQ(shadowed[2]["refused"], 2);  // shadow-mode refusals are drawn as refused
@@ -278,9 +278,8 @@ TEST_F(DashboardTest, ThePageIsServedWithItsTypesAndAContentSecurityPolicy) {
     const char* type;
     const char* contains;
   };
-  for (const Want& w : {Want{"/ui", "text/html", "<script src=\"/ui/app.js\""},
-                        Want{"/ui/", "text/html", "<html"}, Want{"/ui/app.js", "text/javascript", "hot-keys"},
-                        Want{"/ui/app.css", "text/css", "{"}}) {
+  for (const Want& w : {Want{"/ui", "text/html", "<script src=\"/ui/app.js\""}, Want{"/ui/", "text/html", "<html"},
+                        Want{"/ui/app.js", "text/javascript", "hot-keys"}, Want{"/ui/app.css", "text/css", "{"}}) {
     const auto res = call("GET", w.path);
     EXPECT_EQ(res.status, 200) << w.path;
     EXPECT_TRUE(res.content_type.starts_with(w.type)) << w.path << ": " << res.content_type;
@@ -383,8 +382,9 @@ TEST_F(DashboardTest, WhatIfBadInputIsAnsweredWithTheFieldAndChangesNothing) {
                                       "rate": 1}])"),
        "clients[0].name", "300 bytes is too long for a name (at most 256)"},
       {body(R"("duration": "8d")", lim, one), "duration", "691200s is over the limit of 604800s"},
-      {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "filler": ")" +
-                          std::string(17000, 'x') + "\"}]"),
+      {body(dur, lim,
+            R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "filler": ")" + std::string(17000, 'x') +
+                "\"}]"),
        "", "the body is 17"},
       {body(R"("duration": "10s", "sample_every": "100us")", lim, one), "sample_every", "over the limit of 20000"},
       {body(dur, lim, R"("clients": [{"name": "a", "pattern": "periodic", "rate": 1, "cost": -1}])"), "clients[0].cost",
@@ -432,12 +432,13 @@ TEST_F(DashboardTest, AdminRefusesForeignHostForeignOriginAndNonJsonPosts) {
   };
   EXPECT_EQ(peek(), 0u);
   // Its own names pass: IP literals, localhost names, the same origin, and JSON as the page sends it.
-  for (std::string_view host : {"127.0.0.1:9090", "[::1]:9090", "10.1.2.3", "localhost:9090", "LOCALHOST.",
-                                "admin.localhost:8000"}) {
+  for (std::string_view host :
+       {"127.0.0.1:9090", "[::1]:9090", "10.1.2.3", "localhost:9090", "LOCALHOST.", "admin.localhost:8000"}) {
     EXPECT_EQ(call("GET", "/v1/admin/rates", "", "", {{"Host", host}}).status, 200) << host;
   }
   const auto ok = call("POST", "/v1/admin/reset", "", reset,
-                       {{"Host", "127.0.0.1:9090"}, {"Origin", "http://127.0.0.1:9090"},
+                       {{"Host", "127.0.0.1:9090"},
+                        {"Origin", "http://127.0.0.1:9090"},
                         {"Content-Type", "Application/JSON; charset=utf-8"}});
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(peek(), 1u);  // fresh: a look at cost 1 leaves 1 of 2
@@ -476,9 +477,9 @@ forward_auth:
     - entries: [{key: caller, from: header, header: Authorization}]
 )";
   ASSERT_TRUE(reloader_->load_now().empty());
-  for (const auto& [key, value] : {std::pair{"api_key", "sk_live_SECRET"},
-                                   std::pair{"caller", "Bearer eyJhbGciOi.secret"},
-                                   std::pair{"remote_address", "203.0.113.7"}}) {
+  for (const auto& [key, value] :
+       {std::pair{"api_key", "sk_live_SECRET"}, std::pair{"caller", "Bearer eyJhbGciOi.secret"},
+        std::pair{"remote_address", "203.0.113.7"}}) {
     service::CheckRequest r{.domain = "auth"};
     r.descriptors.push_back({.entries = {{key, value}}});
     ASSERT_TRUE(std::holds_alternative<service::CheckResponse>(service_->check(r)));
@@ -504,7 +505,8 @@ forward_auth:
 // request, before anything is expanded or run.
 TEST_F(DashboardTest, AHundredThousandLongNamesAreRefusedBeforeAnyIsMade) {
   const std::string body = R"({"duration": "60s", "limiter": {"algorithm": "gcra", "limit": 5},
-    "clients": [{"name": ")" + std::string(4089, 'n') + R"(", "pattern": "periodic", "rate": 1, "count": 100000}]})";
+    "clients": [{"name": ")" +
+                           std::string(4089, 'n') + R"(", "pattern": "periodic", "rate": 1, "count": 100000}]})";
   const WhatIfLimits limits;  // the admin listener's
   test::reset_peak_rss();
   const std::int64_t before = test::rss_bytes();
@@ -649,7 +651,6 @@ TEST(WhatIf, ARunnerGoingAwayStopsItsRunAndAnswersIt) {
   EXPECT_EQ(std::get<WhatIfError>(*answer).status, 503);
   EXPECT_NE(std::get<WhatIfError>(*answer).message.find("the admin listener is stopping"), std::string::npos);
 }
-
 
 }  // namespace
 }  // namespace rk::dashboard

@@ -37,7 +37,7 @@ TEST(HotKeys, CountsDecaySoRecentTrafficOutranksOldTraffic) {
   ASSERT_EQ(top.size(), 2u);
   EXPECT_EQ(top[0].key, "new");
   EXPECT_NEAR(top[0].hits, 10, 1e-9);
-  EXPECT_NEAR(top[1].hits, 100.0 / 1024, 1e-9);  // ten half-lives
+  EXPECT_NEAR(top[1].hits, 100.0 / 1024, 1e-9);   // ten half-lives
   EXPECT_NEAR(hot.top(1, 11s)[0].hits, 5, 1e-9);  // read later: half
 }
 
@@ -58,8 +58,8 @@ TEST(HotKeys, KeysHeldAreFoundAfterManyTakeOvers) {
     keys.insert(k.key);
     hits += k.hits;
   }
-  EXPECT_EQ(keys.size(), 8u);       // no key twice
-  EXPECT_NEAR(hits, 20000, 1e-6);   // each attempt counted once, in one counter (no decay at one instant)
+  EXPECT_EQ(keys.size(), 8u);      // no key twice
+  EXPECT_NEAR(hits, 20000, 1e-6);  // each attempt counted once, in one counter (no decay at one instant)
   for (const auto& k : top) {
     const double before = k.hits;
     hot.add(k.key, false, Nanos{0});  // a key held adds to its own counter, taking none over
@@ -75,7 +75,7 @@ TEST(HotKeys, StaysFiniteOverCenturiesAndWhenTheClockGoesBack) {
   HotKeys hot({.capacity = 4, .half_life = 1s});
   hot.add("a", false, Nanos{0});
   for (int y = 1; y <= 100; ++y) hot.add("a", false, std::chrono::hours(24 * 365) * y);  // rescales on the way
-  hot.add("a", false, std::chrono::hours(24 * 365));  // back in time: weighs as now
+  hot.add("a", false, std::chrono::hours(24 * 365));                                     // back in time: weighs as now
   const auto top = hot.top(1, std::chrono::hours(24 * 365 * 100));
   ASSERT_EQ(top.size(), 1u);
   EXPECT_TRUE(std::isfinite(top[0].hits));

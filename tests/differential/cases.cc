@@ -42,13 +42,28 @@ struct Rng {
 std::int64_t draw_window(Rng& r) {
   // Divisors of a day (epoch-aligned windows that are also calendar ones), a week, a month, a year, and windows
   // that are not a whole number of microseconds.
-  static constexpr std::int64_t kFixed[] = {
-      kMs, kS, 60 * kS, 3'600 * kS, kDay, 7 * kDay, 30 * kDay, kYear, 15 * 60 * kS, 20 * 60 * kS, 90 * 60 * kS,
-      8 * 3'600 * kS, 12 * 3'600 * kS, kS / 2, kDay / 1'000'000 /* 86.4 ms */, 1'000'001, 999'999'999, 1'000'000'007};
+  static constexpr std::int64_t kFixed[] = {kMs,
+                                            kS,
+                                            60 * kS,
+                                            3'600 * kS,
+                                            kDay,
+                                            7 * kDay,
+                                            30 * kDay,
+                                            kYear,
+                                            15 * 60 * kS,
+                                            20 * 60 * kS,
+                                            90 * 60 * kS,
+                                            8 * 3'600 * kS,
+                                            12 * 3'600 * kS,
+                                            kS / 2,
+                                            kDay / 1'000'000 /* 86.4 ms */,
+                                            1'000'001,
+                                            999'999'999,
+                                            1'000'000'007};
   switch (r.below(3)) {
     case 0: return kFixed[r.below(std::size(kFixed))];
-    case 1: return r.log_between(kMs, kYear);                       // almost never a whole microsecond
-    default: return r.log_between(kMs / kUs, kYear / kUs) * kUs;    // a whole microsecond
+    case 1: return r.log_between(kMs, kYear);                     // almost never a whole microsecond
+    default: return r.log_between(kMs / kUs, kYear / kUs) * kUs;  // a whole microsecond
   }
 }
 
@@ -75,9 +90,7 @@ LimitSpec draw_spec(Rng& r) {
   s.window = Nanos{draw_window(r)};
   s.limit = draw_rate_limit(r, windowed);
   switch (s.algorithm) {
-    case Algorithm::kEarrrl:
-      s.half_life = Nanos{r.chance(20) ? s.window.count() : r.log_between(kMs, kYear)};
-      break;
+    case Algorithm::kEarrrl: s.half_life = Nanos{r.chance(20) ? s.window.count() : r.log_between(kMs, kYear)}; break;
     case Algorithm::kGcra:
     case Algorithm::kLeakyQueue:
       if (r.chance(70)) s.burst = static_cast<double>(r.chance(80) ? r.below(6) : r.below(200));
@@ -210,8 +223,8 @@ std::uint64_t TraceMaker::next_cost() {
   if (pick < 55) return 1;
   if (pick < 65) return 0;
   if (pick < 85) return below(top + 3);
-  if (pick < 95) return top + below(2);                // exactly at, and just above, what can ever pass
-  return std::uint64_t{1} << (20 + below(30));          // far above
+  if (pick < 95) return top + below(2);         // exactly at, and just above, what can ever pass
+  return std::uint64_t{1} << (20 + below(30));  // far above
 }
 
 Step TraceMaker::next(const Decision* previous) {

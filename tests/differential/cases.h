@@ -20,8 +20,8 @@
 namespace rk::diff {
 
 struct Step {
-  int key = 0;              // which of the case's keys
-  std::int64_t t_ns = 0;    // the caller's time: mostly rising, sometimes back
+  int key = 0;            // which of the case's keys
+  std::int64_t t_ns = 0;  // the caller's time: mostly rising, sometimes back
   std::uint64_t cost = 1;
   bool peek = false;
   // Where the generator aimed (for reading a failure): "gap", "boundary+1", "retry_after-1", "back", ...

@@ -65,14 +65,15 @@ bool is_redis(Store s) { return s == Store::kRedis || s == Store::kRedisPacked; 
 //     and the 1 ns margin may fall either side (earrrl_ns).
 //   allowed, limit and delay are always compared exactly (delay is integer gcra arithmetic in both).
 struct Tolerance {
-  int value_ulps = 0;         // remaining, estimate
+  int value_ulps = 0;          // remaining, estimate
   bool durations_ulp = false;  // retry_after, reset_after above 2^53 ns: one ulp of a double
   std::int64_t earrrl_ns = 0;  // earrrl retry_after, reset_after
 };
 
 Tolerance tolerance(Store store, Algorithm a) {
   if (!is_redis(store)) return {};
-  return {.value_ulps = a == Algorithm::kEarrrl ? 16 : 0, .durations_ulp = true,
+  return {.value_ulps = a == Algorithm::kEarrrl ? 16 : 0,
+          .durations_ulp = true,
           .earrrl_ns = a == Algorithm::kEarrrl ? 1 : 0};
 }
 // ---------------------------------------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ struct Finding {
   // A window or half-life, or the time since the key's last write, of 2^53 ns or more; or a sliding window whose
   // limit x window reaches 2^53 (docs/redis.md: where the scripts' doubles stop being exact).
   bool long_span = false;
-  std::string report;   // everything needed to read and replay it
+  std::string report;  // everything needed to read and replay it
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -185,26 +186,25 @@ Decision from_c(const rk_decision& d) {
 
 // The real redis-server and the remote store the service uses, with the caller's clock: unpacked, and packed into
 // hashes (enough of them that none fills up here: a full hash's pruning is tests/store/redis/remote_packed_test.cc's).
-// The scripts' two forms (src/store/redis/lua_script.h) are both compared: the unpacked store calls functions, the packed
-// one, as a user who
-// may not, EVAL scripts.
+// The scripts' two forms (src/store/redis/lua_script.h) are both compared: the unpacked store calls functions, the
+// packed one, as a user who may not, EVAL scripts.
 class Redis {
  public:
   Redis()
       : store_(store::redis::make_redis_remote({.url = process_.url(), .caller_clock = true, .timeout = 10s})),
-        packed_(store::redis::make_redis_remote({.url = no_functions_url(), .caller_clock = true, .timeout = 10s,
-                                          .packed_hashes = 4096})) {}
+        packed_(store::redis::make_redis_remote(
+            {.url = no_functions_url(), .caller_clock = true, .timeout = 10s, .packed_hashes = 4096})) {}
   ~Redis() {
     store_->close();
     packed_->close();
   }
-  store::remote::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost, bool peek,
-                             bool packed) {
+  store::remote::RemoteResult decide(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t cost,
+                                     bool peek, bool packed) {
     std::promise<store::remote::RemoteResult> p;
     auto f = p.get_future();
-    (packed ? packed_ : store_)->decide({{&spec, key, cost, peek}}, now, [&p](std::vector<store::remote::RemoteResult> r) {
-      p.set_value(std::move(r.at(0)));
-    });
+    (packed ? packed_ : store_)
+        ->decide({{&spec, key, cost, peek}}, now,
+                 [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
     return f.get();
   }
   // How many times Redis ran `command` ("fcall", "evalsha").
@@ -212,8 +212,9 @@ class Redis {
 
  private:
   std::string no_functions_url() {
-    EXPECT_EQ(redis_test::redis_cli(process_.port(), "ACL SETUSER nofn on '>pw' '~*' '&*' +@all -function -fcall "
-                                                     "-fcall_ro"),
+    EXPECT_EQ(redis_test::redis_cli(process_.port(),
+                                    "ACL SETUSER nofn on '>pw' '~*' '&*' +@all -function -fcall "
+                                    "-fcall_ro"),
               "OK");
     return "redis://nofn:pw@127.0.0.1:" + std::to_string(process_.port());
   }
@@ -316,7 +317,7 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
   std::vector<Decision> ref;
   std::vector<std::int64_t> latest(static_cast<std::size_t>(c.keys), std::numeric_limits<std::int64_t>::min());
   bool live[kStoreCount] = {stores.shared.has_value(), stores.capi != nullptr, stores.capi_shared != nullptr,
-                           redis_ != nullptr, redis_ != nullptr};
+                            redis_ != nullptr, redis_ != nullptr};
   std::map<std::string, bool> property_seen;
   // Redis expires a key PX ms of its own wall time after the write; tracked to tell that apart from a difference.
   struct Written {
@@ -464,8 +465,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
             maybe_expired[static_cast<std::size_t>(s.key)] = true;
           }
           if (r.status != store::remote::RemoteResult::Status::kOk) {
-            error =
-                std::string(r.status == store::remote::RemoteResult::Status::kError ? "error: " : "unavailable: ") + r.error;
+            error = std::string(r.status == store::remote::RemoteResult::Status::kError ? "error: " : "unavailable: ") +
+                    r.error;
           }
           got = r.decision;
           if (error.empty() && !s.peek) {
@@ -486,8 +487,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
         }
       }
       ++tally.compared[k];
-      const std::string field =
-          error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm)) : "error";
+      const std::string field = error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm))
+                                              : "error";
       if (field.empty()) continue;
       live[k] = false;  // the states part here: later steps would only repeat this difference
       if (is_redis(store) && maybe_expired_in[store == Store::kRedisPacked][static_cast<std::size_t>(s.key)]) {
@@ -517,7 +518,7 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
   Tally tally;
   std::map<std::string, std::vector<Finding>> unknown;  // by class: what + field
   std::map<std::string, std::vector<Finding>> known;    // by known difference
-  std::vector<Case> kept;  // findings point into these
+  std::vector<Case> kept;                               // findings point into these
   kept.reserve(cases);
   const auto started = std::chrono::steady_clock::now();
   for (std::uint64_t n = 0; n < cases; ++n) {

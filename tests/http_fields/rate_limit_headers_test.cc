@@ -31,20 +31,20 @@ Fields after(const LimitSpec& spec, int attempts, Nanos now, std::uint64_t cost 
 TEST(RateLimitHeaders, AllowedFixedWindow) {
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 60s};
   EXPECT_EQ(after(spec, 3, Nanos{15'500'000'000}), (Fields{{"RateLimit-Policy", R"("api";q=10;w=60)"},
-                                                            {"RateLimit", R"("api";r=7;t=45)"},
-                                                            {"X-RateLimit-Limit", "10"},
-                                                            {"X-RateLimit-Remaining", "7"},
-                                                            {"X-RateLimit-Reset", "45"}}));
+                                                           {"RateLimit", R"("api";r=7;t=45)"},
+                                                           {"X-RateLimit-Limit", "10"},
+                                                           {"X-RateLimit-Remaining", "7"},
+                                                           {"X-RateLimit-Reset", "45"}}));
 }
 
 TEST(RateLimitHeaders, RefusedFixedWindowSaysRetryAfterNoEarlierThanT) {
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 60s};
   EXPECT_EQ(after(spec, 11, Nanos{15'500'000'000}), (Fields{{"RateLimit-Policy", R"("api";q=10;w=60)"},
-                                                             {"RateLimit", R"("api";r=0;t=45)"},
-                                                             {"X-RateLimit-Limit", "10"},
-                                                             {"X-RateLimit-Remaining", "0"},
-                                                             {"X-RateLimit-Reset", "45"},
-                                                             {"Retry-After", "45"}}));
+                                                            {"RateLimit", R"("api";r=0;t=45)"},
+                                                            {"X-RateLimit-Limit", "10"},
+                                                            {"X-RateLimit-Remaining", "0"},
+                                                            {"X-RateLimit-Reset", "45"},
+                                                            {"Retry-After", "45"}}));
 }
 
 // A cost above what the limit can ever admit: "never", said as the largest 32-bit count of seconds (not
@@ -54,11 +54,11 @@ TEST(RateLimitHeaders, RefusedFixedWindowSaysRetryAfterNoEarlierThanT) {
 TEST(RateLimitHeaders, NeverIsTheLargest32BitSecondsInEveryField) {
   const LimitSpec spec{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 60s};
   EXPECT_EQ(after(spec, 1, Nanos{15'500'000'000}, 11), (Fields{{"RateLimit-Policy", R"("api";q=10;w=60)"},
-                                                                {"RateLimit", R"("api";r=10;t=2147483647)"},
-                                                                {"X-RateLimit-Limit", "10"},
-                                                                {"X-RateLimit-Remaining", "10"},
-                                                                {"X-RateLimit-Reset", "2147483647"},
-                                                                {"Retry-After", "2147483647"}}));
+                                                               {"RateLimit", R"("api";r=10;t=2147483647)"},
+                                                               {"X-RateLimit-Limit", "10"},
+                                                               {"X-RateLimit-Remaining", "10"},
+                                                               {"X-RateLimit-Reset", "2147483647"},
+                                                               {"Retry-After", "2147483647"}}));
 }
 
 // A blocked limit (q=0) as the service hands it over, whatever reset it carries: never, in every field.
@@ -107,14 +107,14 @@ TEST(RateLimitHeaders, PolicyIsWholeNumbersNeverAboveTheLimit) {
   };
   EXPECT_EQ(qw(10, 60s), "10/60");
   EXPECT_EQ(qw(1000, 24h), "1000/86400");
-  EXPECT_EQ(qw(0.5, 1s), "1/2");                      // nginx's 0.5r/s: one every two seconds, not q=0
+  EXPECT_EQ(qw(0.5, 1s), "1/2");  // nginx's 0.5r/s: one every two seconds, not q=0
   EXPECT_EQ(qw(1.0 / 3, 1s), "1/3");
-  EXPECT_EQ(qw(0.3, 1s), "1/4");                      // rounded to the slower side
+  EXPECT_EQ(qw(0.3, 1s), "1/4");  // rounded to the slower side
   EXPECT_EQ(qw(1.5, 1s), "1/1");
-  EXPECT_EQ(qw(1, 100ms), "10/1");                    // a sub-second window, said per second
+  EXPECT_EQ(qw(1, 100ms), "10/1");  // a sub-second window, said per second
   EXPECT_EQ(qw(3, 1500ms), "4/2");
-  EXPECT_EQ(qw(0, 60s), "0/60");                      // blocked
-  EXPECT_EQ(qw(1e30, 1s), "999999999999999/1");       // Structured Fields integers have 15 digits
+  EXPECT_EQ(qw(0, 60s), "0/60");                 // blocked
+  EXPECT_EQ(qw(1e30, 1s), "999999999999999/1");  // Structured Fields integers have 15 digits
   EXPECT_EQ(qw(std::nan(""), 1s), "0/1");
 }
 
@@ -141,8 +141,12 @@ TEST(RateLimitHeaders, TheBindingLimitIsTheRefusingOneWithTheLongestWaitElseTheL
 }
 
 TEST(RateLimitHeaders, OddNamesAndNumbersStayInTheGrammar) {
-  const LimitState s{.name = "caf\xc3\xa9\\\x01", .quota = 1, .window = 1s, .refused = true,
-                     .remaining = std::numeric_limits<double>::quiet_NaN(), .reset = Nanos::max()};
+  const LimitState s{.name = "caf\xc3\xa9\\\x01",
+                     .quota = 1,
+                     .window = 1s,
+                     .refused = true,
+                     .remaining = std::numeric_limits<double>::quiet_NaN(),
+                     .reset = Nanos::max()};
   const Fields f = format(std::span(&s, 1));
   EXPECT_EQ(f[1].second, R"("caf??\\?";r=0;t=2147483647)");
   EXPECT_EQ(f.back().second, "2147483647");

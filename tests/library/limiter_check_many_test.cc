@@ -76,8 +76,8 @@ TEST(CheckMany, DecidesAsSingleChecksInOrder) {
     Limiter batched(spec_for(a), options), single(spec_for(a), options);
     std::mt19937_64 rng(7);
     std::vector<std::string> pool;
-    for (int i = 0; i < 200; ++i) pool.push_back(i % 10 == 0 ? std::string(70 + i % 3, 'k') + std::to_string(i)
-                                                             : "key:" + std::to_string(i));
+    for (int i = 0; i < 200; ++i)
+      pool.push_back(i % 10 == 0 ? std::string(70 + i % 3, 'k') + std::to_string(i) : "key:" + std::to_string(i));
     pool.push_back("");
     std::int64_t now = 0;
     for (int round = 0; round < 300; ++round) {

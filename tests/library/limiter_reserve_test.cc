@@ -15,8 +15,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr Algorithm kAll[] = {Algorithm::kEarrrl,      Algorithm::kGcra,       Algorithm::kLeakyQueue,
-                              Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
+constexpr Algorithm kAll[] = {Algorithm::kEarrrl,      Algorithm::kGcra,         Algorithm::kLeakyQueue,
+                              Algorithm::kTokenBucket, Algorithm::kLeakyBucket,  Algorithm::kFixedWindow,
                               Algorithm::kSlidingLog,  Algorithm::kSlidingWindow};
 
 // 10 a second; the buckets and GCRA hold 10 at once, as the windows do.
@@ -126,8 +126,7 @@ TEST(Reserve, UnknownExpiredSettledOrAnotherKeysIdChangesNothing) {
   ASSERT_TRUE(other.decision.allowed);
   EXPECT_NE(r.id, other.id);
   for (const std::string_view id : {std::string_view(""), std::string_view("not hex"),
-                                    std::string_view("00000000000000000000000000000000"),
-                                    std::string_view(other.id)}) {
+                                    std::string_view("00000000000000000000000000000000"), std::string_view(other.id)}) {
     EXPECT_FALSE(l.settle_at("k", id, t0, 0).settled) << id;
   }
   EXPECT_EQ(l.peek_at("k", t0, 0).remaining, 4);

@@ -89,8 +89,8 @@ TEST(Limiter, SweepForgetsOnlyFreshKeys) {
 
 // 4 threads x 10,000 attempts on one key of a fixed window of 1,000 admit exactly 1,000.
 TEST(Limiter, ExactUnderThreads) {
-  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingWindow,
-                      Algorithm::kGcra, Algorithm::kTokenBucket}) {
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kSlidingWindow, Algorithm::kGcra,
+                      Algorithm::kTokenBucket}) {
     LimitSpec spec{.algorithm = a, .limit = 1000, .window = Nanos{1h}};
     if (a == Algorithm::kGcra) spec.burst = 999;
     Limiter limiter(spec);

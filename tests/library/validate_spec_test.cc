@@ -76,8 +76,9 @@ TEST(Validate, SlidingLogTooLarge) {
 
 TEST(Validate, SlidingWindowLimitBeyondItsCounts) {
   LimitSpec s{.algorithm = Algorithm::kSlidingWindow, .limit = 5e9, .window = Nanos{1}};
-  EXPECT_EQ(only_error(s), "limit: limit 5000000000 is too large for sliding_window with a window of 0.000000001s: "
-                           "at most 4294967295 (a window under 65.536us counts in fewer bits)");
+  EXPECT_EQ(only_error(s),
+            "limit: limit 5000000000 is too large for sliding_window with a window of 0.000000001s: "
+            "at most 4294967295 (a window under 65.536us counts in fewer bits)");
   s.limit = 4294967295;
   EXPECT_TRUE(validate(s).empty());
   s.limit = 1e12;  // kMaxLimit: every window from 65.536 us holds it

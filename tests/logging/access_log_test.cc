@@ -20,8 +20,8 @@ std::vector<nlohmann::json> lines_of(const std::string& path) {
 }
 
 struct AccessLogTest : ::testing::Test {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("rk_access_" + std::to_string(::getpid()) + ".log")).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("rk_access_" + std::to_string(::getpid()) + ".log")).string();
   std::chrono::steady_clock::time_point now{};
   AccessLog::Now clock = [this] { return now; };
   void TearDown() override { std::filesystem::remove(path); }

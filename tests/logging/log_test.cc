@@ -8,8 +8,8 @@ namespace rk::logging {
 namespace {
 
 TEST(LogFormat, JsonIsOneObjectALine) {
-  const std::string line = format_log_line(Format::kJson, Level::kError, "rules rejected",
-                                           {{"error", "rules.yaml:3:5: \"x\""}});
+  const std::string line =
+      format_log_line(Format::kJson, Level::kError, "rules rejected", {{"error", "rules.yaml:3:5: \"x\""}});
   ASSERT_TRUE(line.ends_with("\n"));
   const auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["level"], "error");
@@ -24,8 +24,7 @@ TEST(LogFormat, TextIsKeyValueWithValuesQuotedWhenTheyMustBe) {
   const std::size_t space = line.find(' ');
   ASSERT_NE(space, std::string::npos);
   EXPECT_TRUE(line.substr(0, space).ends_with("Z"));  // the timestamp first
-  EXPECT_EQ(line.substr(space + 1),
-            "info \"rules loaded\" version=abc123 path=\"a b\" empty=\"\" eq=\"k=v\"\n");
+  EXPECT_EQ(line.substr(space + 1), "info \"rules loaded\" version=abc123 path=\"a b\" empty=\"\" eq=\"k=v\"\n");
   // A value cannot forge a line of its own.
   const std::string forged = format_log_line(Format::kText, Level::kInfo, "x", {{"v", "a\ninfo fake"}});
   EXPECT_EQ(forged.find('\n'), forged.size() - 1);

@@ -82,8 +82,9 @@ TEST_F(Limiter, EventsPastTheBoundShareOneAndOnesOverAreForgotten) {
   EXPECT_EQ(written("new-2", 2), 1);  // the same event as new-1: "(other events)"
   now += 10s;
   EXPECT_EQ(written("new-3", 3), 3);  // the others' intervals are over: forgotten, room again
-  EXPECT_EQ(ended, (std::vector<Held>{{.event = std::string(RepeatLimiter::kOtherEvents), .count = 1,
-                                       .level = Level::kError}}));
+  EXPECT_EQ(
+      ended,
+      (std::vector<Held>{{.event = std::string(RepeatLimiter::kOtherEvents), .count = 1, .level = Level::kError}}));
 }
 
 // The log: a flood of one message writes kRepeatLines lines, then the count at exit; other messages go on.
@@ -103,7 +104,8 @@ TEST(Log, AFloodOfOneMessageIsAFewLinesAndACount) {
   EXPECT_NE(lines[kRepeatLines - 1].find("\"i\":\"" + std::to_string(kRepeatLines - 1) + "\""), std::string::npos);
   EXPECT_NE(lines[kRepeatLines].find("\"msg\":\"repeat_limiter_test other\""), std::string::npos);
   EXPECT_NE(lines.back().find("\"msg\":\"log lines suppressed\",\"event\":\"repeat_limiter_test flood\","
-                              "\"suppressed\":\"" + std::to_string(500 - kRepeatLines) + "\",\"interval\":\"10s\""),
+                              "\"suppressed\":\"" +
+                              std::to_string(500 - kRepeatLines) + "\",\"interval\":\"10s\""),
             std::string::npos)
       << lines.back();
 }

@@ -202,12 +202,12 @@ Parsed expect_valid(const Registry& r) {
 
 TEST(MetricsTextReader, RefusesMalformedLines) {
   const char* bad[] = {
-      "# TYPE x gauge\n# HELP x h\nx{a=\"b} 1\n",        // unterminated value
-      "# TYPE x gauge\n# HELP x h\nx 1,5\n",             // a decimal comma
-      "# TYPE x gauge\n# HELP x h\nx{a=\"\\t\"} 1\n",    // an escape the format does not have
-      "# TYPE x gauge\n# HELP x h\nx  1\n",              // two spaces
-      "# TYPE x gauge\n# HELP x h\n1x 1\n",              // a name starting with a digit
-      "x 1\n",                                           // no HELP or TYPE
+      "# TYPE x gauge\n# HELP x h\nx{a=\"b} 1\n",                                 // unterminated value
+      "# TYPE x gauge\n# HELP x h\nx 1,5\n",                                      // a decimal comma
+      "# TYPE x gauge\n# HELP x h\nx{a=\"\\t\"} 1\n",                             // an escape the format does not have
+      "# TYPE x gauge\n# HELP x h\nx  1\n",                                       // two spaces
+      "# TYPE x gauge\n# HELP x h\n1x 1\n",                                       // a name starting with a digit
+      "x 1\n",                                                                    // no HELP or TYPE
       "# TYPE x gauge\n# HELP x h\nx 1\n# TYPE y gauge\n# HELP y h\ny 1\nx 2\n",  // x split in two
       "# TYPE h histogram\n# HELP h h\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
       "# TYPE h histogram\n# HELP h h\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n",  // no +Inf

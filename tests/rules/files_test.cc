@@ -65,13 +65,16 @@ class RulesFilesTest : public ::testing::Test {
     const char* error;
   };
   static constexpr Special kSpecials[] = {
-      {"pipe.yaml", "a FIFO, not a regular file: refused unread (a rules file is a regular file, or a symbolic link "
-                    "to one)"},
-      {"zero.yaml", "a symbolic link to /dev/zero, a character device, not a regular file: refused unread (a rules "
-                    "file is a regular file, or a symbolic link to one)"},
+      {"pipe.yaml",
+       "a FIFO, not a regular file: refused unread (a rules file is a regular file, or a symbolic link "
+       "to one)"},
+      {"zero.yaml",
+       "a symbolic link to /dev/zero, a character device, not a regular file: refused unread (a rules "
+       "file is a regular file, or a symbolic link to one)"},
       {"big.yml", "the file is 16777217 bytes, over the limit of 16777216"},
-      {"folder.yaml", "a directory, not a regular file: refused unread (a rules file is a regular file, or a "
-                      "symbolic link to one)"},
+      {"folder.yaml",
+       "a directory, not a regular file: refused unread (a rules file is a regular file, or a "
+       "symbolic link to one)"},
   };
   void make(const Special& s) {
     const std::string p = path(s.name);

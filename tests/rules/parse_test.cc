@@ -72,7 +72,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1}
   - key: plain
     rate_limit: {unit: second, requests_per_unit: 1}
-)", d);
+)",
+                                   d);
   ASSERT_TRUE(errors.empty()) << errors[0].to_string();
   EXPECT_EQ(d.descriptors[0].metadata,
             R"({"name":"service_1","weight":2,"ratio":0.5,"on":true,"none":null,"quoted":"2","list":["a",1],)"
@@ -92,8 +93,9 @@ TEST(ConfigError, BatchedSharingWithoutRedis) {
   domains.clear();
   const auto errors = load_rules(dir, domains, {.without_redis = true});
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0].to_string(), dir + "/edge.yaml:3:10: sharing: batched needs Redis (serve --redis URL); domain "
-                                         "'edge' has none to share through");
+  EXPECT_EQ(errors[0].to_string(), dir +
+                                       "/edge.yaml:3:10: sharing: batched needs Redis (serve --redis URL); domain "
+                                       "'edge' has none to share through");
 }
 
 std::vector<std::string> error_files() {

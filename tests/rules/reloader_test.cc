@@ -38,8 +38,8 @@ constexpr int kFillers = 12;  // unchanged files, so that a read takes a while a
 constexpr auto kStepPause = 1ms;
 
 std::string rules(const std::string& domain, int limit) {
-  return "domain: " + domain + "\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " +
-         std::to_string(limit) + "}\n";
+  return "domain: " + domain +
+         "\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " + std::to_string(limit) + "}\n";
 }
 
 // Version n of the ConfigMap: domains x and y trade files at every version (so that a.yaml of one version and b.yaml

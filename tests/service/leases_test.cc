@@ -139,8 +139,9 @@ TEST_F(LeasesTest, HundredClientsNeverHoldMoreThanTen) {
         granted.fetch_add(1);
         std::this_thread::yield();
         holding.fetch_sub(1);
-        ASSERT_TRUE(std::get<LeaseAnswer>(
-            service_->release({.domain = "llm", .entries = {{"user", "42"}}, .lease = a.lease})).done);
+        ASSERT_TRUE(
+            std::get<LeaseAnswer>(service_->release({.domain = "llm", .entries = {{"user", "42"}}, .lease = a.lease}))
+                .done);
       }
     });
   }

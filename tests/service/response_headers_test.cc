@@ -49,7 +49,7 @@ class NeverInEveryField : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(file_); }
 
   server::http::Response call(std::string_view method, std::string_view path, std::string_view body,
-                      std::string_view peer = "127.0.0.1") {
+                              std::string_view peer = "127.0.0.1") {
     server::http::Request req{.method = method, .target = path, .path = path, .body = body, .remote_ip = peer};
     server::http::Response res;
     public_routes(*service_, Hooks{})(req, res);
@@ -106,9 +106,9 @@ TEST_F(NeverInEveryField, ABlockedRuleThroughForwardAuth) {
 }
 
 TEST_F(NeverInEveryField, HitsAboveTheLimitThroughTheHttpApi) {
-  const auto r =
-      call("POST", "/v1/check", R"({"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"ann"}],)"
-                                R"("hits_addend":4}]})");
+  const auto r = call("POST", "/v1/check",
+                      R"({"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"ann"}],)"
+                      R"("hits_addend":4}]})");
   says_never(r, "per_user");
   const auto status = nlohmann::json::parse(r.body)["statuses"][0];
   EXPECT_EQ(status["duration_until_reset"], std::string(kNever) + "s") << r.body;

@@ -32,9 +32,8 @@ descriptors:
 class EnvoyCompat : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("rk-compat-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("rk-compat-" + std::to_string(::getpid()) + "-" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -102,8 +101,8 @@ TEST_F(EnvoyCompat, MultiserviceTokenQuotaScript) {
     check("rl", {desc({{"service", chosen}}, 1)});
     return chosen;
   };
-  const std::vector<std::string> expected = {"service_1", "service_1", "service_2", "service_2", "service_2",
-                                             "refused"};
+  const std::vector<std::string> expected = {"service_1", "service_1", "service_2",
+                                             "service_2", "service_2", "refused"};
   for (std::size_t n = 0; n < expected.size(); ++n) EXPECT_EQ(request(), expected[n]) << "request " << n + 1;
   clock_->advance(60s);
   EXPECT_EQ(request(), "service_1");
@@ -174,10 +173,12 @@ INSTANTIATE_TEST_SUITE_P(All, ZeroAddendEveryAlgorithm, ::testing::ValuesIn(kAll
 // test/config/config_test.go, TestDomainMerge (merge_domain_key1.yaml + merge_domain_key2.yaml): with merging on,
 // both files' limits apply to the one domain; off, the second file is an error.
 TEST_F(EnvoyCompat, ConfigTestDomainMerge) {
-  write("merge_domain_key1.yaml", "domain: test-domain\ndescriptors:\n  - key: key1\n    value: value1\n"
-                                  "    rate_limit: {unit: minute, requests_per_unit: 10}\n");
-  write("merge_domain_key2.yaml", "domain: test-domain\ndescriptors:\n  - key: key2\n    value: value2\n"
-                                  "    rate_limit: {unit: minute, requests_per_unit: 20}\n");
+  write("merge_domain_key1.yaml",
+        "domain: test-domain\ndescriptors:\n  - key: key1\n    value: value1\n"
+        "    rate_limit: {unit: minute, requests_per_unit: 10}\n");
+  write("merge_domain_key2.yaml",
+        "domain: test-domain\ndescriptors:\n  - key: key2\n    value: value2\n"
+        "    rate_limit: {unit: minute, requests_per_unit: 20}\n");
   const auto errors = load(false);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].message.find("domain 'test-domain' is already defined in"), std::string::npos);

@@ -45,9 +45,7 @@ class ServiceTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  void write(const std::string& text, const std::string& name = "edge.yaml") {
-    std::ofstream(dir_ / name) << text;
-  }
+  void write(const std::string& text, const std::string& name = "edge.yaml") { std::ofstream(dir_ / name) << text; }
 
   Service& service(ServiceOptions o = {}) {
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
@@ -159,8 +157,8 @@ TEST_F(ServiceTest, ShadowModeCountsButNeverRefuses) {
 TEST_F(ServiceTest, NothingOfOneDecisionShowsInTheNext) {
   Service& s = service();
   ok(s.check(req({{{"shadowed", "a"}}})));
-  const CheckResponse first = ok(s.check(req({{{"shadowed", "a"}}, {{"remote_address", "50.0.0.5"}},
-                                              {{"user", "bob"}}, {{"remote_address", "10.0.0.9"}}})));
+  const CheckResponse first = ok(s.check(req(
+      {{{"shadowed", "a"}}, {{"remote_address", "50.0.0.5"}}, {{"user", "bob"}}, {{"remote_address", "10.0.0.9"}}})));
   ASSERT_EQ(first.statuses.size(), 4u);
   EXPECT_TRUE(first.statuses[0].shadowed);
   EXPECT_EQ(first.overall, Code::kOverLimit);  // the blocked address
@@ -265,8 +263,8 @@ void flood_overrides(Service& s, const std::string& domain, int n, bool distinct
     CheckRequest r;
     r.domain = domain;
     for (int j = 0; j < 64 && sent < n; ++j, ++sent) {
-      const std::string client =
-          distinct_clients ? "flood-" + std::to_string(sent) : "flood-" + std::to_string(sent % 10);
+      const std::string client = distinct_clients ? "flood-" + std::to_string(sent)
+                                                  : "flood-" + std::to_string(sent % 10);
       r.descriptors.push_back(
           {.entries = {{"client", client}},
            .limit = LimitOverride{static_cast<std::uint32_t>(1000 + sent), static_cast<rules::Unit>(sent % 7)}});

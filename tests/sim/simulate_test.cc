@@ -50,27 +50,29 @@ std::string parse_error(const std::string& yaml) {
 std::vector<SimEvent> run(const Scenario& s, const LimitSpec& spec) {
   std::vector<SimEvent> events;
   std::string error;
-  EXPECT_TRUE(simulate(s, spec, [&](const SimEvent& e) { events.push_back(e); }, error)) << error;
+  EXPECT_TRUE(simulate(
+      s, spec, [&](const SimEvent& e) { events.push_back(e); }, error))
+      << error;
   return events;
 }
 
 // ---- generators -------------------------------------------------------------------------------------------------
 
 TEST(SimulateTraffic, PeriodicIsExactAndNeverDrifts) {
-  const auto times = all_times({.kind = Pattern::kPeriodic, .period_ns = 1e9 / 10, .start = seconds(50),
-                                .stop = seconds(200)});
+  const auto times =
+      all_times({.kind = Pattern::kPeriodic, .period_ns = 1e9 / 10, .start = seconds(50), .stop = seconds(200)});
   ASSERT_EQ(times.size(), 1500u);
   for (std::size_t k = 0; k < times.size(); ++k) EXPECT_EQ(times[k], seconds(50) + milliseconds(100) * k);
   // A rate whose period is not a whole number of nanoseconds: the k-th attempt is rounded from k, not summed.
-  const auto thirds = all_times({.kind = Pattern::kPeriodic, .period_ns = 1e9 / 3, .start = seconds(0),
-                                 .stop = seconds(3000)});
+  const auto thirds =
+      all_times({.kind = Pattern::kPeriodic, .period_ns = 1e9 / 3, .start = seconds(0), .stop = seconds(3000)});
   ASSERT_EQ(thirds.size(), 9000u);
   EXPECT_EQ(thirds[8999], Nanos{2'999'666'666'667});
 }
 
 TEST(SimulateTraffic, PoissonMeanWithinStatisticalBoundsAndReproducible) {
-  const ClientPattern p{.kind = Pattern::kPoisson, .period_ns = 1e8, .start = seconds(0), .stop = seconds(10'000),
-                        .seed = 42};
+  const ClientPattern p{
+      .kind = Pattern::kPoisson, .period_ns = 1e8, .start = seconds(0), .stop = seconds(10'000), .seed = 42};
   const auto times = all_times(p);
   // 100,000 expected, standard deviation 316: five of them either way.
   EXPECT_NEAR(static_cast<double>(times.size()), 100'000.0, 5 * 316.0);
@@ -86,20 +88,32 @@ TEST(SimulateTraffic, PoissonMeanWithinStatisticalBoundsAndReproducible) {
 }
 
 TEST(SimulateTraffic, BurstsOnOffAndAbuserCounts) {
-  const auto bursts = all_times({.kind = Pattern::kBurst, .size = 25, .every = seconds(10),
-                                 .spacing = milliseconds(20), .start = seconds(5), .stop = seconds(60)});
+  const auto bursts = all_times({.kind = Pattern::kBurst,
+                                 .size = 25,
+                                 .every = seconds(10),
+                                 .spacing = milliseconds(20),
+                                 .start = seconds(5),
+                                 .stop = seconds(60)});
   ASSERT_EQ(bursts.size(), 6u * 25);  // at 5, 15, ..., 55 s
   EXPECT_EQ(bursts[0], seconds(5));
   EXPECT_EQ(bursts[24], seconds(5) + milliseconds(480));
   EXPECT_EQ(bursts[25], seconds(15));
 
-  const auto on_off = all_times({.kind = Pattern::kOnOff, .period_ns = 1e8, .on = seconds(5), .off = seconds(5),
-                                 .start = seconds(0), .stop = seconds(60)});
+  const auto on_off = all_times({.kind = Pattern::kOnOff,
+                                 .period_ns = 1e8,
+                                 .on = seconds(5),
+                                 .off = seconds(5),
+                                 .start = seconds(0),
+                                 .stop = seconds(60)});
   ASSERT_EQ(on_off.size(), 6u * 50);
   for (Nanos t : on_off) EXPECT_LT(t % seconds(10), seconds(5)) << t.count();
 
-  const auto abuser = all_times({.kind = Pattern::kAbuser, .period_ns = 6e8, .reform_at = seconds(150),
-                                 .reformed_period_ns = 1e9, .start = seconds(0), .stop = seconds(300)});
+  const auto abuser = all_times({.kind = Pattern::kAbuser,
+                                 .period_ns = 6e8,
+                                 .reform_at = seconds(150),
+                                 .reformed_period_ns = 1e9,
+                                 .start = seconds(0),
+                                 .stop = seconds(300)});
   ASSERT_EQ(abuser.size(), 250u + 150u);
   EXPECT_EQ(abuser[249], milliseconds(149'400));
   EXPECT_EQ(abuser[250], seconds(150));
@@ -190,7 +204,7 @@ TEST(SimulateSeed, FixedWindowLetsTheAbuserThroughAtTheFullRateEveryWindow) {
     allowed[e.time / seconds(10)] += e.decision.allowed;
   }
   for (std::int64_t w = 0; w < 30; ++w) {
-    EXPECT_EQ(allowed[w], 10) << "window " << w;                  // the whole allowance, every window
+    EXPECT_EQ(allowed[w], 10) << "window " << w;                    // the whole allowance, every window
     EXPECT_EQ(attempted[w], w < 15 ? (w % 3 == 2 ? 16 : 17) : 10);  // 1.67/s, then exactly 1/s
   }
 }
@@ -378,8 +392,8 @@ TEST(SimulateBadScenario, AbsurdSizesAreRefusedBeforeAnythingRuns) {
 // The attack of "hostile round two": `count: 100000` of a 4,089-byte name made 100,000 clients, each with two copies
 // of the name (about 1 GB), before any bound was looked at. The bound on names is arithmetic, before expanding.
 TEST(SimulateBadScenario, AHundredThousandLongNamesAreRefusedBeforeAnyIsMade) {
-  const std::string yaml = std::string(kHead) + "  - {name: " + std::string(4089, 'n') +
-                           ", pattern: periodic, rate: 0.01, count: 100000}\n";
+  const std::string yaml =
+      std::string(kHead) + "  - {name: " + std::string(4089, 'n') + ", pattern: periodic, rate: 0.01, count: 100000}\n";
   test::reset_peak_rss();
   const std::int64_t before = test::rss_bytes();
   EXPECT_EQ(parse_error(yaml),
@@ -391,9 +405,9 @@ TEST(SimulateBadScenario, AHundredThousandLongNamesAreRefusedBeforeAnyIsMade) {
                      ", pattern: periodic, rate: 0.01, count: 2000}\n")
                 .clients.size(),
             2000u);
-  EXPECT_EQ(parse_ok(std::string(kHead) + "  - {name: n, pattern: periodic, rate: 0.01, count: 100000}\n")
-                .clients.size(),
-            100000u);
+  EXPECT_EQ(
+      parse_ok(std::string(kHead) + "  - {name: n, pattern: periodic, rate: 0.01, count: 100000}\n").clients.size(),
+      100000u);
   // The clients of several entries count together, against the bound on clients as against the one on names.
   EXPECT_EQ(parse_error(std::string(kHead) + "  - {name: a, pattern: periodic, rate: 0.01, count: 60000}\n" +
                         "  - {name: b, pattern: periodic, rate: 0.01, count: 60000}\n"),
@@ -417,8 +431,8 @@ TEST(SimulateBadScenario, BadLimiter) {
 // A scenario spells booleans as a rules file does (yaml/reader.h): TRUE too, and never yes.
 TEST(SimulateBadScenario, BooleansAsInRulesFiles) {
   const std::string clients = "clients: [{name: a, pattern: periodic, rate: 1}]\n";
-  const Scenario s = parse_ok("duration: 10s\nlimiter: {algorithm: fixed_window, limit: 1, count_refused: TRUE}\n" +
-                              clients);
+  const Scenario s =
+      parse_ok("duration: 10s\nlimiter: {algorithm: fixed_window, limit: 1, count_refused: TRUE}\n" + clients);
   EXPECT_EQ(s.spec.count_refused, true);
   EXPECT_EQ(parse_error("duration: 10s\nlimiter: {algorithm: fixed_window, limit: 1, count_refused: yes}\n" + clients),
             "bad.yaml:2:61: limiter.count_refused: expected true or false");

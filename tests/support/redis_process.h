@@ -103,8 +103,8 @@ class RedisProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that aborts leaves no server behind
-      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "no", "--loglevel", "warning"};
+      std::vector<std::string> args = {"redis-server", "--port", port,         "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "no",     "--loglevel", "warning"};
       args.insert(args.end(), extra_.begin(), extra_.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -144,8 +144,9 @@ class TestCerts {
   // checked against ca.crt when they send one (`clients`: "optional" or "yes").
   std::vector<std::string> redis_flags(int tls_port, std::string_view cert = "server.crt",
                                        std::string_view clients = "optional") const {
-    return {"--tls-port", std::to_string(tls_port), "--tls-cert-file", file(cert), "--tls-key-file",
-            file("server.key"), "--tls-ca-cert-file", file("ca.crt"), "--tls-auth-clients", std::string(clients)};
+    return {"--tls-port",         std::to_string(tls_port), "--tls-cert-file",    file(cert),
+            "--tls-key-file",     file("server.key"),       "--tls-ca-cert-file", file("ca.crt"),
+            "--tls-auth-clients", std::string(clients)};
   }
 
  private:
@@ -200,7 +201,7 @@ class TricklingServer {
     std::chrono::steady_clock::time_point asked{};  // when it first sent something; zero: not yet
     bool greeted = false;
     bool head_sent = false;
-    std::size_t at = 0;                             // bytes of the trickle sent
+    std::size_t at = 0;  // bytes of the trickle sent
   };
 
   void run() {
@@ -256,4 +257,3 @@ class TricklingServer {
 };
 
 }  // namespace rk::redis_test
-

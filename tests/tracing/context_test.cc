@@ -37,15 +37,15 @@ TEST(TraceParent, AWellFormedOneGivesTheCallersIdsAndDecision) {
 
 TEST(TraceParent, MalformedOnesAreRefused) {
   for (const std::string& bad : {
-           std::string(),                                      // empty
-           tp().substr(0, 54),                                 // short
-           tp() + "-",                                         // version 00 with more after it
-           "ff" + tp().substr(2),                              // version ff is invalid
-           "00-" + std::string(32, '0') + "-" + std::string(kSpan) + "-01",   // all-zero trace id
-           "00-" + std::string(kTrace) + "-" + std::string(16, '0') + "-01",  // all-zero span id
+           std::string(),                                                        // empty
+           tp().substr(0, 54),                                                   // short
+           tp() + "-",                                                           // version 00 with more after it
+           "ff" + tp().substr(2),                                                // version ff is invalid
+           "00-" + std::string(32, '0') + "-" + std::string(kSpan) + "-01",      // all-zero trace id
+           "00-" + std::string(kTrace) + "-" + std::string(16, '0') + "-01",     // all-zero span id
            "00-4BF92F3577B34DA6A3CE929D0E0E4736-" + std::string(kSpan) + "-01",  // upper-case hex
-           "00-" + std::string(kTrace) + "_" + std::string(kSpan) + "-01",   // wrong separator
-           "0g" + tp().substr(2),                              // not hex
+           "00-" + std::string(kTrace) + "_" + std::string(kSpan) + "-01",       // wrong separator
+           "0g" + tp().substr(2),                                                // not hex
            "00-" + std::string(kTrace) + "-" + std::string(kSpan) + "-0x",
        }) {
     EXPECT_FALSE(parse_traceparent(bad, std::nullopt)) << bad;
@@ -86,9 +86,8 @@ TEST(B3, TheSingleHeaderInItsForms) {
   EXPECT_FALSE(p->has_ids);
   EXPECT_EQ(p->sampled, Sampled::kNo);
   for (const std::string& bad : {std::string("2"), std::string("x-y"),
-                                 std::string(kTrace) + "-" + std::string(kSpan) + "-2",
-                                 std::string(kTrace) + "-123", std::string(kTrace) + "-" + std::string(kSpan) + "-1-zz",
-                                 std::string(300, 'a')}) {
+                                 std::string(kTrace) + "-" + std::string(kSpan) + "-2", std::string(kTrace) + "-123",
+                                 std::string(kTrace) + "-" + std::string(kSpan) + "-1-zz", std::string(300, 'a')}) {
     EXPECT_FALSE(parse_b3(bad)) << bad;
   }
 }

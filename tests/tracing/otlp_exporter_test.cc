@@ -134,13 +134,13 @@ void wait_for(const std::function<bool()>& done, std::chrono::milliseconds withi
 TEST(OtlpExporter, ACollectorThatIsDownCostsSubmitNothingAndItsSpansAreCounted) {
   for (const OtlpProtocol protocol : {OtlpProtocol::kHttpProtobuf, OtlpProtocol::kGrpc}) {
     const std::string port = std::to_string(closed_port());
-    OtlpOptions o{.endpoint = protocol == OtlpProtocol::kGrpc ? "127.0.0.1:" + port
-                                                              : "http://127.0.0.1:" + port + "/v1/traces",
-                  .protocol = protocol,
-                  .max_queue = 100,
-                  .max_batch = 50,
-                  .interval = std::chrono::milliseconds(20),
-                  .timeout = std::chrono::milliseconds(1000)};
+    OtlpOptions o{
+        .endpoint = protocol == OtlpProtocol::kGrpc ? "127.0.0.1:" + port : "http://127.0.0.1:" + port + "/v1/traces",
+        .protocol = protocol,
+        .max_queue = 100,
+        .max_batch = 50,
+        .interval = std::chrono::milliseconds(20),
+        .timeout = std::chrono::milliseconds(1000)};
     OtlpExporter e(o);
     const auto slowest = submit_many(e, 1000);
     EXPECT_LT(slowest, o.timeout / 2);  // never a wait for the collector (half of it: a busy machine's pauses)

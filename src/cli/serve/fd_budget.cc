@@ -24,8 +24,7 @@ std::string why(const FdBudgetAsk& ask, const FdBudget& b, std::size_t avail) {
   return "the process may open " + std::to_string(ask.open_files) + " files (RLIMIT_NOFILE), of which " +
          std::to_string(b.reserve + b.admin_max + kTransientFiles) +
          " are kept for the process, the admin listener and connections on their way in or out; " +
-         std::to_string(avail) + " are left for connections" +
-         (ask.grpc ? " (each gRPC connection takes 2)" : "");
+         std::to_string(avail) + " are left for connections" + (ask.grpc ? " (each gRPC connection takes 2)" : "");
 }
 
 std::string too_many(const std::string& flags, const std::string& fix) {
@@ -36,7 +35,8 @@ std::string too_many(const std::string& flags, const std::string& fix) {
 void lowered(FdBudget& b, const char* flag, std::size_t from, std::size_t to, const std::string& why_text) {
   if (from == to) return;
   b.warnings.push_back(std::string(flag) + " lowered from its default " + std::to_string(from) + " to " +
-                       std::to_string(to) + ": " + why_text + "; raise the limit (ulimit -n; systemd's LimitNOFILE=) "
+                       std::to_string(to) + ": " + why_text +
+                       "; raise the limit (ulimit -n; systemd's LimitNOFILE=) "
                        "for more");
 }
 
@@ -104,8 +104,8 @@ FdBudget plan_fd_budget(const FdBudgetAsk& ask) {
     b.grpc_max = std::min(grpc, (avail - http) / 2);
   } else if (ask.grpc_max.given) {
     if (2 * grpc > avail - 1) {
-      b.error = too_many(grpc_flag, because + ", and HTTP needs 1: give " + std::to_string((avail - 1) / 2) +
-                                        " or fewer");
+      b.error =
+          too_many(grpc_flag, because + ", and HTTP needs 1: give " + std::to_string((avail - 1) / 2) + " or fewer");
       return b;
     }
     b.grpc_max = grpc;

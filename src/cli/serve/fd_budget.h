@@ -46,7 +46,7 @@ struct FdBudgetAsk {
   Cap http;                      // --max-connections
   bool grpc = false;             // --grpc given
   int grpc_threads = 2;
-  Cap grpc_max;                  // --grpc-max-connections
+  Cap grpc_max;  // --grpc-max-connections
 };
 
 struct FdBudget {

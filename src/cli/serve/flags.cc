@@ -241,11 +241,11 @@ void add_rule_flags(cli::FlagSet& flags, ServeFlags& f) {
               "after SIGTERM or SIGINT, report not ready and keep answering this long\n"
               "before stopping; a second signal ends it (default 5s; 0s: stop at once)",
               duration(f.drain, Nanos{0}, std::chrono::minutes(10), "a duration from 0s to 10m"));
-  flags.value("--shutdown-grace", "DUR",
-              "exit within this long of SIGTERM or SIGINT, the drain included; at least\n"
-              "--drain + 2s (default 25s: under Kubernetes' 30s terminationGracePeriodSeconds)",
-              duration(f.shutdown_grace, std::chrono::seconds(2), std::chrono::minutes(15),
-                       "a duration from 2s to 15m"));
+  flags.value(
+      "--shutdown-grace", "DUR",
+      "exit within this long of SIGTERM or SIGINT, the drain included; at least\n"
+      "--drain + 2s (default 25s: under Kubernetes' 30s terminationGracePeriodSeconds)",
+      duration(f.shutdown_grace, std::chrono::seconds(2), std::chrono::minutes(15), "a duration from 2s to 15m"));
 }
 
 void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
@@ -260,9 +260,9 @@ void add_redis_flags(cli::FlagSet& flags, ServeFlags& f) {
                 f.redis_local_clock = v == "local";
                 return std::string();
               });
-  flags.value("--redis-timeout", "DUR", "per command; past it the domain's failure policy decides (default 100ms)",
-              duration(f.redis_timeout, std::chrono::milliseconds(1), std::chrono::seconds(60),
-                       "a duration from 1ms to 60s"));
+  flags.value(
+      "--redis-timeout", "DUR", "per command; past it the domain's failure policy decides (default 100ms)",
+      duration(f.redis_timeout, std::chrono::milliseconds(1), std::chrono::seconds(60), "a duration from 1ms to 60s"));
   flags.value("--redis-connections", "N", "connections per Redis node (default 2)",
               whole_number(f.redis_connections, 1, 64));
   flags.value("--redis-spin", "DUR",
@@ -336,8 +336,8 @@ void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
       const std::size_t eq = item.find('=');
       std::string key = item.substr(0, eq);
       for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      const bool key_ok = !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") ==
-                                              std::string::npos;
+      const bool key_ok = !key.empty() &&
+                          key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") == std::string::npos;
       const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
       const bool value_ok = std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
       if (eq == std::string::npos || !key_ok || !value_ok) {
@@ -406,9 +406,8 @@ void add_stats_flags(cli::FlagSet& flags, ServeFlags& f) {
                 return std::string();
               });
   flags.value("--stats-flush-interval", "DUR", "how often --statsd is sent (default 10s)",
-              given(f.stats_flush_interval_given,
-                    duration(f.stats_flush_interval, std::chrono::milliseconds(10), std::chrono::hours(1),
-                             "a duration from 10ms to 1h")));
+              given(f.stats_flush_interval_given, duration(f.stats_flush_interval, std::chrono::milliseconds(10),
+                                                           std::chrono::hours(1), "a duration from 10ms to 1h")));
   flags.value("--prometheus", "ADDR:PORT",
               "also serve the metrics, and nothing else, on this plain HTTP listener\n"
               "(USE_PROMETHEUS; no token asked; default: none)",
@@ -446,8 +445,10 @@ void add_telemetry_flags(cli::FlagSet& flags, ServeFlags& f) {
                 if (!logging::parse_log_format(v, f.log_format)) return is_not(v, "json or text");
                 return std::string();
               });
-  flags.value("--access-log", "FILE", "a JSON line per decision, appended to FILE (- for stdout);\n"
-              "at most 1000 lines a second, the rest counted", text(f.access_log));
+  flags.value("--access-log", "FILE",
+              "a JSON line per decision, appended to FILE (- for stdout);\n"
+              "at most 1000 lines a second, the rest counted",
+              text(f.access_log));
   flags.value("--otlp-endpoint", "URL",
               "send a span per sampled decision to this OpenTelemetry collector\n"
               "(http/protobuf: http://host:4318, /v1/traces added when no path is given;\n"

@@ -42,13 +42,13 @@ struct ServeFlags {
   int grpc_max_watch_streams = 1024;
   bool shadow_mode = false;
   bool merge_domains = false;
-  bool skip_dotfiles = false;  // --config's directory: files named with a dot are not read (RUNTIME_IGNOREDOTFILES)
+  bool skip_dotfiles = false;     // --config's directory: files named with a dot are not read (RUNTIME_IGNOREDOTFILES)
   double near_limit_ratio = 0.8;  // envoyproxy/ratelimit's NEAR_LIMIT_RATIO, for its per-descriptor counters
   std::size_t max_keys = 1'000'000;
   std::size_t max_memory = 0;  // bytes; 0: bounded by max_keys alone
   Nanos reload_interval = std::chrono::milliseconds(250);
   Nanos sweep_interval = std::chrono::seconds(10);
-  std::string state_file;  // empty: the in-process store starts fresh at every start
+  std::string state_file;      // empty: the in-process store starts fresh at every start
   std::string state_key_file;  // the state file's HMAC-SHA256 key; empty: the file carries a CRC alone
   Nanos state_interval = std::chrono::seconds(30);
   // After SIGTERM or SIGINT: not ready, still answering, for `drain` (what a load balancer takes to stop sending:
@@ -72,29 +72,29 @@ struct ServeFlags {
   bool keep_path_params = false;
   bool path_case_insensitive = false;
   std::vector<std::string> admin_hosts;
-  std::string tls_cert;          // with tls_key: every listener speaks TLS
+  std::string tls_cert;  // with tls_key: every listener speaks TLS
   std::string tls_key;
-  std::string tls_client_ca;     // and asks for client certificates issued by these CAs
+  std::string tls_client_ca;  // and asks for client certificates issued by these CAs
   // The gRPC listener's own TLS (--grpc-tls-*): given, gRPC takes these and not --tls-*, which then apply to the
   // HTTP and admin listeners alone; so gRPC may speak mutual TLS while the probe port stays plain.
   std::string grpc_tls_cert, grpc_tls_key, grpc_tls_client_ca;
-  std::string grpc_tls_client_san;  // a client certificate must carry this SAN (DNS, URI, IP or e-mail)
-  Nanos grpc_max_connection_age{0};  // 0: none; else GOAWAY after it (±10% jitter, gRPC's own)
-  Nanos grpc_max_connection_age_grace{0};  // 0: none; else calls still open that long after GOAWAY are cut
-  std::string debug;  // ADDR:PORT of the debug listener (/rlconfig, /stats); empty: none
-  std::string admin_token_file;  // the admin listener's bearer token
+  std::string grpc_tls_client_san;           // a client certificate must carry this SAN (DNS, URI, IP or e-mail)
+  Nanos grpc_max_connection_age{0};          // 0: none; else GOAWAY after it (±10% jitter, gRPC's own)
+  Nanos grpc_max_connection_age_grace{0};    // 0: none; else calls still open that long after GOAWAY are cut
+  std::string debug;                         // ADDR:PORT of the debug listener (/rlconfig, /stats); empty: none
+  std::string admin_token_file;              // the admin listener's bearer token
   bool admin_allow_plaintext_token = false;  // the token may reach a non-loopback admin listener without TLS
-  std::optional<logging::Level> log_level;  // set by the caller once every flag is read
-  rules::xds::XdsOptions xds;  // --xds-*: rules from a control plane instead of --config (docs/envoy-gateway.md)
+  std::optional<logging::Level> log_level;   // set by the caller once every flag is read
+  rules::xds::XdsOptions xds;        // --xds-*: rules from a control plane instead of --config (docs/envoy-gateway.md)
   bool ready_without_rules = false;  // ready before the first push (every request OK until rules arrive)
   // Statistics as envoyproxy/ratelimit sends them (docs/envoy-gateway.md, "Statistics").
-  std::string statsd;            // host:port of a statsd daemon; empty: none sent
-  std::string statsd_tags;       // "k:v,k2:v2" (EXTRA_TAGS), checked when read
+  std::string statsd;       // host:port of a statsd daemon; empty: none sent
+  std::string statsd_tags;  // "k:v,k2:v2" (EXTRA_TAGS), checked when read
   Nanos stats_flush_interval = std::chrono::seconds(10);
   bool stats_flush_interval_given = false;
-  std::string prometheus;        // ADDR:PORT of a listener serving the metrics alone; empty: none
+  std::string prometheus;  // ADDR:PORT of a listener serving the metrics alone; empty: none
   std::string prometheus_path = "/metrics";
-  bool grpc_metadata = false;    // RateLimitResponse.dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA
+  bool grpc_metadata = false;  // RateLimitResponse.dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA
   logging::Format log_format = logging::Format::kJson;
   std::string access_log;  // a file, or "-" for stdout; empty: no access log
   // Traces (cli/serve/telemetry.h; OTEL_* variables under these): no endpoint, no tracing.

@@ -72,7 +72,8 @@ bool tls_files(const std::string& cert, const std::string& key, const std::strin
     return client_ca.empty();
   }
   if (cert.empty() || key.empty()) {
-    error = cert.empty() ? std::string(names.key) + " " + key + ": needs " + names.cert + ", the certificate it is "
+    error = cert.empty() ? std::string(names.key) + " " + key + ": needs " + names.cert +
+                               ", the certificate it is "
                                "the key of"
                          : std::string(names.cert) + " " + cert + ": needs " + names.key + ", its private key";
     return false;
@@ -132,12 +133,12 @@ bool admin_token(const ServeFlags& flags, const ListenerOptions& options, std::s
     return false;
   }
   try {
-    token = std::make_shared<base::SecretFile>(
-        "--admin-token-file", file, base::SecretFile::kVisibleAscii, server::api::kMinAdminTokenBytes,
-        [](const std::string& message) {
-          logging::log(logging::Level::kError, "admin token file not reloaded; keeping the token in use",
-                       {{"error", message}});
-        });
+    token = std::make_shared<base::SecretFile>("--admin-token-file", file, base::SecretFile::kVisibleAscii,
+                                               server::api::kMinAdminTokenBytes, [](const std::string& message) {
+                                                 logging::log(logging::Level::kError,
+                                                              "admin token file not reloaded; keeping the token in use",
+                                                              {{"error", message}});
+                                               });
   } catch (const std::invalid_argument& e) {
     error = e.what();
     return false;
@@ -151,8 +152,8 @@ std::string stamps(const server::http::TlsFiles& files) {
 
 std::shared_ptr<server::api::AdminAuth> admin_auth(const ListenerOptions& options) {
   if (!options.admin_token) return nullptr;
-  return std::make_shared<server::api::AdminAuth>(options.admin_token,
-                                          server::api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
+  return std::make_shared<server::api::AdminAuth>(
+      options.admin_token, server::api::AdminAuthOptions{.secure_cookie = options.admin_http.tls.has_value()});
 }
 
 server::http::ServerEvents http_events(ServeMetrics& metrics) {
@@ -194,8 +195,9 @@ server::http::Handler debug_routes(service::Service& service, ServeMetrics& metr
     } else if (req.path == "/stats") {
       res.body = metrics.upstream_stats_text();
     } else if (req.path == "/") {
-      res.body = "/rlconfig: print out the currently loaded configuration for debugging\n"
-                 "/stats: print out stats\n";
+      res.body =
+          "/rlconfig: print out the currently loaded configuration for debugging\n"
+          "/stats: print out stats\n";
     } else {
       res.status = 404;
       res.body = "not found: / lists what this listener serves\n";
@@ -218,10 +220,11 @@ int milliseconds(Nanos d) {
 }
 
 std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, const ListenerOptions& options,
-                                                service::Service& service, ServeMetrics& metrics) {
+                                                     service::Service& service, ServeMetrics& metrics) {
   const FdBudget& budget = options.budget;
   // gRPC's own files, or every listener's.
-  const server::http::TlsFiles tls = options.grpc_tls ? *options.grpc_tls : options.public_http.tls.value_or(server::http::TlsFiles{});
+  const server::http::TlsFiles tls = options.grpc_tls ? *options.grpc_tls
+                                                      : options.public_http.tls.value_or(server::http::TlsFiles{});
   server::grpc::GrpcHooks hooks;
   hooks.connection = [&metrics](int delta) { metrics.grpc_connections(delta); };
   hooks.refused = [&metrics](std::string_view reason) { metrics.bad_request("grpc", reason); };
@@ -231,32 +234,31 @@ std::unique_ptr<server::grpc::GrpcServer> start_grpc(const ServeFlags& flags, co
   hooks.answered = [&metrics](std::string_view code) { metrics.grpc_answered(code); };
   auto server = std::make_unique<server::grpc::GrpcServer>(
       service,
-      server::grpc::GrpcOptions{.address = flags.grpc,
-                           .response_headers = flags.grpc_headers,
-                           .response_metadata = flags.grpc_metadata,
-                           .max_message_bytes = flags.grpc_max_message_bytes,
-                           .max_streams_per_connection = flags.grpc_max_streams_per_connection,
-                           .max_watch_streams = flags.grpc_max_watch_streams,
-                           .tls_cert = tls.cert,
-                           .tls_key = tls.key,
-                           .tls_client_ca = tls.client_ca,
-                           .tls_client_san = flags.grpc_tls_client_san,
-                           .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
-                           .handshake_timeout_ms = milliseconds(flags.header_timeout),
-                           .max_connections = budget.grpc_max,
-                           .max_connections_per_ip = flags.max_connections_per_ip,
-                           .per_ip_exempt = flags.per_ip_exempt,
-                           .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
-                           .fd_ceiling = budget.fd_ceiling,
-                           .max_connection_age_ms = flags.grpc_max_connection_age.count() ? milliseconds(
-                                                        flags.grpc_max_connection_age) : 0,
-                           .max_connection_age_grace_ms = flags.grpc_max_connection_age_grace.count() ? milliseconds(
-                                                              flags.grpc_max_connection_age_grace) : 0},
+      server::grpc::GrpcOptions{
+          .address = flags.grpc,
+          .response_headers = flags.grpc_headers,
+          .response_metadata = flags.grpc_metadata,
+          .max_message_bytes = flags.grpc_max_message_bytes,
+          .max_streams_per_connection = flags.grpc_max_streams_per_connection,
+          .max_watch_streams = flags.grpc_max_watch_streams,
+          .tls_cert = tls.cert,
+          .tls_key = tls.key,
+          .tls_client_ca = tls.client_ca,
+          .tls_client_san = flags.grpc_tls_client_san,
+          .tls_refresh_seconds = static_cast<unsigned>(kTlsRefresh.count()),
+          .handshake_timeout_ms = milliseconds(flags.header_timeout),
+          .max_connections = budget.grpc_max,
+          .max_connections_per_ip = flags.max_connections_per_ip,
+          .per_ip_exempt = flags.per_ip_exempt,
+          .busy_idle_timeout_ms = milliseconds(flags.busy_idle_timeout),
+          .fd_ceiling = budget.fd_ceiling,
+          .max_connection_age_ms = flags.grpc_max_connection_age.count() ? milliseconds(flags.grpc_max_connection_age)
+                                                                         : 0,
+          .max_connection_age_grace_ms =
+              flags.grpc_max_connection_age_grace.count() ? milliseconds(flags.grpc_max_connection_age_grace) : 0},
       hooks);
   server->start();
-  const char* tls_state = tls.cert.empty()           ? "off"
-                          : !tls.client_ca.empty()    ? "on, client certificates"
-                          : "on";
+  const char* tls_state = tls.cert.empty() ? "off" : !tls.client_ca.empty() ? "on, client certificates" : "on";
   logging::log(logging::Level::kInfo, "serving gRPC",
                {{"grpc", flags.grpc.substr(0, flags.grpc.rfind(':')) + ":" + std::to_string(server->port())},
                 {"tls", std::string(tls_state) + (options.grpc_tls ? " (--grpc-tls-cert)" : "")}});
@@ -274,8 +276,7 @@ std::chrono::milliseconds finish_timeout(const ServeFlags& flags) {
   return std::clamp<std::chrono::milliseconds>(left, std::chrono::seconds(1), std::chrono::seconds(5));
 }
 
-bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
-                      std::string& error) {
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options, std::string& error) {
   server::http::ServerOptions& public_options = options.public_http;
   server::http::ServerOptions& admin_options = options.admin_http;
   if (!split_address(flags.http, public_options.address, public_options.port) ||
@@ -350,18 +351,18 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   server::api::ForwardAuthOptions forward = flags.forward;
   forward.path = {.strip_params = !flags.keep_path_params, .fold_case = flags.path_case_insensitive};
   const server::http::ServerEvents events = http_events(metrics);
-  public_server_ = std::make_unique<server::http::Server>(public_options, server::api::public_routes(service, hooks, forward), events);
-  admin_server_ = std::make_unique<server::http::Server>(admin_options,
-                                                 server::api::admin_routes(service, hooks,
-                                                                   {.hosts = flags.admin_hosts,
-                                                                    .auth = admin_auth(options),
-                                                                    .routes = options.admin_routes}),
-                                                 admin_events(metrics, events));
+  public_server_ = std::make_unique<server::http::Server>(public_options,
+                                                          server::api::public_routes(service, hooks, forward), events);
+  admin_server_ = std::make_unique<server::http::Server>(
+      admin_options,
+      server::api::admin_routes(
+          service, hooks, {.hosts = flags.admin_hosts, .auth = admin_auth(options), .routes = options.admin_routes}),
+      admin_events(metrics, events));
   public_server_->start();
   admin_server_->start();
   if (options.prometheus_http) {
-    prometheus_server_ = std::make_unique<server::http::Server>(*options.prometheus_http,
-                                                        server::api::metrics_routes(hooks, flags.prometheus_path), events);
+    prometheus_server_ = std::make_unique<server::http::Server>(
+        *options.prometheus_http, server::api::metrics_routes(hooks, flags.prometheus_path), events);
     prometheus_server_->start();
     logging::log(logging::Level::kInfo, "serving metrics",
                  {{"prometheus", options.prometheus_http->address + ":" + std::to_string(prometheus_server_->port()) +
@@ -369,7 +370,7 @@ Listeners::Listeners(const ServeFlags& flags, const ListenerOptions& options, se
   }
   if (options.debug_http) {
     debug_server_ = std::make_unique<server::http::Server>(*options.debug_http, debug_routes(service, metrics),
-                                                   admin_events(metrics, events));
+                                                           admin_events(metrics, events));
     debug_server_->start();
     logging::log(logging::Level::kInfo, "serving the debug listener",
                  {{"debug", options.debug_http->address + ":" + std::to_string(debug_server_->port())}});
@@ -413,10 +414,9 @@ void Listeners::reload_tls_if_rotated(const server::http::TlsFiles& files, Serve
     logging::log(logging::Level::kInfo, "TLS certificate files reloaded", {{"tls_cert", files.cert}});
   } catch (const server::http::TlsFileError& e) {
     metrics.tls_reloaded(false);
-    logging::log(logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
-                 {{"error", std::string(flag_of(e.which)) + " " + e.what()},
-                  {"tls_cert", files.cert},
-                  {"tls_key", files.key}});
+    logging::log(
+        logging::Level::kError, "TLS certificate files not reloaded; keeping those in use",
+        {{"error", std::string(flag_of(e.which)) + " " + e.what()}, {"tls_cert", files.cert}, {"tls_key", files.key}});
   } catch (const std::exception& e) {
     tls_seen_.clear();
     metrics.tls_reloaded(false);

@@ -33,7 +33,7 @@ struct ListenerOptions {
   server::http::ServerOptions public_http, admin_http;
   std::optional<server::http::TlsFiles> grpc_tls;  // --grpc-tls-*: gRPC's own files; none: gRPC takes public_http's
   std::optional<server::http::ServerOptions> debug_http;  // --debug: upstream's debug listener (/rlconfig, /stats)
-  std::shared_ptr<base::SecretFile> admin_token;  // --admin-token-file; null: the admin listener asks for none
+  std::shared_ptr<base::SecretFile> admin_token;          // --admin-token-file; null: the admin listener asks for none
   FdBudget budget;  // the caps every listener gets from the descriptors there are (fd_budget.h)
   std::vector<server::api::AdminRoute> admin_routes;  // routes of the layers above the admin API (the dashboard's)
   std::optional<server::http::ServerOptions> prometheus_http;  // --prometheus: the metrics alone, at --prometheus-path
@@ -48,12 +48,11 @@ inline constexpr std::chrono::seconds kTlsRefresh{1};
 // --tls-cert or the reverse, --tls-client-ca without them (likewise --grpc-tls-*, which also need --grpc, and
 // --grpc-tls-client-san without --grpc-tls-client-ca), --grpc-max-connection-age(-grace) without --grpc, a --debug
 // address that is not ADDR:PORT, a TLS file unreadable or not PEM, a key that does not match its certificate; an
-// --admin-token-file unreadable, shorter than server::api::kMinAdminTokenBytes or with a character a header cannot carry;
-// an --admin address that is not loopback without --admin-token-file, or with it but without TLS or
+// --admin-token-file unreadable, shorter than server::api::kMinAdminTokenBytes or with a character a header cannot
+// carry; an --admin address that is not loopback without --admin-token-file, or with it but without TLS or
 // --admin-allow-plaintext-token; a --max-connections or --grpc-max-connections given that the descriptors the
 // process may open (`open_files`, RLIMIT_NOFILE) cannot hold (fd_budget.h).
-bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options,
-                      std::string& error);
+bool listener_options(const ServeFlags& flags, std::uint64_t open_files, ListenerOptions& options, std::string& error);
 
 // How long stopping lets requests in flight finish: 5 s, or what --shutdown-grace leaves after --drain less a second
 // for the state file and the exit (at least a second: the flags keep kAfterDrain between them).
@@ -77,10 +76,10 @@ class Listeners {
   std::unique_ptr<server::http::Server> public_server_, admin_server_, prometheus_server_, debug_server_;
   std::unique_ptr<Grpc> grpc_;
   std::chrono::milliseconds finish_;  // finish_timeout()
-  std::string tls_seen_;   // the TLS files' stamps last looked at; tls_watch_'s thread only
-  std::string grpc_tls_seen_;  // likewise, gRPC's own files'
-  bool grpc_own_tls_ = false;  // gRPC has files of its own: the shared ones' rotations are not its
-  base::Periodic tls_watch_;  // last member: stopped first, while the servers are alive
+  std::string tls_seen_;              // the TLS files' stamps last looked at; tls_watch_'s thread only
+  std::string grpc_tls_seen_;         // likewise, gRPC's own files'
+  bool grpc_own_tls_ = false;         // gRPC has files of its own: the shared ones' rotations are not its
+  base::Periodic tls_watch_;          // last member: stopped first, while the servers are alive
 };
 
 }  // namespace rk::cli::serve

@@ -63,12 +63,14 @@ int read_flags(const std::vector<std::string>& args, ServeFlags& flags) {
   }
   // The state file is restored into the rules present at the start; pushed rules arrive later.
   if (errors.empty() && !flags.state_file.empty() && !flags.xds.server.empty()) {
-    errors.push_back("--state-file: not with --xds-server (a state is restored into the rules present at the start, "
-                     "and pushed rules come later)");
+    errors.push_back(
+        "--state-file: not with --xds-server (a state is restored into the rules present at the start, "
+        "and pushed rules come later)");
   }
   if (errors.empty() && !flags.config.empty() && !flags.xds.server.empty()) {
-    errors.push_back("--config and --xds-server are alternatives: the rules come from files or from the control "
-                     "plane, give one");
+    errors.push_back(
+        "--config and --xds-server are alternatives: the rules come from files or from the control "
+        "plane, give one");
   }
   if (errors.empty()) {
     if (flags.log_level) logging::set_log_level(*flags.log_level);
@@ -115,21 +117,23 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
                                                ServeMetrics& metrics) {
   const rules::BuildOptions build{.store = store_options(flags, memory_shares(flags).rules), .clock = std::move(clock)};
   auto loaded = std::make_shared<std::atomic<bool>>(false);
-  rules::ReloadEvents events{
-      .on_success =
-          [&metrics, loaded](const rules::RuleSet& set) {
-            *loaded = true;
-            metrics.rules_loaded(set);
-            logging::log(logging::Level::kInfo, "rules loaded",
-                         {{"version", set.version()}, {"domains", std::to_string(set.domains().size())},
-                          {"rules", std::to_string(set.rules().size())}});
-          },
-      .on_failure =
-          [&metrics, loaded](const std::vector<rules::ConfigError>& errors) {
-            metrics.rules_rejected();
-            const char* what = *loaded ? "rules rejected; keeping the last good rules" : "rules rejected";
-            for (const auto& e : errors) logging::log(logging::Level::kError, what, {{"error", e.to_string()}});
-          }};
+  rules::ReloadEvents events{.on_success =
+                                 [&metrics, loaded](const rules::RuleSet& set) {
+                                   *loaded = true;
+                                   metrics.rules_loaded(set);
+                                   logging::log(logging::Level::kInfo, "rules loaded",
+                                                {{"version", set.version()},
+                                                 {"domains", std::to_string(set.domains().size())},
+                                                 {"rules", std::to_string(set.rules().size())}});
+                                 },
+                             .on_failure =
+                                 [&metrics, loaded](const std::vector<rules::ConfigError>& errors) {
+                                   metrics.rules_rejected();
+                                   const char* what = *loaded ? "rules rejected; keeping the last good rules"
+                                                              : "rules rejected";
+                                   for (const auto& e : errors)
+                                     logging::log(logging::Level::kError, what, {{"error", e.to_string()}});
+                                 }};
   return std::make_unique<rules::Reloader>(flags.config, build, std::move(events),
                                            rules::LoadOptions{.merge_domains = flags.merge_domains,
                                                               .without_redis = flags.redis.empty(),
@@ -138,8 +142,8 @@ std::unique_ptr<rules::Reloader> make_reloader(const ServeFlags& flags, std::sha
 
 // --xds-server's client, started (null without it); null with `error` for a TLS file or metadata it refuses, or
 // when built without gRPC.
-std::unique_ptr<rules::xds::Client> start_xds(const ServeFlags& flags, rules::Reloader& reloader,
-                                              ServeMetrics& metrics, std::string& error) {
+std::unique_ptr<rules::xds::Client> start_xds(const ServeFlags& flags, rules::Reloader& reloader, ServeMetrics& metrics,
+                                              std::string& error) {
   if (flags.xds.server.empty()) return nullptr;
 #ifdef RK_HAVE_GRPC
   server::grpc::route_grpc_logs();  // a failed handshake with the control plane is logged as ours are, held back
@@ -147,10 +151,9 @@ std::unique_ptr<rules::xds::Client> start_xds(const ServeFlags& flags, rules::Re
     metrics.xds_connected(false);
     auto client = std::make_unique<rules::xds::Client>(
         reloader, flags.xds,
-        rules::xds::XdsEvents{
-            .on_connected = [&metrics](bool up) { metrics.xds_connected(up); },
-            .on_push = [&metrics](bool applied, const std::string& version,
-                                  const std::string&) { metrics.xds_pushed(applied, version); }});
+        rules::xds::XdsEvents{.on_connected = [&metrics](bool up) { metrics.xds_connected(up); },
+                              .on_push = [&metrics](bool applied, const std::string& version,
+                                                    const std::string&) { metrics.xds_pushed(applied, version); }});
     client->start();
     return client;
   } catch (const std::exception& e) {
@@ -183,11 +186,11 @@ store::redis::RedisRemoteOptions redis_options(const ServeFlags& flags) {
 // or for a flag about Redis given without --redis.
 std::shared_ptr<store::remote::RemoteStore> connect_redis(const ServeFlags& flags, std::string& error) {
   if (flags.redis.empty()) {
-    for (const auto& [flag, value] : {std::pair{"--redis-tls-ca", &flags.redis_tls_ca},
-                                      std::pair{"--redis-tls-cert", &flags.redis_tls_cert},
-                                      std::pair{"--redis-tls-key", &flags.redis_tls_key},
-                                      std::pair{"--redis-tls-server-name", &flags.redis_tls_server_name},
-                                      std::pair{"--redis-password-file", &flags.redis_password_file}}) {
+    for (const auto& [flag, value] :
+         {std::pair{"--redis-tls-ca", &flags.redis_tls_ca}, std::pair{"--redis-tls-cert", &flags.redis_tls_cert},
+          std::pair{"--redis-tls-key", &flags.redis_tls_key},
+          std::pair{"--redis-tls-server-name", &flags.redis_tls_server_name},
+          std::pair{"--redis-password-file", &flags.redis_password_file}}) {
       if (!value->empty()) error = std::string(flag) + ": '" + *value + "' given without --redis";
     }
     return nullptr;
@@ -254,7 +257,8 @@ std::shared_ptr<store::batched::Batcher> make_batcher(const ServeFlags& flags, s
 // The open files limit (RLIMIT_NOFILE), and each default cap lowered to fit it.
 void log_fd_budget(const OpenFiles& files, const FdBudget& budget) {
   logging::log(logging::Level::kInfo, "file descriptors",
-               {{"open_files", std::to_string(files.soft)}, {"raised_from", std::to_string(files.was)},
+               {{"open_files", std::to_string(files.soft)},
+                {"raised_from", std::to_string(files.was)},
                 {"max_connections", std::to_string(budget.http_max)},
                 {"grpc_max_connections", std::to_string(budget.grpc_max)},
                 {"admin_max_connections", std::to_string(budget.admin_max)}});
@@ -309,19 +313,19 @@ class GraceWatch {
 // that requests in flight finish, and the state file is saved last; all within --shutdown-grace of the signal.
 void drain(const sigset_t& signals, const ServeFlags& flags, std::atomic<bool>& draining, Listeners& listeners,
            store::remote::RemoteStore* remote, store::batched::Batcher* batcher, rules::Reloader& reloader,
-           rules::xds::Client* xds, Sweeper& sweeper,
-           StateSaver* saver) {
+           rules::xds::Client* xds, Sweeper& sweeper, StateSaver* saver) {
   int sig = 0;
   sigwait(&signals, &sig);
   GraceWatch watch(flags.shutdown_grace);
   draining = true;
   listeners.not_ready();
   logging::log(logging::Level::kInfo, "draining",
-               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"drain", format_seconds(flags.drain) + "s"},
+               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
+                {"drain", format_seconds(flags.drain) + "s"},
                 {"shutdown_grace", format_seconds(flags.shutdown_grace) + "s"}});
   if (signalled_within(signals, flags.drain)) logging::log(logging::Level::kInfo, "drain ended by a second signal");
   listeners.stop();
-  if (remote) remote->close();  // nothing waits on it any more; its callbacks end before the service goes
+  if (remote) remote->close();    // nothing waits on it any more; its callbacks end before the service goes
   if (batcher) batcher->close();  // sends what was recorded since its last batch
 #ifdef RK_HAVE_GRPC
   if (xds) xds->stop();
@@ -415,7 +419,8 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
   metrics.watch_telemetry(telemetry.spans_exported, telemetry.spans_dropped, std::move(access_log_dropped));
   if (telemetry.tracer) {
     logging::log(logging::Level::kInfo, "tracing",
-                 {{"endpoint", otlp_traces_url(flags)}, {"protocol", flags.otlp_protocol},
+                 {{"endpoint", otlp_traces_url(flags)},
+                  {"protocol", flags.otlp_protocol},
                   {"sample_rate", std::to_string(flags.trace_sample_rate)}});
   }
   if (remote) {
@@ -436,9 +441,7 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
   std::atomic<bool> draining{false};
   server::api::Hooks hooks = metrics.hooks();
   // Before the control plane's first push there are no rules: not ready, unless told to answer OK until then.
-  hooks.ready = [&] {
-    return !draining.load() && (reloader->current() != nullptr || flags.ready_without_rules);
-  };
+  hooks.ready = [&] { return !draining.load() && (reloader->current() != nullptr || flags.ready_without_rules); };
   // The dashboard's page, JSON and what-ifs on the admin listener, behind its own-page checks and token.
   listener.admin_routes.push_back(dashboard::admin_routes(service, tracker, hooks));
   std::unique_ptr<Listeners> listeners;
@@ -455,8 +458,7 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
     grpc_health.start(std::chrono::milliseconds(100), [&] { listeners->set_grpc_serving(hooks.ready()); });
   }
   Sweeper sweeper(*reloader, flags.sweep_interval);
-  drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, xds.get(), sweeper,
-        saver.get());
+  drain(signals, flags, draining, *listeners, remote.get(), batcher.get(), *reloader, xds.get(), sweeper, saver.get());
   if (statsd) statsd->stop();  // a last flush: what the drain's decisions counted
   return 0;
 }

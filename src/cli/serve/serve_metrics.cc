@@ -48,8 +48,8 @@ ServeMetrics::ServeMetrics(bool with_grpc)
   registry_.counter_fn(n::kEnvoyConfigLoadError.name, n::kEnvoyConfigLoadError.help, {},
                        [this] { return reload_failed_.value(); });
   if (with_grpc) {
-    registry_.counter_fn(n::kEnvoyTotalRequests.name, n::kEnvoyTotalRequests.help,
-                         {{"grpc_method", "ShouldRateLimit"}}, [this] { return grpc_totals().all; });
+    registry_.counter_fn(n::kEnvoyTotalRequests.name, n::kEnvoyTotalRequests.help, {{"grpc_method", "ShouldRateLimit"}},
+                         [this] { return grpc_totals().all; });
     registry_.counter_fn(n::kEnvoyShouldRateLimitError.name, n::kEnvoyShouldRateLimitError.help,
                          {{"err_type", "service_error"}}, [this] { return grpc_totals().refused; });
   }
@@ -106,9 +106,8 @@ void ServeMetrics::xds_pushed(bool applied, const std::string& version) {
   if (xds_version_id_ && version == xds_version_) return;
   if (xds_version_id_) registry_.unregister(*xds_version_id_);
   xds_version_ = version;
-  xds_version_id_ = registry_.gauge_fn(n::kXdsVersion.name, n::kXdsVersion.help, {{"version", version}}, [] {
-    return 1.0;
-  });
+  xds_version_id_ =
+      registry_.gauge_fn(n::kXdsVersion.name, n::kXdsVersion.help, {{"version", version}}, [] { return 1.0; });
 }
 
 void ServeMetrics::watch_telemetry(Count spans_exported, Count spans_dropped, Count access_log_dropped) {
@@ -207,7 +206,8 @@ void ServeMetrics::decided(std::string_view protocol, std::string_view domain, c
   }
   if (logging::log_enabled(logging::Level::kDebug)) {
     logging::log(logging::Level::kDebug, "decision",
-                 {{"protocol", std::string(protocol)}, {"domain", std::string(domain)},
+                 {{"protocol", std::string(protocol)},
+                  {"domain", std::string(domain)},
                   {"code", std::string(service::code_name(r.overall))}});
   }
 }

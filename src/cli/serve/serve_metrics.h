@@ -87,10 +87,10 @@ class ServeMetrics {
   metrics::Gauge* grpc_connections_;  // null without --grpc
   metrics::Histogram* http_latency_;
   metrics::Histogram* auth_latency_;
-  metrics::Histogram* grpc_latency_;  // null without --grpc
+  metrics::Histogram* grpc_latency_;                                   // null without --grpc
   std::shared_ptr<metrics::envoy::DescriptorStats> descriptor_stats_;  // set once, before any decision
-  const service::RemoteStats* remote_stats_ = nullptr;                // with --redis; set before any decision
-  std::vector<const metrics::envoy::KeyCounters*> statsd_keys_;       // the sink's thread only: the keys seen
+  const service::RemoteStats* remote_stats_ = nullptr;                 // with --redis; set before any decision
+  std::vector<const metrics::envoy::KeyCounters*> statsd_keys_;        // the sink's thread only: the keys seen
   std::mutex grpc_mu_;
   std::vector<std::pair<std::string, metrics::Counter*>> grpc_codes_;  // under grpc_mu_: ShouldRateLimit's, by code
   std::mutex rule_metrics_mu_;

@@ -56,8 +56,8 @@ void apply_setting(const std::string& path, const Setting& s, ServeFlags& f, std
   const std::string flag = "--" + s.name;
   // A toggle takes its value only after '=' (shadow-mode: false); any other flag takes the next argument, even an
   // empty one (redis: "").
-  const std::vector<std::string> args =
-      flags.is_toggle(flag) ? std::vector<std::string>{flag + "=" + s.value} : std::vector<std::string>{flag, s.value};
+  const std::vector<std::string> args = flags.is_toggle(flag) ? std::vector<std::string>{flag + "=" + s.value}
+                                                              : std::vector<std::string>{flag, s.value};
   for (const cli::FlagProblem& p : flags.parse(args).problems) {
     using Kind = cli::FlagProblem::Kind;
     if (p.kind == Kind::kUnknownFlag) {

@@ -130,7 +130,7 @@ std::string encode_state_file(const rules::RuleSet& set, const KeepRule& keep, N
   core::put_u32(kVersion, chunks.back());
   core::put_u32(mac_key.empty() ? kNoMac : kHmacSha256, chunks.back());
   core::put_u64(static_cast<std::uint64_t>(saved_at.count()), chunks.back());
-  core::put_u32(0, chunks.back());  // the rule count, written below
+  core::put_u32(0, chunks.back());                              // the rule count, written below
   std::vector<std::pair<std::size_t, std::size_t>> key_counts;  // (chunk, offset) of each rule's key count
   for (const auto& r : set.rules()) {
     if (!r->limiter || !keep(set, *r)) continue;
@@ -323,7 +323,10 @@ std::string check_state_path(const std::string& path) {
 
 StateSaver::StateSaver(std::string path, const rules::Reloader& reloader, KeepRule keep,
                        std::shared_ptr<const Clock> clock, Nanos interval, std::shared_ptr<base::SecretFile> key)
-    : path_(std::move(path)), reloader_(reloader), keep_(std::move(keep)), clock_(std::move(clock)),
+    : path_(std::move(path)),
+      reloader_(reloader),
+      keep_(std::move(keep)),
+      clock_(std::move(clock)),
       key_(std::move(key)) {
   if (const auto set = reloader_.current()) restore(*set);
   periodic_.start(interval, [this] { save_now(); });
@@ -347,8 +350,11 @@ void StateSaver::restore(const rules::RuleSet& set) {
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       const double age_s = to_seconds(clock_->now() - Nanos{c.saved_at_ns});
       logging::log(logging::Level::kInfo, "state restored",
-                   {{"file", path_}, {"rules", std::to_string(c.rules)}, {"keys", std::to_string(c.keys)},
-                    {"rules_changed", std::to_string(c.skipped_rules)}, {"age_s", std::to_string(age_s)},
+                   {{"file", path_},
+                    {"rules", std::to_string(c.rules)},
+                    {"keys", std::to_string(c.keys)},
+                    {"rules_changed", std::to_string(c.skipped_rules)},
+                    {"age_s", std::to_string(age_s)},
                     {"ms", std::to_string(ms)}});
       return;
     }
@@ -386,8 +392,11 @@ bool StateSaver::save_now(bool loud) {
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   logging::log(loud ? logging::Level::kInfo : logging::Level::kDebug, "state saved",
-               {{"file", path_}, {"rules", std::to_string(counts.rules)}, {"keys", std::to_string(counts.keys)},
-                {"bytes", std::to_string(bytes.size())}, {"ms", std::to_string(ms)}});
+               {{"file", path_},
+                {"rules", std::to_string(counts.rules)},
+                {"keys", std::to_string(counts.keys)},
+                {"bytes", std::to_string(bytes.size())},
+                {"ms", std::to_string(ms)}});
   return true;
 }
 

@@ -46,7 +46,7 @@ namespace rk::cli::serve {
 using KeepRule = std::function<bool(const rules::RuleSet&, const rules::Rule&)>;
 
 struct StateCounts {
-  std::size_t rules = 0;          // rules saved or restored
+  std::size_t rules = 0;  // rules saved or restored
   std::size_t keys = 0;
   std::size_t skipped_rules = 0;  // restore: rules of the file that no rule of the same identity wants
   std::int64_t saved_at_ns = 0;

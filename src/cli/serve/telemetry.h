@@ -34,8 +34,8 @@ std::vector<std::string> read_otel_environment(ServeFlags& f, const std::functio
 std::string otlp_traces_url(const ServeFlags& f);
 
 struct Telemetry {
-  std::shared_ptr<tracing::Tracer> tracer;  // null: no tracing
-  std::shared_ptr<logging::AccessLog> access_log;  // null: none
+  std::shared_ptr<tracing::Tracer> tracer;                       // null: no tracing
+  std::shared_ptr<logging::AccessLog> access_log;                // null: none
   std::function<std::uint64_t()> spans_exported, spans_dropped;  // null without tracing
   std::shared_ptr<void> exporter;  // kept until the end: its destructor sends what is queued
 };

@@ -74,7 +74,8 @@ KeyCounters& DescriptorStats::counters_for(const std::string& key) {
   namespace n = names;
   const metrics::Labels labels = {{"domain", l.domain}, {"key1", l.key1}, {"key2", l.key2}};
   for (auto [name, member] : {std::pair{n::kEnvoyTotalHits, &KeyCounters::total},
-                              {n::kEnvoyOverLimit, &KeyCounters::over}, {n::kEnvoyNearLimit, &KeyCounters::near},
+                              {n::kEnvoyOverLimit, &KeyCounters::over},
+                              {n::kEnvoyNearLimit, &KeyCounters::near},
                               {n::kEnvoyWithinLimit, &KeyCounters::within},
                               {n::kEnvoyShadowMode, &KeyCounters::shadow}}) {
     registry_.counter_fn(name.name, name.help, labels, [members = group, member] {
@@ -149,7 +150,10 @@ void DescriptorStats::observe(const std::shared_ptr<const rules::RuleSet>& set, 
   const Hits h = count_hits(status, options_.near_limit_ratio);
   KeyCounters& s = r.has_values ? series_for(r, key) : *r.stats->own;
   // Only the counters that move: each is a cache line other threads are bumping too.
-  for (auto [c, n] : {std::pair{&s.total, h.total}, {&s.over, h.over}, {&s.near, h.near}, {&s.within, h.within},
+  for (auto [c, n] : {std::pair{&s.total, h.total},
+                      {&s.over, h.over},
+                      {&s.near, h.near},
+                      {&s.within, h.within},
                       {&s.shadow, h.shadow}}) {
     if (n) c->inc(n);
   }
@@ -161,8 +165,10 @@ std::vector<std::string> DescriptorStats::stats_lines() const {
   for (const auto& [key, stats] : by_key_) {
     const KeyCounters& s = *stats->own;
     for (const auto& [name, counter] : {std::pair<const char*, const Counter*>{"total_hits", &s.total},
-                                        {"over_limit", &s.over}, {"near_limit", &s.near},
-                                        {"within_limit", &s.within}, {"shadow_mode", &s.shadow}}) {
+                                        {"over_limit", &s.over},
+                                        {"near_limit", &s.near},
+                                        {"within_limit", &s.within},
+                                        {"shadow_mode", &s.shadow}}) {
       lines.push_back("ratelimit.service.rate_limit." + key + "." + name + ": " + std::to_string(counter->value()));
     }
   }

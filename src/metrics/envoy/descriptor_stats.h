@@ -88,12 +88,12 @@ class DescriptorStats final : public service::DecisionObserver {
   Registry& registry_;
   DescriptorStatsOptions options_;
   mutable std::shared_mutex mu_;
-  std::weak_ptr<const rules::RuleSet> bound_;                            // under mu_: the set by_rule_ indexes
+  std::weak_ptr<const rules::RuleSet> bound_;                                 // under mu_: the set by_rule_ indexes
   std::unordered_map<const rules::Rule*, std::unique_ptr<PerRule>> by_rule_;  // under mu_
-  std::unordered_map<std::string, std::shared_ptr<RuleStats>> by_key_;       // under mu_: by the rule's stats key
+  std::unordered_map<std::string, std::shared_ptr<RuleStats>> by_key_;        // under mu_: by the rule's stats key
   mutable std::mutex keys_mu_;
-  std::vector<std::unique_ptr<KeyCounters>> keys_;                   // under keys_mu_, in order of appearance
-  std::unordered_map<std::string, KeyCounters*> by_name_;             // under keys_mu_: by KeyCounters::key
+  std::vector<std::unique_ptr<KeyCounters>> keys_;         // under keys_mu_, in order of appearance
+  std::unordered_map<std::string, KeyCounters*> by_name_;  // under keys_mu_: by KeyCounters::key
   // under keys_mu_: by "domain\nkey1\nkey2", the keys one Prometheus series sums (replaced, never changed)
   std::unordered_map<std::string, std::shared_ptr<const std::vector<const KeyCounters*>>> groups_;
 };

@@ -33,9 +33,7 @@ constexpr std::size_t kMaxErrorDetail = 64 << 10;
 constexpr int kInvalidArgument = 3;
 
 // A PEM file's text; throws std::invalid_argument naming the flag and the file.
-std::string pem_file(const char* flag, const std::string& path) {
-  return *base::SecretFile(flag, path).current();
-}
+std::string pem_file(const char* flag, const std::string& path) { return *base::SecretFile(flag, path).current(); }
 
 std::shared_ptr<grpc::ChannelCredentials> credentials(const XdsOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
@@ -99,11 +97,11 @@ Client::Client(Reloader& rules, XdsOptions options, XdsEvents events)
   impl_->node.set_user_agent_name("ratekeeper");
   impl_->node.set_user_agent_version(rk_version());
   if (!options_.node_metadata.empty()) {
-    const auto status = google::protobuf::util::JsonStringToMessage(options_.node_metadata,
-                                                                     impl_->node.mutable_metadata());
+    const auto status =
+        google::protobuf::util::JsonStringToMessage(options_.node_metadata, impl_->node.mutable_metadata());
     if (!status.ok()) {
-      throw std::invalid_argument("--xds-node-metadata: '" + options_.node_metadata +
-                                  "' is not a JSON object (" + std::string(status.message()) + ")");
+      throw std::invalid_argument("--xds-node-metadata: '" + options_.node_metadata + "' is not a JSON object (" +
+                                  std::string(status.message()) + ")");
     }
   }
 }

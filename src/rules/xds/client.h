@@ -61,7 +61,7 @@ class Client {
  private:
   void run();
   void session(const std::shared_ptr<grpc::Channel>& channel);  // one stream, until it ends or stop()
-  bool wait(Nanos delay);  // false once stopping
+  bool wait(Nanos delay);                                       // false once stopping
 
   Reloader& rules_;
   const XdsOptions options_;
@@ -70,9 +70,9 @@ class Client {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;                // under mu_
+  bool stopping_ = false;                  // under mu_
   grpc::ClientContext* stream_ = nullptr;  // under mu_: the open stream's, cancelled by stop()
-  std::string applied_version_;          // under mu_
+  std::string applied_version_;            // under mu_
   std::thread thread_;
 };
 

@@ -14,12 +14,12 @@ namespace rk::rules::xds {
 struct XdsOptions {
   std::string server;  // HOST:PORT of the Aggregated Discovery Service; empty: no xDS
   std::string node_id = "default";
-  std::string node_metadata;  // a JSON object, the Node's metadata; empty: none
+  std::string node_metadata;                                 // a JSON object, the Node's metadata; empty: none
   std::vector<std::pair<std::string, std::string>> headers;  // sent as gRPC metadata on the stream
-  bool tls = false;     // TLS with the system's CAs unless tls_ca is given (then TLS anyway)
-  std::string tls_ca;   // the CAs (PEM) the control plane's certificate must chain to
+  bool tls = false;               // TLS with the system's CAs unless tls_ca is given (then TLS anyway)
+  std::string tls_ca;             // the CAs (PEM) the control plane's certificate must chain to
   std::string tls_cert, tls_key;  // this client's certificate and key (PEM), for mutual TLS
-  std::string tls_san;  // the name the control plane's certificate must carry (default: the host of `server`)
+  std::string tls_san;            // the name the control plane's certificate must carry (default: the host of `server`)
   // envoyproxy/ratelimit's defaults: a stream that was up is retried after retry_interval; attempts that fail in a
   // row wait backoff_initial, doubling to backoff_max, each spread by +-random_factor when jitter is on.
   Nanos retry_interval = std::chrono::seconds(3);

@@ -96,8 +96,10 @@ void unauthorized(server::http::Response& res, bool dashboard_page) {
   if (dashboard_page) return login_page(res, 401, kAsk);
   res.status = 401;
   res.content_type = "application/json";
-  res.body = server::http::error_json(401, "unauthorized", "this admin listener needs 'Authorization: Bearer <token>' "
-                                                   "(the token of --admin-token-file)", "Authorization");
+  res.body = server::http::error_json(401, "unauthorized",
+                                      "this admin listener needs 'Authorization: Bearer <token>' "
+                                      "(the token of --admin-token-file)",
+                                      "Authorization");
 }
 
 void throttled(server::http::Response& res, bool page, Nanos wait) {
@@ -107,9 +109,9 @@ void throttled(server::http::Response& res, bool page, Nanos wait) {
   } else {
     res.status = 429;
     res.content_type = "application/json";
-    res.body = server::http::error_json(
-        429, "throttled", "too many wrong admin tokens from this address; try again in " + seconds + " s",
-        "Authorization");
+    res.body = server::http::error_json(429, "throttled",
+                                        "too many wrong admin tokens from this address; try again in " + seconds + " s",
+                                        "Authorization");
   }
   res.headers.emplace_back(http_fields::kRetryAfter, seconds);
 }
@@ -132,7 +134,8 @@ AdminAuth::AdminAuth(std::shared_ptr<base::SecretFile> token, AdminAuthOptions o
       sessions_(options_.session_lifetime),
       throttle_(options_.throttle) {}
 
-AdminAuth::Verdict AdminAuth::check(const server::http::Request& req, server::http::Response& res, bool dashboard_page) {
+AdminAuth::Verdict AdminAuth::check(const server::http::Request& req, server::http::Response& res,
+                                    bool dashboard_page) {
   const bool page = dashboard_page && (req.method == "GET" || req.method == "HEAD");
   const bool login = req.path == kLoginPath;
   if (login && req.method != "POST") {
@@ -158,8 +161,8 @@ AdminAuth::Verdict AdminAuth::check(const server::http::Request& req, server::ht
   return kUnauthorized;
 }
 
-AdminAuth::Verdict AdminAuth::sign_in(const server::http::Request& req, server::http::Response& res, std::string_view token,
-                                      Nanos now) {
+AdminAuth::Verdict AdminAuth::sign_in(const server::http::Request& req, server::http::Response& res,
+                                      std::string_view token, Nanos now) {
   if (!same_secret(form_field(req.body, "token"), token)) {
     throttle_.failed(req.remote_ip, now);
     res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="ratekeeper admin")");

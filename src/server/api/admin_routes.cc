@@ -28,7 +28,8 @@ void write_metrics(const Hooks& hooks, server::http::Response& res) {
 }  // namespace
 
 server::http::Handler metrics_routes(Hooks hooks, std::string path) {
-  return [hooks = std::move(hooks), path = std::move(path)](const server::http::Request& req, server::http::Response& res) {
+  return [hooks = std::move(hooks), path = std::move(path)](const server::http::Request& req,
+                                                            server::http::Response& res) {
     if (req.path == path && hooks.metrics) return write_metrics(hooks, res);
     error(res, hooks, "prometheus", 404, "not_found", "", "no such endpoint: " + std::string(req.path.substr(0, 256)));
   };

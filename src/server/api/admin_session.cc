@@ -27,9 +27,7 @@ std::string hex(const unsigned char* bytes, std::size_t n) {
   return out;
 }
 
-bool is_hex(std::string_view s) {
-  return s.find_first_not_of(base::kHexDigits) == std::string_view::npos;
-}
+bool is_hex(std::string_view s) { return s.find_first_not_of(base::kHexDigits) == std::string_view::npos; }
 
 void random_bytes(unsigned char* out, std::size_t n) {
   if (RAND_bytes(out, static_cast<int>(n)) != 1) throw std::runtime_error("no random bytes for admin sessions");

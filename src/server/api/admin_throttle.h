@@ -26,9 +26,9 @@
 namespace rk::server::api {
 
 struct AdminThrottleOptions {
-  int burst = 10;                                   // wrong tokens an address may send at once
-  Nanos refill = std::chrono::seconds(6);           // then one more each this long
-  std::size_t max_addresses = 4096;                 // the table's bound
+  int burst = 10;                          // wrong tokens an address may send at once
+  Nanos refill = std::chrono::seconds(6);  // then one more each this long
+  std::size_t max_addresses = 4096;        // the table's bound
 };
 
 class AdminThrottle {
@@ -51,8 +51,8 @@ class AdminThrottle {
   const AdminThrottleOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Nanos> full_at_;  // mu_: per address, when its bucket is full again
-  Nanos shared_full_at_{0};                        // mu_: the bucket of the addresses without a place
-  Nanos next_drop_{0};                             // mu_: no address is refilled before this
+  Nanos shared_full_at_{0};                         // mu_: the bucket of the addresses without a place
+  Nanos next_drop_{0};                              // mu_: no address is refilled before this
 };
 
 }  // namespace rk::server::api

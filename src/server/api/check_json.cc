@@ -219,8 +219,7 @@ std::string lease_answer_json(const service::LeaseAnswer& a, bool release) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::variant<service::ReserveRequest, service::RequestError> parse_reserve_request(std::string_view body,
-                                                                                  bool settle) {
+std::variant<service::ReserveRequest, service::RequestError> parse_reserve_request(std::string_view body, bool settle) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return service::RequestError{"", "the body is not valid JSON"};
   try {

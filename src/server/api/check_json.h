@@ -37,7 +37,6 @@ std::string lease_answer_json(const service::LeaseAnswer& answer, bool release);
 std::variant<service::ReserveRequest, service::RequestError> parse_reserve_request(std::string_view body, bool settle);
 std::string reserve_answer_json(const service::ReserveAnswer& answer, bool settle, std::uint64_t actual);
 
-
 // A duration as proto3 JSON writes it: "40s", "1.500s", "0s".
 std::string proto_duration(Nanos d);
 

@@ -4,7 +4,8 @@
 //
 //   auto a = rk::server::api::parse_ip("[2001:db8:1:2:aaaa::1]:443");
 //   rk::server::api::client_key(*a, {.ipv4 = 32, .ipv6 = 64})        // "2001:db8:1:2::/64"
-//   rk::server::api::client_key(*rk::server::api::parse_ip("::ffff:192.0.2.7"), {})  // "192.0.2.7": IPv4-mapped is IPv4
+//   rk::server::api::client_key(*rk::server::api::parse_ip("::ffff:192.0.2.7"), {})  // "192.0.2.7": IPv4-mapped is
+//   IPv4
 //
 // Keys are in canonical text (RFC 5952 for IPv6, dotted quad for IPv4), with "/bits" only when the prefix is
 // shorter than the address, so that every address of one prefix gives the same key byte for byte.
@@ -34,8 +35,8 @@ std::string format_ip(const IpAddress& a);
 bool in_cidr(const IpAddress& a, const rules::Cidr& range);
 
 struct ClientPrefixes {
-  int ipv4 = 32;   // 1..32
-  int ipv6 = 64;   // 1..128: a /64 is what one subscriber or one host is usually given
+  int ipv4 = 32;  // 1..32
+  int ipv6 = 64;  // 1..128: a /64 is what one subscriber or one host is usually given
 };
 
 // The client's key: the address with the bits past its family's prefix cleared, then "/bits" unless whole.

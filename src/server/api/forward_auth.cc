@@ -61,9 +61,7 @@ constexpr KindHeaders kKinds[] = {
 
 const KindHeaders& headers_of(ProxyKind k) { return kKinds[static_cast<std::size_t>(k)]; }
 
-std::string shown(std::string_view v) {
-  return "'" + std::string(v.substr(0, 64)) + (v.size() > 64 ? "...'" : "'");
-}
+std::string shown(std::string_view v) { return "'" + std::string(v.substr(0, 64)) + (v.size() > 64 ? "...'" : "'"); }
 
 service::RequestError not_an_address(std::string_view header, std::string_view value) {
   return {std::string(header), shown(value) + " is not an IP address; the client is not guessed from anything else"};
@@ -76,19 +74,19 @@ bool is_trusted(const IpAddress& a, const std::vector<rules::Cidr>& trusted) {
 // The one value of a header the proxy sets. Missing means the proxy is not the kind configured; repeated means a
 // client's copy got past it: either way, nothing in it can be believed.
 std::variant<std::string_view, service::RequestError> proxy_header(const ProxiedRequest& r, std::string_view name,
-                                                               const KindHeaders& kind) {
+                                                                   const KindHeaders& kind) {
   std::string_view only;
   const std::size_t n = r.each(name, [&](std::string_view v) { only = v; });
   if (n == 1) return only;
-  return service::RequestError{std::string(name), n == 0 ? "missing, though the " + std::string(kind.name) +
-                                                               " proxy sets it"
-                                                         : std::to_string(n) + " values, though the " +
-                                                               std::string(kind.name) + " proxy sets one"};
+  return service::RequestError{
+      std::string(name), n == 0
+                             ? "missing, though the " + std::string(kind.name) + " proxy sets it"
+                             : std::to_string(n) + " values, though the " + std::string(kind.name) + " proxy sets one"};
 }
 
 // Right to left: the first address a trusted proxy did not add is the client; when all are trusted, the first.
 std::variant<IpAddress, service::RequestError> from_chain(const ProxiedRequest& r, std::string_view header,
-                                                      const std::vector<rules::Cidr>& trusted) {
+                                                          const std::vector<rules::Cidr>& trusted) {
   std::vector<std::string_view> hops;
   r.each(header, [&](std::string_view value) {
     while (true) {
@@ -110,8 +108,8 @@ std::variant<IpAddress, service::RequestError> from_chain(const ProxiedRequest& 
 // The proxied request's method, URI or host: from the proxy's header when the peer is a trusted proxy of a kind
 // that sets one, else the auth request's own.
 std::variant<std::string_view, service::RequestError> original(const ProxiedRequest& r, bool trusted_peer,
-                                                           const KindHeaders& kind, std::string_view header,
-                                                           std::string_view own) {
+                                                               const KindHeaders& kind, std::string_view header,
+                                                               std::string_view own) {
   if (!trusted_peer || header.empty()) return own;
   return proxy_header(r, header, kind);
 }
@@ -126,8 +124,8 @@ std::optional<ProxyKind> parse_proxy_kind(std::string_view name) {
 }
 
 std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest& r,
-                                                       const std::vector<rules::Cidr>& trusted_proxies,
-                                                       const ForwardAuthOptions& options) {
+                                                           const std::vector<rules::Cidr>& trusted_proxies,
+                                                           const ForwardAuthOptions& options) {
   const auto peer = parse_ip(r.peer_ip);
   if (!peer) return not_an_address("peer", r.peer_ip);
   const KindHeaders& kind = headers_of(options.proxy);
@@ -145,8 +143,8 @@ std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest&
 }
 
 std::variant<service::CheckRequest, service::RequestError> build_descriptors(const rules::DomainConfig& domain,
-                                                                     const ProxiedRequest& r,
-                                                                     const ForwardAuthOptions& options) {
+                                                                             const ProxiedRequest& r,
+                                                                             const ForwardAuthOptions& options) {
   service::CheckRequest req;
   req.domain = domain.domain;
   const KindHeaders& kind = headers_of(options.proxy);

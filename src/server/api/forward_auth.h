@@ -34,17 +34,17 @@ std::optional<ProxyKind> parse_proxy_kind(std::string_view name);  // "none", "n
 
 struct ForwardAuthOptions {
   ProxyKind proxy = ProxyKind::kNone;
-  PathOptions path;           // how `path` and `path_prefix` values are normalised (uri_path.h)
-  ClientPrefixes prefixes;    // how `client_ip` values are keyed (client_address.h)
+  PathOptions path;         // how `path` and `path_prefix` values are normalised (uri_path.h)
+  ClientPrefixes prefixes;  // how `client_ip` values are keyed (client_address.h)
 };
 
 // The auth request as received. What the proxied request was comes from the headers the proxy kind sets, and only
 // when the peer is one of the domain's trusted proxies; otherwise the auth request stands for itself.
 struct ProxiedRequest {
-  std::string_view peer_ip;  // the TCP peer (the proxy, or the client when there is none)
-  std::string_view method;   // the auth request's own
-  std::string_view uri;      // the auth request's own target (Envoy: what follows /v1/auth/<domain>)
-  std::string_view host;     // the auth request's Host
+  std::string_view peer_ip;                     // the TCP peer (the proxy, or the client when there is none)
+  std::string_view method;                      // the auth request's own
+  std::string_view uri;                         // the auth request's own target (Envoy: what follows /v1/auth/<domain>)
+  std::string_view host;                        // the auth request's Host
   std::span<const server::http::Field> fields;  // the auth request's header fields, in the order received
 
   // Calls f(value) for each value of the header `name` (case-insensitive), in order; returns how many there were.
@@ -71,8 +71,8 @@ std::variant<std::string, service::RequestError> client_ip(const ProxiedRequest&
 // skips that descriptor, as Envoy's request_headers action does); an error when a value the descriptors need is
 // in a proxy header that is missing or malformed.
 std::variant<service::CheckRequest, service::RequestError> build_descriptors(const rules::DomainConfig& domain,
-                                                                     const ProxiedRequest& r,
-                                                                     const ForwardAuthOptions& options);
+                                                                             const ProxiedRequest& r,
+                                                                             const ForwardAuthOptions& options);
 
 struct AuthAnswer {
   int status = 200;

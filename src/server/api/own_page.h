@@ -16,6 +16,7 @@ namespace rk::server::api {
 // Refuses what a browser sends on behalf of another site's page: a foreign Host (DNS rebinding reads hot keys and
 // rules), a foreign Origin (a cross-site POST resets limits), and a POST body a form or a "simple" fetch can send
 // without a CORS preflight (only application/json needs one).
-bool from_own_page(const server::http::Request& req, server::http::Response& res, const Hooks& hooks, const AdminOptions& admin);
+bool from_own_page(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
+                   const AdminOptions& admin);
 
 }  // namespace rk::server::api

@@ -18,7 +18,8 @@ namespace rk::server::api {
 
 namespace {
 
-void check(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
+void check(service::Service& service, const Hooks& hooks, const server::http::Request& req,
+           server::http::Response& res) {
   auto request = check_body(req, res, hooks, "http");
   if (!request) return;
   request->protocol = "http";
@@ -122,7 +123,8 @@ void reservation(service::Service& service, const Hooks& hooks, const server::ht
 
 // envoyproxy/ratelimit's POST /json (server/api/envoy_json.h). Like upstream's handler it takes any method: the
 // body decides. Bad requests are counted as /v1/check's are.
-void envoy_json(service::Service& service, const Hooks& hooks, const server::http::Request& req, server::http::Response& res) {
+void envoy_json(service::Service& service, const Hooks& hooks, const server::http::Request& req,
+                server::http::Response& res) {
   auto parsed = parse_check_request(req.body);
   if (std::holds_alternative<service::RequestError>(parsed)) {
     if (hooks.bad_request) hooks.bad_request("http", "invalid_json");
@@ -145,7 +147,8 @@ void envoy_json(service::Service& service, const Hooks& hooks, const server::htt
 }
 
 void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAuthOptions& options,
-                  const server::http::Request& req, server::http::Response& res, std::string_view domain_name, std::string_view uri) {
+                  const server::http::Request& req, server::http::Response& res, std::string_view domain_name,
+                  std::string_view uri) {
   auto rules = service.rules();
   const rules::DomainConfig* domain = rules ? rules->domain(domain_name) : nullptr;
   if (!domain || !domain->forward_auth.enabled) {
@@ -174,7 +177,8 @@ void forward_auth(service::Service& service, const Hooks& hooks, const ForwardAu
   request.protocol = "auth";
   request.rules = std::move(rules);  // domain points into it: nothing below may use domain
   decide(service, req, res, std::move(request), true,
-         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result, server::http::Response& out) {
+         [&hooks, start, deny_status, name = std::move(name)](const service::CheckResult& result,
+                                                              server::http::Response& out) {
            if (auto* e = std::get_if<service::RequestError>(&result)) {
              // A header too long to be a key, say: refuse with the reason rather than let it through unlimited.
              return error(out, hooks, "auth", 400, "invalid_request", e->field, e->message);

@@ -10,15 +10,16 @@
 
 namespace rk::server::api {
 
-void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
-           std::string_view field, std::string_view message) {
+void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status,
+           std::string_view reason, std::string_view field, std::string_view message) {
   res.status = status;
   res.content_type = "application/json";
   res.body = server::http::error_json(status, reason, message, field);
   if (hooks.bad_request) hooks.bad_request(protocol, reason);
 }
 
-bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks, std::string_view method) {
+bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
+               std::string_view method) {
   if (req.method == method || (method == "GET" && req.method == "HEAD")) return true;
   error(res, hooks, "admin", 405, "method", "", "use " + std::string(method));
   res.headers.emplace_back("Allow", method == "GET" ? "GET, HEAD" : std::string(method));
@@ -40,8 +41,8 @@ bool health(const server::http::Request& req, server::http::Response& res, const
 }
 
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
-std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
-                                            std::string_view protocol) {
+std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res,
+                                                const Hooks& hooks, std::string_view protocol) {
   if (req.method != "POST") {
     error(res, hooks, protocol, 405, "method", "", "use POST with a JSON body");
     res.headers.emplace_back("Allow", "POST");

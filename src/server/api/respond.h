@@ -22,18 +22,19 @@
 namespace rk::server::api {
 
 // The error body (server/http/response_writer.h's one shape) with `status`; `reason` is what hooks.bad_request counts.
-void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status, std::string_view reason,
-           std::string_view field, std::string_view message);
+void error(server::http::Response& res, const Hooks& hooks, std::string_view protocol, int status,
+           std::string_view reason, std::string_view field, std::string_view message);
 
 // Whether the request's method is `method` (HEAD too for GET); otherwise answers 405 with Allow and returns false.
-bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks, std::string_view method);
+bool method_is(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
+               std::string_view method);
 
 // /healthz and /readyz; false for any other path.
 bool health(const server::http::Request& req, server::http::Response& res, const Hooks& hooks);
 
 // Parses the body as a check request; answers the error itself and returns nullopt if it is bad.
-std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res, const Hooks& hooks,
-                                                std::string_view protocol);
+std::optional<service::CheckRequest> check_body(const server::http::Request& req, server::http::Response& res,
+                                                const Hooks& hooks, std::string_view protocol);
 
 // The caller's trace context from the request's headers (tracing/context.h); a header given twice is malformed.
 tracing::Parent trace_parent(const server::http::Request& req);
@@ -90,8 +91,8 @@ void answer_when_done(const server::http::Request& req, server::http::Response& 
 }
 
 template <class Answer>
-void decide(service::Service& service, const server::http::Request& req, server::http::Response& res, service::CheckRequest request,
-            bool charge, Answer answer) {
+void decide(service::Service& service, const server::http::Request& req, server::http::Response& res,
+            service::CheckRequest request, bool charge, Answer answer) {
   answer_when_done<service::CheckResult>(
       req, res,
       [&](auto done) {

@@ -1,8 +1,9 @@
-// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::server::http::Server (public_routes.cc,
-// admin_routes.cc, rules_json.cc; what every route answers with: respond.h; the admin listener's own-page checks:
-// own_page.h).
+// server/api/routes.h: the HTTP endpoints, public and admin, as handlers for rk::server::http::Server
+// (public_routes.cc, admin_routes.cc, rules_json.cc; what every route answers with: respond.h; the admin listener's
+// own-page checks: own_page.h).
 //
-// Public listener:  POST /v1/check (JSON decision API), POST /v1/acquire and /v1/release (concurrency leases), ANY /v1/auth/<domain> (forward-auth; with --proxy envoy,
+// Public listener:  POST /v1/check (JSON decision API), POST /v1/acquire and /v1/release (concurrency leases), ANY
+// /v1/auth/<domain> (forward-auth; with --proxy envoy,
 //                   /v1/auth/<domain>/<the proxied path>), GET /healthz, /readyz; envoyproxy/ratelimit's
 //                   POST /json and GET /healthcheck (server/api/envoy_json.h)
 // Admin listener:   GET /metrics, GET /v1/rules, POST /v1/admin/peek (state and matched rule, nothing charged),

@@ -25,7 +25,9 @@ static void limit_json(const rules::RateLimit& l, nlohmann::json& rule) {
   if (spec.align == Align::kCalendar) {
     rule["align"] = "calendar";
     const auto days = std::chrono::duration_cast<std::chrono::hours>(spec.window).count() / 24;
-    rule["calendar_period"] = days == 7 ? "week" : days == 30 ? "month" : "year";  // the only three (ratekeeper/params.h)
+    rule["calendar_period"] = days == 7    ? "week"
+                              : days == 30 ? "month"
+                                           : "year";  // the only three (ratekeeper/params.h)
   } else {
     rule["window_seconds"] = to_seconds(spec.window);
   }
@@ -72,10 +74,8 @@ std::string rules_json(const rules::RuleSet* set) {
                        {"rules", std::move(list)}});
   }
   const auto loaded = std::chrono::duration_cast<std::chrono::milliseconds>(set->loaded_at().time_since_epoch());
-  return json{{"version", set->version()},
-              {"loaded_at_unix_ms", loaded.count()},
-              {"domains", std::move(domains)}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+  return json{{"version", set->version()}, {"loaded_at_unix_ms", loaded.count()}, {"domains", std::move(domains)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace rk::server::api

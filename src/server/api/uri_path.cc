@@ -10,9 +10,7 @@ namespace {
 
 bool alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-bool unreserved(char c) {
-  return alpha(c) || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-}
+bool unreserved(char c) { return alpha(c) || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~'; }
 
 // "http://host:port/p" -> "/p"; "*" or "p" -> "/*", "/p". A proxy that forwards the request line's target as the
 // client wrote it may hand us the absolute form.

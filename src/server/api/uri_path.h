@@ -20,8 +20,8 @@
 namespace rk::server::api {
 
 struct PathOptions {
-  bool strip_params = true;   // cut ";..." from each segment (the safe choice: backends that honour them exist)
-  bool fold_case = false;     // for case-insensitive backends; rules' values must then be written in lower case
+  bool strip_params = true;  // cut ";..." from each segment (the safe choice: backends that honour them exist)
+  bool fold_case = false;    // for case-insensitive backends; rules' values must then be written in lower case
 };
 
 std::string normalize_path(std::string_view path, PathOptions options = {});

@@ -52,8 +52,8 @@ class Networks {
 };
 
 struct Limits {
-  std::size_t max = 10000;     // connections at once
-  std::size_t max_per_ip = 256;  // from one IPv4 address or IPv6 /64; 0: no limit
+  std::size_t max = 10000;                 // connections at once
+  std::size_t max_per_ip = 256;            // from one IPv4 address or IPv6 /64; 0: no limit
   std::vector<std::string> per_ip_exempt;  // addresses and ranges max_per_ip does not apply to (a proxy in front)
 };
 

@@ -22,8 +22,8 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr milliseconds kAcceptRetry{10};  // after accept() fails for want of descriptors
-constexpr std::size_t kCandidates = 16;    // shed candidates kept from one scan of the connections
-constexpr int kAcceptBatch = 64;           // connections accepted before the events are looked at again
+constexpr std::size_t kCandidates = 16;   // shed candidates kept from one scan of the connections
+constexpr int kAcceptBatch = 64;          // connections accepted before the events are looked at again
 
 template <class F, class... Args>
 void notify(const F& hook, Args&&... args) noexcept {
@@ -216,7 +216,7 @@ void Acceptor::admit(int fd, const sockaddr_storage& peer) {
 void Acceptor::release(int dup, bool shed) {
   const auto it = conns_.find(dup);
   if (it == conns_.end()) return;
-  if (shed) ::shutdown(dup, SHUT_RDWR);  // gRPC reads the end of the stream, and closes its descriptor
+  if (shed) ::shutdown(dup, SHUT_RDWR);                 // gRPC reads the end of the stream, and closes its descriptor
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, dup, nullptr);  // gRPC's descriptor keeps the registration alive otherwise
   ::close(dup);
   limits_.give();
@@ -272,8 +272,8 @@ void Acceptor::sweep() {
     if (!limits_.busy()) break;  // below the mark again
     release(dup, true);
   }
-  next_sweep_ = Clock::now() + std::clamp<Clock::duration>(options_.busy_idle_timeout / 10, milliseconds(10),
-                                                           milliseconds(1000));
+  next_sweep_ =
+      Clock::now() + std::clamp<Clock::duration>(options_.busy_idle_timeout / 10, milliseconds(10), milliseconds(1000));
 }
 
 }  // namespace rk::server::grpc::detail

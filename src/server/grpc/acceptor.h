@@ -50,7 +50,7 @@ struct AcceptorOptions {
 };
 
 struct AcceptorEvents {
-  std::function<void(int delta)> connection;          // +1 handed to gRPC, -1 gone
+  std::function<void(int delta)> connection;             // +1 handed to gRPC, -1 gone
   std::function<void(std::string_view reason)> refused;  // too_many_connections, too_many_connections_from_ip,
                                                          // descriptor_reserve
 };
@@ -97,7 +97,7 @@ class Acceptor {
 
   // The acceptor thread's only.
   std::unordered_map<int, std::string> conns_;  // connections handed over: our duplicate's descriptor -> ip_key
-  std::vector<int> candidates_;     // the quietest from the last scan, quietest at the back (some may be gone)
+  std::vector<int> candidates_;       // the quietest from the last scan, quietest at the back (some may be gone)
   Clock::time_point rescan_after_{};  // the last scan found none quiet enough: none before this
   Clock::time_point next_sweep_{};
   Clock::time_point paused_until_{};  // accept() ran out of descriptors: wait before trying again

@@ -24,8 +24,8 @@ struct HealthService::Impl {
 
   // Check, as UnaryCall answers it.
   template <class Finish>
-  void answer(const ::grpc::ServerContext&, const hv::HealthCheckRequest& request,
-              hv::HealthCheckResponse& response, Finish finish) {
+  void answer(const ::grpc::ServerContext&, const hv::HealthCheckRequest& request, hv::HealthCheckResponse& response,
+              Finish finish) {
     if (!known(request.service())) return finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "unknown service"));
     {
       std::lock_guard lock(mu);
@@ -48,8 +48,8 @@ struct HealthService::Impl {
   const std::vector<std::string> names;
   const std::size_t max_watchers;
   std::mutex mu;
-  bool serving = false;        // guarded by mu
-  bool shutting_down = false;  // guarded by mu
+  bool serving = false;           // guarded by mu
+  bool shutting_down = false;     // guarded by mu
   std::set<WatchCall*> watchers;  // guarded by mu: streams started and not yet done
 };
 
@@ -117,9 +117,9 @@ class HealthService::Impl::WatchCall final : public CqTag {
     std::lock_guard lock(mu_);
     finished_ = true;
     in_flight_ = true;
-    writer_.Finish(::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                "too many health Watch streams (" + std::to_string(impl_.max_watchers) +
-                                    "); use Check, or try again later"),
+    writer_.Finish(::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED, "too many health Watch streams (" +
+                                                                              std::to_string(impl_.max_watchers) +
+                                                                              "); use Check, or try again later"),
                    this);
   }
 
@@ -148,9 +148,9 @@ class HealthService::Impl::WatchCall final : public CqTag {
   bool started_ = false;  // only the queue's thread touches it
   bool known_ = false;    // the name asked for is ours; written before the call is shared (add)
   std::mutex mu_;
-  std::optional<ServingStatus> pending_;    // guarded by mu_
-  std::optional<ServingStatus> last_sent_;  // guarded by mu_
-  bool in_flight_ = false;                  // guarded by mu_: a Write or Finish
+  std::optional<ServingStatus> pending_;                                         // guarded by mu_
+  std::optional<ServingStatus> last_sent_;                                       // guarded by mu_
+  bool in_flight_ = false;                                                       // guarded by mu_: a Write or Finish
   bool finish_ = false, finished_ = false, broken_ = false, done_seen_ = false;  // guarded by mu_
 };
 

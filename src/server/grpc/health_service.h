@@ -49,10 +49,10 @@ class HealthService {
  public:
   HealthService(std::vector<std::string> services, int max_watchers);
   ~HealthService();
-  ::grpc::Service* service();                   // register with the ServerBuilder before BuildAndStart
+  ::grpc::Service* service();                     // register with the ServerBuilder before BuildAndStart
   void start(::grpc::ServerCompletionQueue* cq);  // after BuildAndStart: one Check and one Watch wait on cq
-  void set_serving(bool serving);             // ignored after shut_down
-  void shut_down();                           // NOT_SERVING to every watcher, then ends its stream
+  void set_serving(bool serving);                 // ignored after shut_down
+  void shut_down();                               // NOT_SERVING to every watcher, then ends its stream
 
   struct Impl;
 

@@ -37,8 +37,8 @@ void from_grpc(gpr_log_func_args* args) {
 }
 
 void from_protobuf(google::protobuf::LogLevel severity, const char* file, int line, const std::string& message) {
-  write("protobuf", severity == google::protobuf::LOGLEVEL_INFO ? logging::Level::kInfo : logging::Level::kError,
-        file, line, message);
+  write("protobuf", severity == google::protobuf::LOGLEVEL_INFO ? logging::Level::kInfo : logging::Level::kError, file,
+        line, message);
 }
 
 }  // namespace

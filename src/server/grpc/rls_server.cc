@@ -71,7 +71,7 @@ std::optional<service::RequestError> from_proto(const pb::RateLimitRequest& in, 
       const auto unit = unit_from_proto(d.limit().unit());
       if (!unit) {
         return service::RequestError{"descriptors[" + std::to_string(i) + "].limit.unit",
-                                 "must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"};
+                                     "must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"};
       }
       desc.limit = service::LimitOverride{d.limit().requests_per_unit(), *unit};
     }
@@ -109,9 +109,7 @@ void to_proto(const service::CheckResponse& in, bool headers, pb::RateLimitRespo
   }
 }
 
-const char* unit_text(envoy::type::v3::RateLimitUnit u) {
-  return envoy::type::v3::RateLimitUnit_Name(u).c_str();
-}
+const char* unit_text(envoy::type::v3::RateLimitUnit u) { return envoy::type::v3::RateLimitUnit_Name(u).c_str(); }
 
 // Merges `from` into `into`: a key `into` has already keeps its value, unless both are structs, merged in turn
 // (upstream's mergeMetadata: the first descriptor to pass wins).
@@ -177,16 +175,16 @@ struct GrpcServer::Impl {
                          &pb::RateLimitService::AsyncService::RequestShouldRateLimit>;
 
   template <class Finish>
-  void answer(const ::grpc::ServerContext& context, const pb::RateLimitRequest& request, pb::RateLimitResponse& response,
-              Finish finish) {
+  void answer(const ::grpc::ServerContext& context, const pb::RateLimitRequest& request,
+              pb::RateLimitResponse& response, Finish finish) {
     const auto start = std::chrono::steady_clock::now();
     service::CheckRequest check;
     if (std::optional<service::RequestError> error = from_proto(request, check)) return finish(invalid(*error));
     check.protocol = "grpc";
     if (service.wants_trace_context()) check.trace = trace_parent(context);
     std::string domain = check.domain;
-    service.check_async(std::move(check), [this, start, &request, &response, finish, domain = std::move(domain)](
-                                              service::CheckResult result) mutable {
+    service.check_async(std::move(check), [this, start, &request, &response, finish,
+                                           domain = std::move(domain)](service::CheckResult result) mutable {
       if (auto* e = std::get_if<service::RequestError>(&result)) return finish(invalid(*e));
       const auto& r = std::get<service::CheckResponse>(result);
       to_proto(r, options.response_headers, response);
@@ -200,7 +198,7 @@ struct GrpcServer::Impl {
   ::grpc::Status invalid(const service::RequestError& error) const {
     if (hooks.answered) hooks.answered("INVALID_ARGUMENT");
     return ::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT,
-                        (error.field.empty() ? "" : error.field + ": ") + error.message);
+                          (error.field.empty() ? "" : error.field + ": ") + error.message);
   }
 
   service::Service& service;
@@ -208,7 +206,7 @@ struct GrpcServer::Impl {
   GrpcHooks hooks;
   pb::RateLimitService::AsyncService rls;
   HealthService health{{"envoy.service.ratelimit.v3.RateLimitService"}, options.max_watch_streams};
-  std::unique_ptr<TlsCredentials> tls;   // with TLS; outlives the server, whose handshakes read its directory
+  std::unique_ptr<TlsCredentials> tls;     // with TLS; outlives the server, whose handshakes read its directory
   std::unique_ptr<::grpc::Server> server;  // declared after the services it serves: destroyed before them
   std::unique_ptr<::grpc::experimental::ExternalConnectionAcceptor> external;  // how connections reach the server
   std::unique_ptr<detail::Acceptor> acceptor;  // declared after: stopped and destroyed first
@@ -335,7 +333,7 @@ void GrpcServer::stop(std::chrono::milliseconds finish) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->server || impl_->stopped) return;
   impl_->stopped = true;
-  impl_->acceptor->stop();   // no new connection; those open are the server's to close
+  impl_->acceptor->stop();    // no new connection; those open are the server's to close
   impl_->health.shut_down();  // watchers hear NOT_SERVING and their streams end, so Shutdown need not wait for them
   impl_->server->Shutdown(std::chrono::system_clock::now() + finish);  // GOAWAY to every connection
   for (auto& q : impl_->queues) q->Shutdown();  // after the server: calls still queued are failed and deleted

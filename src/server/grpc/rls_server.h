@@ -29,17 +29,17 @@ struct GrpcOptions {
   // request's domain, its descriptors (entries as "key=value", an override as text, its hits_addend), the request's
   // hits_addend when not 0, and "metadata": the rules files' `metadata:` of the descriptors that passed, merged.
   bool response_metadata = false;
-  int threads = 2;                      // threads, each polling its own completion queue
+  int threads = 2;  // threads, each polling its own completion queue
   // Bounds on what clients can make the server hold. A request is decoded whole before it is answered, so each
   // stream in flight may hold one message; Watch streams hold theirs for as long as they are open.
-  int max_message_bytes = 64 * 1024;       // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
-  int max_streams_per_connection = 256;    // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
-  int max_watch_streams = 1024;            // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
+  int max_message_bytes = 64 * 1024;     // a request over it: RESOURCE_EXHAUSTED (the HTTP API's body limit)
+  int max_streams_per_connection = 256;  // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; clients queue past it
+  int max_watch_streams = 1024;          // health Watch streams open at once; past it: RESOURCE_EXHAUSTED
   // TLS: PEM files, read and checked by start() as the HTTPS listeners' are (server/tls/tls_files.h). Empty
   // tls_cert: plaintext. Rotated files are taken by reload_tls() or install_tls(), never read by gRPC itself: new
   // connections get them within tls_refresh_seconds, connections open keep theirs.
   std::string tls_cert, tls_key;
-  std::string tls_client_ca;  // not empty: a client certificate issued by these CAs is required
+  std::string tls_client_ca;   // not empty: a client certificate issued by these CAs is required
   std::string tls_client_san;  // not empty: and it must carry this subject alternative name (tls_credentials.h)
   unsigned tls_refresh_seconds = 1;
   // A new connection's handshake (HTTP/2's preface, and TLS's) must end within this (the HTTP listener's
@@ -67,7 +67,7 @@ struct GrpcOptions {
 struct GrpcHooks {
   std::function<void(std::string_view domain, const service::CheckResponse&, Nanos took)> decided;
   std::function<void(std::string_view code)> answered;  // "OK", "INVALID_ARGUMENT", ...
-  std::function<void(int delta)> connection;           // +1 a connection admitted, -1 gone
+  std::function<void(int delta)> connection;            // +1 a connection admitted, -1 gone
   // A connection refused or closed at once: "too_many_connections", "too_many_connections_from_ip",
   // "descriptor_reserve".
   std::function<void(std::string_view reason)> refused;

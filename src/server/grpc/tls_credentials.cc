@@ -75,8 +75,8 @@ class SanVerifier final : public ::grpc::experimental::ExternalCertificateVerifi
   explicit SanVerifier(std::string san) : san_(std::move(san)) {}
   bool Verify(::grpc::experimental::TlsCustomVerificationCheckRequest* request, std::function<void(::grpc::Status)>,
               ::grpc::Status* sync_status) override {
-    for (const auto& names : {request->dns_names(), request->uri_names(), request->ip_names(),
-                              request->email_names()}) {
+    for (const auto& names :
+         {request->dns_names(), request->uri_names(), request->ip_names(), request->email_names()}) {
       for (const ::grpc::string_ref& name : names) {
         if (std::string_view(name.data(), name.size()) == san_) {
           *sync_status = ::grpc::Status::OK;
@@ -85,7 +85,7 @@ class SanVerifier final : public ::grpc::experimental::ExternalCertificateVerifi
       }
     }
     *sync_status = ::grpc::Status(::grpc::StatusCode::UNAUTHENTICATED,
-                                "the client certificate does not carry the subject alternative name " + san_);
+                                  "the client certificate does not carry the subject alternative name " + san_);
     return true;
   }
   void Cancel(::grpc::experimental::TlsCustomVerificationCheckRequest*) override {}

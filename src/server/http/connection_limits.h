@@ -33,8 +33,8 @@ server::connections::Address address_of(const asio::ip::address& a);
 struct Admission {
   asio::ip::address peer;
   std::shared_ptr<boost::asio::ssl::context> tls;  // the TLS context the connection is served with; null: plaintext
-  bool counted = false;  // holds a place under max_connections
-  std::string ip_key;    // holds one under max_connections_per_ip too ("": none)
+  bool counted = false;                            // holds a place under max_connections
+  std::string ip_key;                              // holds one under max_connections_per_ip too ("": none)
 };
 
 }  // namespace rk::server::http::detail

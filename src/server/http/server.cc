@@ -24,7 +24,10 @@ thread_local const Server::Impl* tls_server = nullptr;  // the server whose thre
 }  // namespace
 
 Server::Impl::Impl(ServerOptions o, Handler h, ServerEvents e)
-    : options(std::move(o)), handler(std::move(h)), events(std::move(e)), limits(detail::connection_limits(options)),
+    : options(std::move(o)),
+      handler(std::move(h)),
+      events(std::move(e)),
+      limits(detail::connection_limits(options)),
       tls(options.tls) {
   for (int i = 0; i < options.threads; ++i) workers.push_back(std::make_unique<detail::Worker>(*this));
   std::vector<detail::tcp::acceptor*> acceptors;

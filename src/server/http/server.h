@@ -191,10 +191,10 @@ struct ServerOptions {
   // Addresses ("10.0.0.7", "::1") or CIDR ranges ("10.0.0.0/8") max_connections_per_ip does not apply to: a proxy
   // in front of the server. A bad one throws std::invalid_argument from the constructor.
   std::vector<std::string> per_ip_exempt;
-  std::chrono::milliseconds header_timeout{10000};  // a request head must be in within this of its first byte
-  std::chrono::milliseconds idle_timeout{60000};    // a kept-alive connection may wait this long for its next request
+  std::chrono::milliseconds header_timeout{10000};    // a request head must be in within this of its first byte
+  std::chrono::milliseconds idle_timeout{60000};      // a kept-alive connection may wait this long for its next request
   std::chrono::milliseconds busy_idle_timeout{5000};  // ...and this long while 3/4 of max_connections are taken
-  std::chrono::milliseconds drain_timeout{5000};    // stop() waits this long for requests in flight
+  std::chrono::milliseconds drain_timeout{5000};      // stop() waits this long for requests in flight
   // A new connection whose descriptor's number is this or more is closed at once, unanswered (0: none).
   // Descriptors are handed out lowest first, so the process then holds that many: those past it are kept for the
   // admin listener and the process itself (cli/serve/fd_budget.h).
@@ -230,7 +230,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  void start();                // starts the threads; does nothing if started or stopped already
+  void start();  // starts the threads; does nothing if started or stopped already
   // Rereads ServerOptions::tls's files (a certificate rotated): connections from now on use them, connections open
   // keep what they began with. Throws TlsFileError, keeping the files in use, if they cannot be used (a key that
   // does not match the certificate, as when one file is rewritten before the other); does nothing without TLS.
@@ -241,8 +241,8 @@ class Server {
   // to this server's new connections (nothing without TLS). Read once, installed in both, two listeners never serve
   // different certificates, and a read that fails changes neither. From any thread.
   std::shared_ptr<const PreparedTls> prepare_tls() const;
-  // prepare_tls() from files already read and checked (server::tls::read_tls_files), for a read that listeners other than
-  // HTTP ones (gRPC) take too. Null without TLS.
+  // prepare_tls() from files already read and checked (server::tls::read_tls_files), for a read that listeners other
+  // than HTTP ones (gRPC) take too. Null without TLS.
   std::shared_ptr<const PreparedTls> prepare_tls(std::shared_ptr<const server::tls::TlsPem> pem) const;
   void install_tls(std::shared_ptr<const PreparedTls> prepared);
   std::uint16_t port() const;  // the port listened on, valid from construction on

@@ -29,7 +29,7 @@ constexpr std::size_t kKeepCapacity = 64 * 1024;  // a buffer grown past this is
 // After a final answer, what the client still sends is discarded for at most kLingerTime (see linger()); past
 // kLingerBytes the connection closes as soon as the client has the answer.
 constexpr milliseconds kLingerTime{1000};
-constexpr milliseconds kRejectLinger{100};     // for a 503, which a flood of connections may be getting
+constexpr milliseconds kRejectLinger{100};  // for a 503, which a flood of connections may be getting
 constexpr std::size_t kLingerBytes = 1 << 20;
 constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -344,9 +344,7 @@ bool Session::write() {
   }
   writing_ = true;
   write_deadline_ = Clock::now() + server_.options.idle_timeout;
-  auto done = [self = shared_from_this()](error_code ec, std::size_t) {
-    self->guarded([&] { self->on_write(ec); });
-  };
+  auto done = [self = shared_from_this()](error_code ec, std::size_t) { self->guarded([&] { self->on_write(ec); }); };
   if (tls_) asio::async_write(*tls_, asio::buffer(out_), std::move(done));
   else asio::async_write(socket_, asio::buffer(out_), std::move(done));
   return false;
@@ -356,7 +354,7 @@ void Session::on_write(error_code ec) {
   writing_ = false;
   if (!written(ec)) return;
   if (std::exchange(replied_, false)) finish_answer();  // the deferred answer that came meanwhile
-  process();  // pipelined requests may be waiting in the buffer
+  process();                                            // pipelined requests may be waiting in the buffer
 }
 
 // out_ is sent (or the write failed): true if the connection goes on to read or answer more.
@@ -459,8 +457,7 @@ void Session::on_tick(Clock::time_point now, bool busy) noexcept {
         return;
       case Phase::kWaiting:
       case Phase::kLinger:
-      case Phase::kClosed:
-        return close();
+      case Phase::kClosed: return close();
     }
   });
 }

@@ -31,8 +31,8 @@ struct PreparedTls {
 
 namespace rk::server::http::detail {
 
-// A server-side context from the files' contents (server::tls::read_tls_files): TLS 1.2 or later, no renegotiation; with
-// client_ca, a client certificate is required and verified. Throws TlsFileError naming the file at fault.
+// A server-side context from the files' contents (server::tls::read_tls_files): TLS 1.2 or later, no renegotiation;
+// with client_ca, a client certificate is required and verified. Throws TlsFileError naming the file at fault.
 std::shared_ptr<boost::asio::ssl::context> make_tls_context(const server::tls::TlsPem& pem, const TlsFiles& files);
 
 class TlsContexts {

@@ -71,10 +71,8 @@ void Worker::link(Session* s) noexcept {
 
 void Worker::unlink(Session* s) noexcept {
   linked_.store(linked_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    sessions = s->next;
+  if (s->prev) s->prev->next = s->next;
+  else sessions = s->next;
   if (s->next) s->next->prev = s->prev;
   if (stopping && !sessions && sweep) sweep->cancel();  // drained: let the event loop end
 }
@@ -195,9 +193,9 @@ void Worker::on_accept(tcp::socket socket) {
     server.bad_request("too_many_connections_from_ip");
     if (admission.tls) return;  // a 503 would cost a handshake, which is what a flood wants: the socket closes
     std::make_shared<Session>(std::move(socket), *this, std::move(admission))
-        ->reject("too_many_connections_from_ip",
-                 "too many connections from this address (" + std::to_string(server.options.max_connections_per_ip) +
-                     "); reuse one, or try again later");
+        ->reject("too_many_connections_from_ip", "too many connections from this address (" +
+                                                     std::to_string(server.options.max_connections_per_ip) +
+                                                     "); reuse one, or try again later");
     return;
   }
   // A shed session keeps its place until it is gone, so the count may pass max_connections by the sessions

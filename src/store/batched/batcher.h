@@ -62,20 +62,20 @@ struct BatcherOptions {
   Nanos interval = std::chrono::milliseconds(20);  // --redis-batch-interval
   std::size_t max_keys = 1'000'000;
   std::size_t max_memory_bytes = 0;  // 0: no bound in bytes (serve: the batcher's share of --max-memory)
-  bool start_thread = true;  // false: batches only when flush() is called (tests)
+  bool start_thread = true;          // false: batches only when flush() is called (tests)
 };
 
 // For metrics (serve_metrics.cc) and tests.
 struct BatcherStats {
-  std::atomic<std::uint64_t> batches{0};      // syncs sent (a batch, or one key's fetch)
-  std::atomic<std::uint64_t> keys_sent{0};    // keys in them, together
-  std::atomic<std::uint64_t> failed{0};       // keys the store did not answer
-  std::atomic<std::uint64_t> fetches{0};      // keys whose decisions waited for a fetch
-  std::atomic<std::uint64_t> evicted{0};      // keys dropped to make room
-  std::atomic<std::int64_t> last_keys{0};     // keys in the last batch
-  std::atomic<std::int64_t> lag_ns{0};        // how old the last answered batch was when it came back
-  std::atomic<std::int64_t> keys{0};          // keys held now
-  std::atomic<std::int64_t> bytes{0};         // what they cost, as key_bytes() counts it
+  std::atomic<std::uint64_t> batches{0};    // syncs sent (a batch, or one key's fetch)
+  std::atomic<std::uint64_t> keys_sent{0};  // keys in them, together
+  std::atomic<std::uint64_t> failed{0};     // keys the store did not answer
+  std::atomic<std::uint64_t> fetches{0};    // keys whose decisions waited for a fetch
+  std::atomic<std::uint64_t> evicted{0};    // keys dropped to make room
+  std::atomic<std::int64_t> last_keys{0};   // keys in the last batch
+  std::atomic<std::int64_t> lag_ns{0};      // how old the last answered batch was when it came back
+  std::atomic<std::int64_t> keys{0};        // keys held now
+  std::atomic<std::int64_t> bytes{0};       // what they cost, as key_bytes() counts it
 };
 
 class Batcher {
@@ -85,7 +85,8 @@ class Batcher {
   static constexpr std::size_t kMinKeysPerShard = 64;
   static constexpr std::size_t kMinShardBytes = 64 << 10;  // a key bigger than a shard's share is still held, alone
 
-  Batcher(std::shared_ptr<store::remote::SharedCounters> counters, std::shared_ptr<const Clock> clock, BatcherOptions options);
+  Batcher(std::shared_ptr<store::remote::SharedCounters> counters, std::shared_ptr<const Clock> clock,
+          BatcherOptions options);
   ~Batcher();
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -93,8 +94,7 @@ class Batcher {
   // Decides an attempt of `cost` on `key` under `spec` (valid: the rule's), recording it unless `peek`, into
   // `out` when it can at once: the key is joined and synced lately, or the store is away. false: nothing done; the
   // caller asks decide(), which waits for the key's fetch.
-  bool try_decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
-                  Decision& out);
+  bool try_decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now, Decision& out);
   // As try_decide, whatever the key's state: `done` runs once, at once or on the store's thread after the key's
   // fetch.
   void decide(const LimitSpec& spec, std::string_view key, std::uint64_t cost, bool peek, Nanos now,
@@ -128,15 +128,16 @@ class Batcher {
   Shard& shard_of(const Hashed& k) const;
   Nanos ttl_for(const KeyState& state, std::int64_t now) const;
   bool fresh(const Entry& e, std::int64_t now) const;
-  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key, std::vector<store::remote::CounterSync>& full);
+  Entry* find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
+                      std::vector<store::remote::CounterSync>& full);
   bool evict_one(Shard& s, std::size_t home, std::vector<store::remote::CounterSync>& full);
   void erase(Shard& s, KeyMap::const_iterator it);  // under s.mu: the key forgotten, its bytes given back
   Decision decide_here(Entry& e, const LimitSpec& spec, std::uint64_t cost, bool peek, std::int64_t now);
   store::remote::CounterSync take_op(const std::string& key, Entry& e, std::int64_t now);
   void send(std::vector<store::remote::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
             std::function<void()> after);
-  void apply(const std::string& key, std::uint64_t generation, const store::remote::CounterReply& reply, std::int64_t now,
-             std::int64_t started);
+  void apply(const std::string& key, std::uint64_t generation, const store::remote::CounterReply& reply,
+             std::int64_t now, std::int64_t started);
   void batch_once(std::function<void()> after);
   void send_orphans(std::vector<store::remote::CounterSync> ops);
   void loop();
@@ -152,12 +153,12 @@ class Batcher {
 
   std::mutex orphans_mu_;
   std::vector<store::remote::CounterSync> orphans_;  // evicted keys' unsent hits, for the next batch; under orphans_mu_
-  std::size_t orphan_bytes_ = 0;             // their keys' bytes; under orphans_mu_
+  std::size_t orphan_bytes_ = 0;                     // their keys' bytes; under orphans_mu_
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
-  bool stopping_ = false;   // under loop_mu_
-  bool in_flight_ = false;  // a batch is out; under loop_mu_
+  bool stopping_ = false;           // under loop_mu_
+  bool in_flight_ = false;          // a batch is out; under loop_mu_
   std::int64_t last_batch_ns_ = 0;  // start of the last batch sent; under loop_mu_
   BatcherStats stats_;
   std::thread thread_;  // last: started once the rest is built

@@ -60,8 +60,8 @@ std::size_t Batcher::key_bytes(const LimitSpec& spec, std::string_view key) {
   std::size_t bytes = kHeader + kNode + kHeader + sizeof(Entry) + kHeader + kState;
   if (key.size() > 15) bytes += kHeader + key.size() + 1;
   if (spec.algorithm == Algorithm::kSlidingLog) {
-    bytes += kHeader + core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit),
-                                                              core::counts_refused(spec));
+    bytes += kHeader +
+             core::SlidingLogState::max_heap_bytes(static_cast<std::uint64_t>(spec.limit), core::counts_refused(spec));
   }
   return bytes;
 }
@@ -159,7 +159,7 @@ void Batcher::erase(Shard& s, KeyMap::const_iterator it) {
 }
 
 Entry* Batcher::find_or_make(Shard& s, const LimitSpec& spec, const Hashed& key,
-                                      std::vector<store::remote::CounterSync>& full) {
+                             std::vector<store::remote::CounterSync>& full) {
   if (const auto it = s.keys.find(key); it != s.keys.end()) return it->second.get();
   std::string owned(key.key);
   const std::size_t bytes = key_bytes(spec, owned);

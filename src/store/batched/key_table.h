@@ -56,19 +56,19 @@ std::unique_ptr<KeyState> make_state(const LimitSpec& spec);
 
 struct Entry {
   std::unique_ptr<KeyState> state;
-  Counts seen;                     // per other server: the cumulative count `state` includes (at most
-                                   // kMaxSnapshotCounts; kept while absent, for a Redis that lost the key)
-  std::uint64_t own_total = 0;     // this server's cumulative count, as the store holds it
-  std::uint64_t pending = 0;       // recorded here, not yet sent
-  std::uint64_t inflight = 0;      // sent in the sync in flight
-  bool joined = false;             // `state` was built from the store's snapshot and counts
-  bool busy = false;               // a sync of this key is in flight
-  bool changed = false;            // since the last snapshot written
-  Waiters waiters;                 // decisions waiting for the sync in flight
+  Counts seen;                        // per other server: the cumulative count `state` includes (at most
+                                      // kMaxSnapshotCounts; kept while absent, for a Redis that lost the key)
+  std::uint64_t own_total = 0;        // this server's cumulative count, as the store holds it
+  std::uint64_t pending = 0;          // recorded here, not yet sent
+  std::uint64_t inflight = 0;         // sent in the sync in flight
+  bool joined = false;                // `state` was built from the store's snapshot and counts
+  bool busy = false;                  // a sync of this key is in flight
+  bool changed = false;               // since the last snapshot written
+  Waiters waiters;                    // decisions waiting for the sync in flight
   std::int64_t synced_ns = kNeverNs;  // when the last answered sync was sent
   std::int64_t used_ns = kNeverNs;
-  std::uint64_t generation = 0;    // tells this entry from an evicted one's under the same key, for late replies
-  std::size_t bytes = 0;           // key_bytes() when it was made
+  std::uint64_t generation = 0;  // tells this entry from an evicted one's under the same key, for late replies
+  std::size_t bytes = 0;         // key_bytes() when it was made
 };
 
 // A key with its hash, computed once per decision for both the shard and the map.

@@ -46,7 +46,8 @@ store::remote::CounterSync Batcher::take_op(const std::string& key, Entry& e, st
   e.busy = true;
   e.inflight = e.pending;
   e.pending = 0;
-  store::remote::CounterSync op{.key = key, .add = e.inflight, .ttl = ttl_for(*e.state, now), .want_snapshot = !e.joined};
+  store::remote::CounterSync op{
+      .key = key, .add = e.inflight, .ttl = ttl_for(*e.state, now), .want_snapshot = !e.joined};
   if (e.joined && e.changed) {
     // The state with the counts it includes; this server's own as it will be once this sync has counted.
     std::string frame;
@@ -154,8 +155,8 @@ void Batcher::apply(const std::string& key, std::uint64_t generation, const stor
   for (auto& w : waiters) w();
 }
 
-void Batcher::send(std::vector<store::remote::CounterSync> ops, std::vector<std::uint64_t> generations, std::int64_t started,
-                   std::function<void()> after) {
+void Batcher::send(std::vector<store::remote::CounterSync> ops, std::vector<std::uint64_t> generations,
+                   std::int64_t started, std::function<void()> after) {
   if (ops.empty()) {
     if (after) after();
     return;
@@ -283,6 +284,5 @@ void Batcher::close() {
   flush();  // what was recorded here since the last batch
   counters_->close();
 }
-
 
 }  // namespace rk::store::batched

@@ -1,10 +1,10 @@
 // store/file/trust.h: a store's file opened only if it can be believed: the one check that the shared-memory
 // store's region (store/shm/region_file.h) and serve's state file (cli/serve/state_file.h) both pass.
 //
-//   const rk::store::file::TrustedFile f = rk::store::file::open_trusted(path, O_RDONLY, 0644, "a state file may have");
-//   if (!f.refused.empty()) ...       // there is a file, and this says why it is not believed (naming the path)
-//   else if (f.fd < 0) ...            // f.error: errno of the open (ENOENT: nothing at the path)
-//   else ... f.st.st_size ...; ::close(f.fd);
+//   const rk::store::file::TrustedFile f = rk::store::file::open_trusted(path, O_RDONLY, 0644, "a state file may
+//   have"); if (!f.refused.empty()) ...       // there is a file, and this says why it is not believed (naming the
+//   path) else if (f.fd < 0) ...            // f.error: errno of the open (ENOENT: nothing at the path) else ...
+//   f.st.st_size ...; ::close(f.fd);
 //
 // Whoever owns a store's file, or may write it, decides every limit kept in it; whoever may read it sees every key.
 // So the path itself must not be a symbolic link (opened with O_NOFOLLOW: a link could point the store at any

@@ -17,8 +17,8 @@
 
 namespace rk::store::memory::sharded {
 
-inline constexpr std::uint32_t kLockBit = 0x80000000u;  // in an entry's word: the entry's lock
-inline constexpr std::uint32_t kUsedBit = 0x40000000u;  // in an entry's word: decided on since the hand passed
+inline constexpr std::uint32_t kLockBit = 0x80000000u;   // in an entry's word: the entry's lock
+inline constexpr std::uint32_t kUsedBit = 0x40000000u;   // in an entry's word: decided on since the hand passed
 inline constexpr std::uint32_t kHashBits = 0x3FFFFFFFu;  // in an entry's word: the key's hash (home bits included)
 
 template <class State>

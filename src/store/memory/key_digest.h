@@ -1,4 +1,5 @@
-// store/memory/key_digest.h: a key too long for a fixed-size slot, said in 16 bytes that an attacker cannot make collide.
+// store/memory/key_digest.h: a key too long for a fixed-size slot, said in 16 bytes that an attacker cannot make
+// collide.
 //
 // SipHash-2-4 with its 128-bit output (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): a keyed
 // pseudo-random function, so without the 16-byte seed nobody can compute, offline or by probing, two keys with one

@@ -371,14 +371,14 @@ struct alignas(64) Shard {
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.
   static Entry* new_chunk() {
-    auto* chunk = static_cast<Entry*>(::operator new(kChunk * sizeof(Entry), std::align_val_t{64}));
+    auto* chunk = static_cast<Entry*>(::operator new (kChunk * sizeof(Entry), std::align_val_t{64}));
     for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Entry;
     return chunk;
   }
   static void free_chunk(Entry* chunk) {
     if (chunk == nullptr) return;
     for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Entry();
-    ::operator delete(chunk, std::align_val_t{64});
+    ::operator delete (chunk, std::align_val_t{64});
   }
 };
 

@@ -61,7 +61,8 @@ template <class State>
 class ShardedStore {
  public:
   // `options` are validated by the caller (max_keys >= 1).
-  explicit ShardedStore(const StoreOptions& options) : hash_(options.hash_seed ? options.hash_seed : base::random_seed()) {
+  explicit ShardedStore(const StoreOptions& options)
+      : hash_(options.hash_seed ? options.hash_seed : base::random_seed()) {
     const std::size_t n = shards_for(options.max_keys, options.shards);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
     shards_ = std::make_unique<Shard[]>(n);
@@ -319,7 +320,7 @@ class ShardedStore {
   static constexpr std::size_t kDefaultShards = 64;
   static constexpr std::size_t kMinPerShard = 64;
   static constexpr std::size_t kMaxPerShard = std::size_t{1} << 29;  // index <= 2^30 slots: homes fit kHashBits
-  static constexpr std::uint32_t kVisitBatch = 64;  // for_each's entries per hold of a shard's lock
+  static constexpr std::uint32_t kVisitBatch = 64;                   // for_each's entries per hold of a shard's lock
 
   using Entry = sharded::Entry<State>;
   using EntryHold = sharded::EntryHold<State>;
@@ -346,7 +347,8 @@ class ShardedStore {
     if (hint == nullptr) return nullptr;
     Entry& e = *static_cast<Entry*>(hint);
     e.lock();
-    if (e.key.equals(key)) [[likely]] return &e;
+    if (e.key.equals(key)) [[likely]]
+      return &e;
     e.unlock();
     return nullptr;
   }
@@ -383,7 +385,7 @@ class ShardedStore {
 
   Shard& shard_for(std::uint64_t h) const { return shards_[shard_bits_ ? h >> (64 - shard_bits_) : 0]; }
 
-  base::KeyHasher hash_;  // hash_key with the store's seed
+  base::KeyHasher hash_;                                 // hash_key with the store's seed
   std::uint64_t serial_ = last_key::new_store_serial();  // this store's name in the threads' last_key hints
   unsigned shard_bits_ = 0;
   std::unique_ptr<Shard[]> shards_;

@@ -1,4 +1,5 @@
-// store/redis/algorithm_scripts.cc: each algorithm's Lua text, its ARGV and the decoding of its reply (algorithm_scripts.h).
+// store/redis/algorithm_scripts.cc: each algorithm's Lua text, its ARGV and the decoding of its reply
+// (algorithm_scripts.h).
 #include "store/redis/algorithm_scripts.h"
 
 #include <bit>
@@ -67,8 +68,8 @@ struct Table {
       // function library (lua_script.h).
       function[i] = function_name(name, body);
       text[i] = body + "return decide(KEYS, ARGV)\n";
-      library[i] = "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] +
-                   "', decide)\n";
+      library[i] =
+          "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] + "', decide)\n";
       sources[i] = {name, text[i], library[i], function[i]};
     }
   }

@@ -1,5 +1,5 @@
-// store/redis/algorithm_scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments and
-// its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
+// store/redis/algorithm_scripts.h: each algorithm as one Lua script run in Redis (src/store/redis/lua/), its arguments
+// and its reply, so that a decision in Redis is the same as in the in-process store (src/core/), to the nanosecond.
 //
 //   const auto& s = rk::store::redis::script_for(rk::Algorithm::kEarrrl);
 //   rk::store::redis::Script script(client, std::string(s.source), {std::string(s.library), std::string(s.function)});

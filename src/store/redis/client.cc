@@ -131,9 +131,8 @@ void Client::on_every_connection(std::vector<std::string> args, std::function<vo
 std::string Client::describe() const { return store::redis::describe(impl_->options); }
 
 Client::Stats Client::stats() const {
-  return {impl_->writes.load(),       impl_->commands.load(),       impl_->timeouts.load(),
-          impl_->reconnects.load(),   impl_->redirects.load(),      impl_->tls_failures.load(),
-          impl_->spins_answered.load(), impl_->spins_idle.load()};
+  return {impl_->writes.load(),    impl_->commands.load(),     impl_->timeouts.load(),       impl_->reconnects.load(),
+          impl_->redirects.load(), impl_->tls_failures.load(), impl_->spins_answered.load(), impl_->spins_idle.load()};
 }
 
 }  // namespace rk::store::redis

@@ -69,8 +69,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     Node& node;
     State state = State::kDown;
     std::uint64_t gen = 0;
-    std::string out;      // encoded, not yet written
-    bool busy = false;    // a write in flight
+    std::string out;           // encoded, not yet written
+    bool busy = false;         // a write in flight
     std::deque<Pending> sent;  // in the order they will be answered: what is being written and `out` hold too
     Parser parser;
     Clock::time_point connect_deadline{};
@@ -95,9 +95,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   boost::asio::steady_timer timer;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
   std::thread thread;
-  std::mutex post_mu;          // exec() vs close(): nothing is posted after the shutdown
-  bool closing = false;        // under post_mu
-  bool closed = false;         // the client's thread only
+  std::mutex post_mu;                                  // exec() vs close(): nothing is posted after the shutdown
+  bool closing = false;                                // under post_mu
+  bool closed = false;                                 // the client's thread only
   std::map<std::string, std::unique_ptr<Node>> nodes;  // by "host:port"
   std::vector<Node*> slots = std::vector<Node*>(kSlots, nullptr);
   Node* sentinel_node = nullptr;
@@ -114,8 +114,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::atomic<std::uint64_t> writes{0}, commands{0}, timeouts{0}, reconnects{0}, redirects{0}, tls_failures{0};
   std::atomic<std::uint64_t> spins_answered{0}, spins_idle{0};
   std::uint64_t replies_read = 0;  // the client's thread only
-  unsigned spin_misses = 0;     // spins in a row that timed out (at most 8); the client's thread only
-  std::uint32_t spin_skip = 0;  // waits left to sleep through without a spin; the client's thread only
+  unsigned spin_misses = 0;        // spins in a row that timed out (at most 8); the client's thread only
+  std::uint32_t spin_skip = 0;     // waits left to sleep through without a spin; the client's thread only
 
   template <class F>
   bool post(F&& f) {

@@ -28,9 +28,8 @@ void Client::Impl::send_to(Node& node, Pending p, bool asking) {
       // A dead node may have been replaced (a replica promoted): ask the cluster again, at most every 100 ms.
       if (options.mode == ClientOptions::Mode::kCluster && now - last_refresh > milliseconds(100)) refresh_slots();
       return finish(p, Error{Error::Kind::kConnection, "cannot reach Redis at " + endpoint_text(node.endpoint) +
-                                                            " (retrying after a backoff" +
-                                                            (node.failure.empty() ? "" : "; " + node.failure) +
-                                                            ")"});
+                                                           " (retrying after a backoff" +
+                                                           (node.failure.empty() ? "" : "; " + node.failure) + ")"});
     }
     connect(*conn);
     if (conn->state == Conn::State::kDown) {
@@ -78,8 +77,8 @@ Client::Impl::Pending Client::Impl::always_pending(const Always& s) {
 
 void Client::Impl::expire(Pending& p, const std::string& where) {
   timeouts.fetch_add(1, std::memory_order_relaxed);
-  finish(p, Error{Error::Kind::kTimeout, "no answer " + where + " within " +
-                                             std::to_string(options.command_timeout.count()) + " ms"});
+  finish(p, Error{Error::Kind::kTimeout,
+                  "no answer " + where + " within " + std::to_string(options.command_timeout.count()) + " ms"});
 }
 
 // A key always goes on the same connection while it is up, so that one key's commands keep their order; keyless
@@ -146,7 +145,8 @@ std::vector<Client::Impl::Pending> Client::Impl::handshake(const Node& node) {
     hello.push_back(std::move(a));
   }
   if (options.db != 0) {
-    hello.push_back(Pending{.args = {"SELECT", std::to_string(options.db)}, .internal = true,
+    hello.push_back(Pending{.args = {"SELECT", std::to_string(options.db)},
+                            .internal = true,
                             .check = [](const Reply& r) { return r.type != Reply::Type::kError; }});
   }
   if (&node == sentinel_node) {
@@ -287,8 +287,9 @@ void Client::Impl::expire(Conn& c, Clock::time_point now) {
     if (now > p.deadline) {
       if (first) {
         timeouts.fetch_add(1, std::memory_order_relaxed);
-        return fail_conn(c, Error::Kind::kTimeout, "no answer " + where + " within " +
-                                                       std::to_string(options.command_timeout.count()) + " ms", true);
+        return fail_conn(c, Error::Kind::kTimeout,
+                         "no answer " + where + " within " + std::to_string(options.command_timeout.count()) + " ms",
+                         true);
       }
       if (!p.internal) expire(p, where);
     }

@@ -67,20 +67,23 @@ void Script::eval(std::vector<std::string> keys, std::vector<std::string> args,
   const Client::Deadline deadline = std::chrono::steady_clock::now() + client_.command_timeout();
   if (!known) return client_.exec(std::move(cmd), routing, std::move(done), deadline);
   Client* c = &client_;
-  client_.exec(cmd, routing, [c, state = state_, function, cmd, routing, deadline, done = std::move(done)](
-                                 Result r) mutable {
-    const auto* e = std::get_if<Error>(&r);
-    if (!e || e->kind != Error::Kind::kServer || !not_there(e->message, function)) return done(std::move(r));
-    if (function && e->message.starts_with("ERR Function not found")) {
-      // Lost (FUNCTION FLUSH, say): loaded again for the calls to come, ahead of them on the key's connection.
-      c->exec({"FUNCTION", "LOAD", state->function.library}, routing, [](Result) {}, deadline);
-    } else if (function) {
-      state->function_loaded.store(false, std::memory_order_release);  // this user or server has no functions
-    }
-    cmd[0] = "EVAL";  // also loads the script again: the next EVALSHA finds it
-    cmd[1] = state->source;
-    c->exec(std::move(cmd), routing, std::move(done), deadline);
-  }, deadline);
+  client_.exec(
+      cmd, routing,
+      [c, state = state_, function, cmd, routing, deadline, done = std::move(done)](Result r) mutable {
+        const auto* e = std::get_if<Error>(&r);
+        if (!e || e->kind != Error::Kind::kServer || !not_there(e->message, function)) return done(std::move(r));
+        if (function && e->message.starts_with("ERR Function not found")) {
+          // Lost (FUNCTION FLUSH, say): loaded again for the calls to come, ahead of them on the key's connection.
+          c->exec(
+              {"FUNCTION", "LOAD", state->function.library}, routing, [](Result) {}, deadline);
+        } else if (function) {
+          state->function_loaded.store(false, std::memory_order_release);  // this user or server has no functions
+        }
+        cmd[0] = "EVAL";  // also loads the script again: the next EVALSHA finds it
+        cmd[1] = state->source;
+        c->exec(std::move(cmd), routing, std::move(done), deadline);
+      },
+      deadline);
 }
 
 }  // namespace rk::store::redis

@@ -49,9 +49,9 @@ class NearCache {
  private:
   struct NearEntry {
     LimitSpec spec;
-    Nanos until{0};               // refused until then (the service's clock)
-    std::uint64_t min_cost = 0;   // for attempts of at least this cost
-    Decision refusal;             // what Redis said
+    Nanos until{0};                  // refused until then (the service's clock)
+    std::uint64_t min_cost = 0;      // for attempts of at least this cost
+    Decision refusal;                // what Redis said
     std::uint64_t pending_hits = 0;  // refused here, not yet counted in Redis
     Nanos pending_at{0};             // the last of them
   };
@@ -63,9 +63,9 @@ class NearCache {
   const Send send_;
   std::mutex near_mu_;
   std::condition_variable near_cv_;
-  bool stopping_ = false;                               // under near_mu_
-  std::unordered_map<std::string, NearEntry> near_;     // under near_mu_
-  std::thread flusher_;                                 // last: started once the rest is built
+  bool stopping_ = false;                            // under near_mu_
+  std::unordered_map<std::string, NearEntry> near_;  // under near_mu_
+  std::thread flusher_;                              // last: started once the rest is built
 };
 
 }  // namespace rk::store::redis

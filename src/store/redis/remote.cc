@@ -54,7 +54,7 @@ store::remote::RemoteResult to_result(const store::redis::Result& r) {
     // Redis answered, and refused this script (a foreign value in the key, say): only this decision fails. Every
     // other error means Redis was not reached or did not answer in time.
     out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
-                                                        : store::remote::RemoteResult::Status::kUnavailable;
+                                                               : store::remote::RemoteResult::Status::kUnavailable;
     out.error = e->message;
     return out;
   }
@@ -81,7 +81,7 @@ store::remote::LeaseResult to_lease_result(const store::redis::Result& r) {
   store::remote::LeaseResult out;
   if (const auto* e = std::get_if<store::redis::Error>(&r)) {
     out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
-                                                        : store::remote::RemoteResult::Status::kUnavailable;
+                                                               : store::remote::RemoteResult::Status::kUnavailable;
     out.error = e->message;
     return out;
   }
@@ -109,7 +109,8 @@ class RedisRemote final : public store::remote::RemoteStore {
     for (Algorithm a : kAllAlgorithms) {
       const store::redis::ScriptSource& s = store::redis::script_for(a);
       scripts_[static_cast<std::size_t>(a)] = std::make_unique<store::redis::Script>(
-          client_, std::string(s.source), store::redis::FunctionSource{std::string(s.library), std::string(s.function)});
+          client_, std::string(s.source),
+          store::redis::FunctionSource{std::string(s.library), std::string(s.function)});
     }
     if (options_.near_cache) {
       near_ = std::make_unique<NearCache>(
@@ -174,12 +175,13 @@ class RedisRemote final : public store::remote::RemoteStore {
       std::vector<std::string> rkeys = redis_keys(keys[i], options_.packed_hashes);
       const std::string routing = rkeys[0];
       // Packed: the field (HDEL) and the own key (DEL) in one script, the state being in one or the other.
-      std::vector<std::string> cmd =
-          rkeys.size() == 1 ? std::vector<std::string>{"DEL", std::move(rkeys[0])}
-                            : std::vector<std::string>{"EVAL", std::string(kResetPacked), "2", std::move(rkeys[0]),
-                                                       std::move(rkeys[1])};
+      std::vector<std::string> cmd = rkeys.size() == 1
+                                         ? std::vector<std::string>{"DEL", std::move(rkeys[0])}
+                                         : std::vector<std::string>{"EVAL", std::string(kResetPacked), "2",
+                                                                    std::move(rkeys[0]), std::move(rkeys[1])};
       client_.exec(std::move(cmd), routing, [batch, i](store::redis::Result r) {
-        if (const auto* reply = std::get_if<store::redis::Reply>(&r); reply && reply->type == store::redis::Reply::Type::kInteger) {
+        if (const auto* reply = std::get_if<store::redis::Reply>(&r);
+            reply && reply->type == store::redis::Reply::Type::kInteger) {
           batch->existed[i] = reply->integer > 0;
         }
         if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done(std::move(batch->existed));
@@ -222,7 +224,8 @@ class RedisRemote final : public store::remote::RemoteStore {
             std::function<void(store::redis::Result)> done) {
     const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
     const store::redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
-    script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time, hits, peek), std::move(done));
+    script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time, hits, peek),
+                std::move(done));
   }
 
   // The lease script's time: the caller's in whole microseconds, or "" for Redis's TIME.
@@ -296,8 +299,10 @@ ClientOptions client_options(const RedisRemoteOptions& o) {
 
 std::shared_ptr<store::remote::RemoteStore> make_redis_remote(const RedisRemoteOptions& options) {
   if (options.packed_hashes > kMaxPackedHashes) {
-    throw std::invalid_argument("packed hashes is " + std::to_string(options.packed_hashes) + "; it must be from 0 "
-                                "(off) to " + std::to_string(kMaxPackedHashes));
+    throw std::invalid_argument("packed hashes is " + std::to_string(options.packed_hashes) +
+                                "; it must be from 0 "
+                                "(off) to " +
+                                std::to_string(kMaxPackedHashes));
   }
   return std::make_shared<RedisRemote>(options);
 }

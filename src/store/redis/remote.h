@@ -4,8 +4,8 @@
 //   auto store = rk::store::redis::make_redis_remote({.url = "redis://127.0.0.1:6379"});  // throws on a bad URL
 //   rk::service::Service service(reloader, clock, {.remote = store});
 //
-// Thread safety: as store::remote::RemoteStore. Destroying the store fails what is still in flight (as unavailable) and joins
-// its threads; destroy it after the servers that wait on its answers have stopped.
+// Thread safety: as store::remote::RemoteStore. Destroying the store fails what is still in flight (as unavailable) and
+// joins its threads; destroy it after the servers that wait on its answers have stopped.
 #pragma once
 
 #include <memory>
@@ -19,21 +19,21 @@
 namespace rk::store::redis {
 
 struct RedisRemoteOptions {
-  std::string url;                                       // redis://, redis+cluster://, redis+sentinel:// (rediss...)
-  TlsOptions tls;                                        // for rediss URLs (url.h): --redis-tls-ca, ...
-  std::string password_file;                             // --redis-password-file: wins over the URL's password
-  bool caller_clock = false;                             // true: the caller's time; false: Redis's own TIME
-  Nanos timeout = std::chrono::milliseconds(100);        // per command, after which the decision falls back
+  std::string url;                                 // redis://, redis+cluster://, redis+sentinel:// (rediss...)
+  TlsOptions tls;                                  // for rediss URLs (url.h): --redis-tls-ca, ...
+  std::string password_file;                       // --redis-password-file: wins over the URL's password
+  bool caller_clock = false;                       // true: the caller's time; false: Redis's own TIME
+  Nanos timeout = std::chrono::milliseconds(100);  // per command, after which the decision falls back
   Nanos connect_timeout = std::chrono::milliseconds(500);
-  int connections = 2;                                   // per Redis node
-  std::chrono::microseconds spin{0};                     // --redis-spin: ClientOptions::spin (url.h)
+  int connections = 2;                // per Redis node
+  std::chrono::microseconds spin{0};  // --redis-spin: ClientOptions::spin (url.h)
   // Near cache: once Redis refuses a key until a known time, attempts (of at least the same cost) before then are
   // refused here without a round trip; where refused attempts count (earrrl; fixed_window with count_refused),
   // their hits go to Redis in one batch per key every `near_cache_flush`. Off by default: docs/redis.md says what
   // it can change.
   bool near_cache = false;
   Nanos near_cache_flush = std::chrono::milliseconds(50);
-  std::size_t near_cache_keys = 100'000;                 // at most; a full cache takes no new keys
+  std::size_t near_cache_keys = 100'000;  // at most; a full cache takes no new keys
   // --redis-packed-hashes: 0 (default), a key of its own per limited key; N, the states of limited keys packed into
   // N Redis hashes (redis_keys below). docs/redis.md ("Packed states") says what it saves and what it changes.
   std::uint32_t packed_hashes = 0;

@@ -56,9 +56,7 @@ Parser::Status Parser::parse(std::size_t& at, Reply& out, std::size_t depth) {
       out.type = Reply::Type::kError;
       out.str.assign(text);
       return Status::kDone;
-    case ':':
-      out.type = Reply::Type::kInteger;
-      return number(text, out.integer);
+    case ':': out.type = Reply::Type::kInteger; return number(text, out.integer);
     case '$': {
       std::int64_t n = 0;
       if (Status s = number(text, n); s != Status::kDone) return s;

@@ -28,9 +28,9 @@ struct Reply {
 void encode(std::string& out, const std::vector<std::string>& args);
 
 struct ParserLimits {
-  std::size_t max_bulk = 64 << 20;      // bytes in one bulk string
-  std::size_t max_elements = 1 << 20;   // in one array
-  std::size_t max_depth = 16;           // arrays within arrays
+  std::size_t max_bulk = 64 << 20;     // bytes in one bulk string
+  std::size_t max_elements = 1 << 20;  // in one array
+  std::size_t max_depth = 16;          // arrays within arrays
 };
 
 class Parser {

@@ -49,7 +49,7 @@ class SentinelAsker {
   std::string last_failure_;
   std::shared_ptr<Link> link_;       // to the sentinel being asked
   boost::asio::steady_timer timer_;  // its whole exchange's deadline
-  std::uint64_t gen_ = 0;  // changes at every sentinel asked, so that handlers of an earlier one do nothing
+  std::uint64_t gen_ = 0;            // changes at every sentinel asked, so that handlers of an earlier one do nothing
   Parser parser_;
   Done done_;
 };

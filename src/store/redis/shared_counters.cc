@@ -64,7 +64,8 @@ class RedisSharedCounters final : public store::remote::SharedCounters {
 
   const std::string& server_id() const override { return id_; }
 
-  void sync(std::vector<store::remote::CounterSync> ops, std::function<void(std::vector<store::remote::CounterReply>)> done) override {
+  void sync(std::vector<store::remote::CounterSync> ops,
+            std::function<void(std::vector<store::remote::CounterReply>)> done) override {
     struct Batch {
       std::vector<store::remote::CounterReply> replies;
       std::atomic<std::size_t> left;

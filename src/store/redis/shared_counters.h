@@ -1,5 +1,5 @@
-// store/redis/shared_counters.h: store::remote::SharedCounters in Redis: per key a hash of every server's cumulative hits
-// and a snapshot string beside it (same hash tag, so one Cluster slot), both kept by one algorithm-agnostic script
+// store/redis/shared_counters.h: store::remote::SharedCounters in Redis: per key a hash of every server's cumulative
+// hits and a snapshot string beside it (same hash tag, so one Cluster slot), both kept by one algorithm-agnostic script
 // (lua/shared_counters.lua) per key per sync; a sync's keys go out in one pipeline per node.
 //
 //   auto counters = rk::store::redis::make_redis_shared_counters({.url = "redis://127.0.0.1:6379"});

@@ -52,8 +52,9 @@ std::shared_ptr<ssl::context> make_tls_context(const ClientOptions& o) {
                              : !f.cert_file.empty() ? "--redis-tls-cert"
                              : !f.key_file.empty()  ? "--redis-tls-key"
                                                     : "--redis-tls-server-name";
-    throw std::invalid_argument(flag + ": given with a plain redis URL; TLS needs rediss://, rediss+cluster:// or "
-                                       "rediss+sentinel://");
+    throw std::invalid_argument(flag +
+                                ": given with a plain redis URL; TLS needs rediss://, rediss+cluster:// or "
+                                "rediss+sentinel://");
   }
   if (f.cert_file.empty() != f.key_file.empty()) {
     throw std::invalid_argument(f.cert_file.empty() ? "--redis-tls-key: '" + f.key_file + "' needs --redis-tls-cert"
@@ -125,9 +126,8 @@ void Link::open(const Endpoint& endpoint, Opened done) {
       Impl& mm = *self->impl_;
       if (mm.closed) return;
       if (!e) return done(std::nullopt);
-      done(LinkFailure{"TLS handshake with Redis at " + where + " failed: " +
-                           handshake_reason(mm.tls->native_handle(), e),
-                       true});
+      done(LinkFailure{
+          "TLS handshake with Redis at " + where + " failed: " + handshake_reason(mm.tls->native_handle(), e), true});
     });
   };
   error_code not_ip;

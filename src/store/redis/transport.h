@@ -39,8 +39,8 @@ namespace rk::store::redis {
 std::shared_ptr<boost::asio::ssl::context> make_tls_context(const ClientOptions& options);
 
 struct LinkFailure {
-  std::string message;   // "cannot connect to Redis at ...: Connection refused", "TLS handshake with ... failed: ..."
-  bool tls = false;      // the TLS handshake failed (a certificate refused, a server not speaking TLS)
+  std::string message;  // "cannot connect to Redis at ...: Connection refused", "TLS handshake with ... failed: ..."
+  bool tls = false;     // the TLS handshake failed (a certificate refused, a server not speaking TLS)
 };
 
 class Link : public std::enable_shared_from_this<Link> {

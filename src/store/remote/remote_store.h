@@ -26,7 +26,7 @@ struct RemoteOp {
   const LimitSpec* spec = nullptr;  // valid until done runs (the caller holds the rule set)
   std::string key;                  // the whole key in the store
   std::uint64_t hits = 1;
-  bool peek = false;                // decide without recording
+  bool peek = false;  // decide without recording
 };
 
 struct RemoteResult {

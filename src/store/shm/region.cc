@@ -108,8 +108,8 @@ Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
     throw InvalidArgument("the region's header is corrupt: shards is " + std::to_string(shards) + " (1 to 1024)");
   }
   if (slots < 1 || slots > kMaxKeys / shards) {
-    throw InvalidArgument("the region's header is corrupt: slots_per_shard is " + std::to_string(slots) +
-                          " for " + std::to_string(shards) + " shards (at most 2^31 keys in all)");
+    throw InvalidArgument("the region's header is corrupt: slots_per_shard is " + std::to_string(slots) + " for " +
+                          std::to_string(shards) + " shards (at most 2^31 keys in all)");
   }
   if (key_cap < 8 || key_cap > kMaxKeyBytes || key_cap % 8 != 0) {
     throw InvalidArgument("the region's header is corrupt: key_cap is " + std::to_string(key_cap) +
@@ -145,8 +145,7 @@ Layout checked_layout(const RegionHeader& h, std::size_t bytes) {
 }  // namespace
 
 std::size_t keys_that_fit(std::size_t bytes, std::size_t key_bytes, std::size_t shards, std::size_t state_bytes) {
-  if (shards < 1 || shards > kMaxShards || key_bytes < 1 || key_bytes > kMaxKeyBytes ||
-      state_bytes > kMaxStateBytes) {
+  if (shards < 1 || shards > kMaxShards || key_bytes < 1 || key_bytes > kMaxKeyBytes || state_bytes > kMaxStateBytes) {
     return 0;
   }
   // The most slots per shard that fit, by bisection (the layout rounds each shard's part).

@@ -83,7 +83,10 @@ void check_spec(const ConcurrencySpec& spec) {
 
 struct SharedConcurrencyLimiter::Impl {
   Impl(std::unique_ptr<Region> r, const ConcurrencySpec& s, const SharedOptions& o, std::shared_ptr<const Clock> c)
-      : region(std::move(r)), table(*region), spec(s), options(o),
+      : region(std::move(r)),
+        table(*region),
+        spec(s),
+        options(o),
         params{s.max_in_flight, s.lease_ttl.count()},
         clock(c ? std::move(c) : std::make_shared<SystemClock>()) {}
 
@@ -201,8 +204,7 @@ std::uint32_t SharedConcurrencyLimiter::in_flight(std::string_view key) const {
 std::uint32_t SharedConcurrencyLimiter::in_flight_at(std::string_view key, Nanos now) const {
   impl_->check_key(key);
   std::uint32_t held = 0;
-  impl_->change(key, now.count(), ShardTable::Mode::kPeek,
-                [&](auto& s) { held = core::leases_held(s, now.count()); });
+  impl_->change(key, now.count(), ShardTable::Mode::kPeek, [&](auto& s) { held = core::leases_held(s, now.count()); });
   return held;
 }
 

@@ -16,7 +16,8 @@
 namespace rk {
 
 struct SharedLimiter::Impl {
-  Impl(std::unique_ptr<store::shm::Region> r, const LimitSpec& s, const SharedOptions& o, std::shared_ptr<const Clock> c)
+  Impl(std::unique_ptr<store::shm::Region> r, const LimitSpec& s, const SharedOptions& o,
+       std::shared_ptr<const Clock> c)
       : region(std::move(r)), spec(s), options(o), clock(c ? std::move(c) : std::make_shared<SystemClock>()) {}
   virtual ~Impl() = default;
   virtual Decision decide(std::string_view key, std::int64_t now, std::uint64_t cost, bool record) = 0;

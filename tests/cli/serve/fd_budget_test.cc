@@ -85,8 +85,9 @@ TEST(FdBudget, ACapGivenThatDoesNotFitIsAnErrorNamingIt) {
             "their way in or out; 812 are left for connections (each gRPC connection takes 2), and gRPC needs 2: give "
             "810 or fewer, or raise the limit (ulimit -n; systemd's LimitNOFILE=)");
   b = plan_fd_budget(ask(1024, {kDefault, false}, true, {406, true}));
-  EXPECT_TRUE(b.error.starts_with("--grpc-max-connections 406: more connections than there are file descriptors "
-                                  "for: "))
+  EXPECT_TRUE(
+      b.error.starts_with("--grpc-max-connections 406: more connections than there are file descriptors "
+                          "for: "))
       << b.error;
   EXPECT_TRUE(b.error.find("and HTTP needs 1: give 405 or fewer") != std::string::npos) << b.error;
   b = plan_fd_budget(ask(1024, {500, true}, true, {200, true}));
@@ -106,8 +107,9 @@ TEST(FdBudget, ACapGivenThatDoesNotFitIsAnErrorNamingIt) {
 
 TEST(FdBudget, ALimitTooSmallForAnyConnection) {
   const FdBudget b = plan_fd_budget(ask(128, {kDefault, false}, true));
-  EXPECT_EQ(b.error, "the process may open only 128 files (RLIMIT_NOFILE, its hard limit), and serve needs at "
-                     "least 135: raise the limit (ulimit -n; systemd's LimitNOFILE=)");
+  EXPECT_EQ(b.error,
+            "the process may open only 128 files (RLIMIT_NOFILE, its hard limit), and serve needs at "
+            "least 135: raise the limit (ulimit -n; systemd's LimitNOFILE=)");
 }
 
 TEST(FdBudget, TheSoftLimitIsRaisedToTheHardOne) {

@@ -47,8 +47,9 @@ TEST(ServeFlagsCompat, EveryRecordedFlagIsStillListedAndRead) {
   const std::set<std::string> listed = listed_flags();
   ASSERT_GT(listed.size(), 50u) << serve_help();  // the parse found the flags, not a few words
   if (compat::recording()) {
-    return compat::record("serve_flags.txt", compat::join(listed, "# `ratekeeper serve --help`'s flags, as recorded "
-                                                                  "(tests/cli/serve/flags_compat_test.cc)\n"));
+    return compat::record("serve_flags.txt", compat::join(listed,
+                                                          "# `ratekeeper serve --help`'s flags, as recorded "
+                                                          "(tests/cli/serve/flags_compat_test.cc)\n"));
   }
   const std::set<std::string> recorded = compat::lines(compat::read("serve_flags.txt"));
   ASSERT_FALSE(recorded.empty());

@@ -32,11 +32,33 @@ TEST(XdsFlags, TheDefaultsAreUpstreams) {
 
 TEST(XdsFlags, EachFlagIsRead) {
   ServeFlags f;
-  ASSERT_TRUE(read({"--xds-server", "envoy-gateway:18001", "--xds-node-id", "envoy-ratelimit", "--xds-node-metadata",
-                    R"({"zone":"a"})", "--xds-headers", "Authorization=Bearer a=b,x-team=edge", "--xds-tls",
-                    "--xds-tls-ca", "ca.crt", "--xds-tls-cert", "tls.crt", "--xds-tls-key", "tls.key",
-                    "--xds-tls-san", "envoy-gateway", "--xds-retry-interval", "1s", "--xds-backoff-initial", "2s",
-                    "--xds-backoff-max", "30s", "--xds-backoff-random-factor", "0.25", "--xds-backoff-jitter", "off",
+  ASSERT_TRUE(read({"--xds-server",
+                    "envoy-gateway:18001",
+                    "--xds-node-id",
+                    "envoy-ratelimit",
+                    "--xds-node-metadata",
+                    R"({"zone":"a"})",
+                    "--xds-headers",
+                    "Authorization=Bearer a=b,x-team=edge",
+                    "--xds-tls",
+                    "--xds-tls-ca",
+                    "ca.crt",
+                    "--xds-tls-cert",
+                    "tls.crt",
+                    "--xds-tls-key",
+                    "tls.key",
+                    "--xds-tls-san",
+                    "envoy-gateway",
+                    "--xds-retry-interval",
+                    "1s",
+                    "--xds-backoff-initial",
+                    "2s",
+                    "--xds-backoff-max",
+                    "30s",
+                    "--xds-backoff-random-factor",
+                    "0.25",
+                    "--xds-backoff-jitter",
+                    "off",
                     "--ready-without-rules"},
                    f)
                   .empty());
@@ -44,7 +66,7 @@ TEST(XdsFlags, EachFlagIsRead) {
   EXPECT_EQ(f.xds.node_id, "envoy-ratelimit");
   EXPECT_EQ(f.xds.node_metadata, R"({"zone":"a"})");
   const std::vector<std::pair<std::string, std::string>> headers = {{"authorization", "Bearer a=b"},
-                                                                     {"x-team", "edge"}};
+                                                                    {"x-team", "edge"}};
   EXPECT_EQ(f.xds.headers, headers);
   EXPECT_TRUE(f.xds.tls);
   EXPECT_EQ(f.xds.tls_ca, "ca.crt");
@@ -77,8 +99,8 @@ TEST(XdsFlags, ABadValueIsNamed) {
 }
 
 TEST(XdsFlags, ASettingsFileGivesThemByTheSameNames) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("rk-xds-settings-" + std::to_string(::getpid()) + ".yaml")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("rk-xds-settings-" + std::to_string(::getpid()) + ".yaml")).string();
   std::ofstream(path) << "xds-server: envoy-gateway:18001\nxds-backoff-jitter: \"off\"\nready-without-rules: true\n"
                          "xds-headers: x-a=1\n";
   ServeFlags f;

@@ -46,11 +46,11 @@ class AdminTokenOptionsTest : public ::testing::Test {
 TEST_F(AdminTokenOptionsTest, ATokenShorterThanSixteenBytesStopsTheStartNamingTheFileAndTheMinimum) {
   ServeFlags flags;
   flags.admin_token_file = token_file("x\n");
-  EXPECT_EQ(error_for(flags), "--admin-token-file: '" + flags.admin_token_file +
-                                  "' is 1 byte long; it must be at least 16 bytes");
+  EXPECT_EQ(error_for(flags),
+            "--admin-token-file: '" + flags.admin_token_file + "' is 1 byte long; it must be at least 16 bytes");
   token_file("0123456789abcde\r\n");  // 15 bytes once its line break is trimmed
-  EXPECT_EQ(error_for(flags), "--admin-token-file: '" + flags.admin_token_file +
-                                  "' is 15 bytes long; it must be at least 16 bytes");
+  EXPECT_EQ(error_for(flags),
+            "--admin-token-file: '" + flags.admin_token_file + "' is 15 bytes long; it must be at least 16 bytes");
   token_file("0123456789abcdef\n");
   EXPECT_EQ(error_for(flags), "");
 }
@@ -60,10 +60,11 @@ TEST_F(AdminTokenOptionsTest, ATokenOffLoopbackWithoutTlsStopsTheStartUnlessAllo
   flags.admin_token_file = token_file("0123456789abcdef\n");
   for (const std::string admin : {"0.0.0.0:9090", "192.0.2.7:9090", "[::]:9090"}) {
     flags.admin = admin;
-    EXPECT_EQ(error_for(flags), "--admin " + admin + ": not a loopback address, and without --tls-cert the admin "
-                                "token would cross the network in clear text: give --tls-cert and --tls-key, or "
-                                "--admin-allow-plaintext-token when something in between encrypts it "
-                                "(docs/service.md)");
+    EXPECT_EQ(error_for(flags), "--admin " + admin +
+                                    ": not a loopback address, and without --tls-cert the admin "
+                                    "token would cross the network in clear text: give --tls-cert and --tls-key, or "
+                                    "--admin-allow-plaintext-token when something in between encrypts it "
+                                    "(docs/service.md)");
   }
   flags.admin_allow_plaintext_token = true;
   EXPECT_EQ(error_for(flags), "");

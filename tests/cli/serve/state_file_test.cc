@@ -250,8 +250,7 @@ TEST(StateFileWrite, ReplacesWholeAndLeavesNoTemporary) {
             std::filesystem::perms::none);
   EXPECT_NE(check_state_path((dir / "missing" / "state").string()).find("does not exist"), std::string::npos);
   EXPECT_NE(check_state_path(dir.string()).find("not a regular file"), std::string::npos);
-  EXPECT_NE(write_file_atomically((dir / "missing" / "state").string(), "x").find("cannot create"),
-            std::string::npos);
+  EXPECT_NE(write_file_atomically((dir / "missing" / "state").string(), "x").find("cannot create"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -287,7 +286,6 @@ TEST_F(StateFileTest, OlderVersionsComeBackAVersion1FileButItsSlidingWindowRules
   EXPECT_FALSE(limiter(*now_v1, "ip").check("10.0.0.1").allowed);
   EXPECT_TRUE(limiter(*now_v1, "win").check("w").allowed);
 }
-
 
 // --- A MAC under a key (--state-file-key-file): the CRC finds damage, only the MAC finds forgery.
 
@@ -334,9 +332,8 @@ struct StateSaverTest : StateFileTest {
   std::unique_ptr<StateSaver> saver;
 
   void SetUp() override {
-    dir = std::filesystem::temp_directory_path() /
-          ("rk_saver_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir = std::filesystem::temp_directory_path() / ("rk_saver_" + std::to_string(::getpid()) + "_" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "edge.yaml") << kRules;
     load_rules();
@@ -562,7 +559,8 @@ TEST_F(StateSaverTest, AFileThatCannotBeReplacedSaysWhy) {
   ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
-  EXPECT_NE(error.find("Operation not permitted (" + path + " belongs to uid 0, and in a directory with the sticky "
+  EXPECT_NE(error.find("Operation not permitted (" + path +
+                       " belongs to uid 0, and in a directory with the sticky "
                        "bit, such as /tmp, only its owner may replace it"),
             std::string::npos)
       << error;

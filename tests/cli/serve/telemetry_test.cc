@@ -27,8 +27,8 @@ TEST(OtelEnvironment, TheStandardVariablesSetTheirFlags) {
                            {"OTEL_TRACES_SAMPLER_ARG", "0.01"}})
                   .empty());
   EXPECT_EQ(otlp_traces_url(f), "http://collector:4318/v1/traces");
-  EXPECT_EQ(f.otlp_headers, (std::vector<std::pair<std::string, std::string>>{{"api-key", "s ecret"},
-                                                                             {"x-team", "edge"}}));
+  EXPECT_EQ(f.otlp_headers,
+            (std::vector<std::pair<std::string, std::string>>{{"api-key", "s ecret"}, {"x-team", "edge"}}));
   EXPECT_EQ(f.service_name, "limits");
   EXPECT_DOUBLE_EQ(f.trace_sample_rate, 0.01);
 }
@@ -40,8 +40,8 @@ TEST(OtelEnvironment, TheTracesEndpointIsUsedAsGivenAndWinsOverTheBase) {
                   .empty());
   EXPECT_EQ(otlp_traces_url(f), "http://b:4318/custom");
   ServeFlags g;
-  EXPECT_TRUE(read_env(g, {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4317"}, {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}})
-                  .empty());
+  EXPECT_TRUE(
+      read_env(g, {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4317"}, {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}).empty());
   EXPECT_EQ(otlp_traces_url(g), "http://a:4317");  // gRPC: no path
 }
 

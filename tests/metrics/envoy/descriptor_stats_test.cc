@@ -20,17 +20,16 @@
 namespace rk::metrics::envoy {
 namespace {
 
-using service::Code;
 using service::CheckDescriptor;
 using service::CheckResponse;
+using service::Code;
 using Entries = std::vector<std::pair<std::string, std::string>>;
 
 class EnvoyStats : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("rk-envoystats-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("rk-envoystats-" + std::to_string(::getpid()) + "-" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -47,8 +46,8 @@ class EnvoyStats : public ::testing::Test {
   }
 
   CheckResponse check(const std::string& domain, Entries entries, std::optional<std::uint64_t> hits = std::nullopt) {
-    auto r = service_->check({.domain = domain, .descriptors = {CheckDescriptor{.entries = std::move(entries),
-                                                                                .hits_addend = hits}}});
+    auto r = service_->check(
+        {.domain = domain, .descriptors = {CheckDescriptor{.entries = std::move(entries), .hits_addend = hits}}});
     if (auto* e = std::get_if<service::RequestError>(&r)) ADD_FAILURE() << e->field << ": " << e->message;
     return std::get<CheckResponse>(std::move(r));
   }
@@ -269,7 +268,7 @@ TEST(EnvoyStatsLabels, PrometheusSinkTestFlushCounterWithDifferentLabels) {
 TEST(EnvoyStatsLabels, SanitizeStatName) {
   EXPECT_EQ(sanitize_stat_name("edge.remote_address_10.0.0.1"), "edge.remote_address_10_0_0_1");
   EXPECT_EQ(sanitize_stat_name("d.k_2001:db8::1|x"), "d.k_2001_db8__1_x");
-  EXPECT_EQ(sanitize_stat_name("d.k_1234.5.6.7"), "d.k_1234_5_6_7");     // the match starts at 234
+  EXPECT_EQ(sanitize_stat_name("d.k_1234.5.6.7"), "d.k_1234_5_6_7");      // the match starts at 234
   EXPECT_EQ(sanitize_stat_name("d.k_1.2.3.4567.8"), "d.k_1_2_3_4567.8");  // the last group takes three digits
   EXPECT_EQ(sanitize_stat_name("d.v1.2.3"), "d.v1.2.3");                  // three groups are no address
 }

@@ -31,7 +31,7 @@ struct Req {
     for (const auto& [n, v] : owned) fields.push_back({n, v});
   }
   server::http::Request request(std::string_view method = "GET", std::string_view path = "/v1/rules",
-                        std::string_view body = "") const {
+                                std::string_view body = "") const {
     server::http::Request r;
     r.method = method;
     r.path = r.target = path;
@@ -101,13 +101,11 @@ TEST(AdminAuth, SameSecretIsExactWhateverTheLengths) {
   EXPECT_FALSE(same_secret(kToken.substr(1), kToken));
   EXPECT_FALSE(same_secret("t0ken-Secret_42-0124", kToken));
   EXPECT_FALSE(same_secret(kToken + kToken, kToken));  // the secret repeated is not the secret
-  EXPECT_FALSE(same_secret("", ""));                    // no token configured: nothing matches
+  EXPECT_FALSE(same_secret("", ""));                   // no token configured: nothing matches
 }
 
 TEST_F(AdminAuthTest, TheTokenIsTakenFromABearerHeader) {
-  const auto ok = [this](Fields fields) {
-    return check(Req(std::move(fields))) == AdminAuth::kAdmitted;
-  };
+  const auto ok = [this](Fields fields) { return check(Req(std::move(fields))) == AdminAuth::kAdmitted; };
   EXPECT_TRUE(ok({{"Authorization", "Bearer " + kToken}}));
   EXPECT_TRUE(ok({{"authorization", "  bearer   " + kToken + " "}}));  // the scheme is case-insensitive
   EXPECT_TRUE(ok({{"Authorization", "Basic eDp5"}, {"Authorization", "Bearer " + kToken}}));
@@ -125,8 +123,7 @@ TEST_F(AdminAuthTest, UnauthorizedIs401WithAChallengeAndTheHouseErrorOrTheLoginP
   EXPECT_EQ(check(Req{}, res), AdminAuth::kUnauthorized);
   EXPECT_EQ(res.status, 401);
   EXPECT_EQ(header(res, "WWW-Authenticate"), R"(Bearer realm="ratekeeper admin")");
-  EXPECT_NE(res.body.find(R"({"error":{"code":401,"reason":"unauthorized","field":"Authorization")"),
-            std::string::npos)
+  EXPECT_NE(res.body.find(R"({"error":{"code":401,"reason":"unauthorized","field":"Authorization")"), std::string::npos)
       << res.body;
   server::http::Response page;
   EXPECT_EQ(check(Req{}, page, "GET", "/ui"), AdminAuth::kUnauthorized);
@@ -180,8 +177,8 @@ TEST_F(AdminAuthTest, ASessionIsAdmittedUntilItExpiresAndAForgedOneNever) {
             AdminAuth::kAnswered);
   const std::string set = header(res, "Set-Cookie");
   const std::string foreign = set.substr(set.find('=') + 1, set.find(';') - set.find('=') - 1);
-  for (const std::string& forged : {kToken, later_expiry, other_id, other_signature, foreign, std::string("1.2.3"),
-                                    session + "0", std::string()}) {
+  for (const std::string& forged :
+       {kToken, later_expiry, other_id, other_signature, foreign, std::string("1.2.3"), session + "0", std::string()}) {
     EXPECT_EQ(check(with_cookie(forged)), AdminAuth::kUnauthorized) << forged;
   }
   EXPECT_EQ(check(Req(Fields{{"Cookie", "ratekeeper_admin_token=" + kToken}})), AdminAuth::kUnauthorized);

@@ -31,7 +31,7 @@ TEST(AdminThrottle, ABurstThenOneTryPerRefill) {
   EXPECT_EQ(t.wait("192.0.2.1", kT0 + seconds(1)), seconds(1));
   EXPECT_EQ(tries(t, "192.0.2.1", kT0 + seconds(2)), 1);
   EXPECT_EQ(tries(t, "192.0.2.1", kT0 + seconds(9)), 3);  // 7 s since: three back, the bucket never above full
-  EXPECT_EQ(tries(t, "192.0.2.2", kT0), 3);                // another address has its own
+  EXPECT_EQ(tries(t, "192.0.2.2", kT0), 3);               // another address has its own
 }
 
 TEST(AdminThrottle, OneIpv6HostIsOneClientAndIpv4MappedIsIpv4) {
@@ -49,8 +49,8 @@ TEST(AdminThrottle, TheTableStaysBoundedAndAddressesBeyondItShareOneBucket) {
   AdminThrottle t({.burst = 2, .refill = seconds(10), .max_addresses = 100});
   int looked_at = 0;
   for (int i = 0; i < 100'000; ++i) {
-    looked_at += tries(t, "10." + std::to_string(i >> 16) + "." + std::to_string((i >> 8) & 255) + "." +
-                              std::to_string(i & 255), kT0);
+    looked_at += tries(
+        t, "10." + std::to_string(i >> 16) + "." + std::to_string((i >> 8) & 255) + "." + std::to_string(i & 255), kT0);
   }
   EXPECT_EQ(t.addresses(), 100u);
   // 100,000 addresses got 2 tries each in the table's 100 places and 2 in the shared bucket, not 200,000; a new

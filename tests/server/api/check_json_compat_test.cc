@@ -29,8 +29,9 @@ void paths(const json& j, const std::string& at, std::set<std::string>& out) {
 }
 
 std::shared_ptr<const rules::RuleSet> rule_set() {
-  const std::string text = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, "
-                           "requests_per_unit: 5, algorithm: earrrl, half_life: 10s}\n";
+  const std::string text =
+      "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, "
+      "requests_per_unit: 5, algorithm: earrrl, half_life: 10s}\n";
   rules::DomainConfig d;
   EXPECT_TRUE(rules::parse_domain("edge.yaml", text, d).empty());
   std::vector<rules::DomainConfig> domains;
@@ -43,20 +44,34 @@ std::shared_ptr<const rules::RuleSet> rule_set() {
 std::set<std::string> answered_fields() {
   service::CheckResponse r;
   r.rules = rule_set();
-  service::DescriptorStatus full{.code = service::Code::kOverLimit, .rule = r.rules->rules().at(0).get(),
-                                 .has_limit = true, .name = "user", .requests_per_unit = 5,
-                                 .unit = rules::Unit::kMinute, .window = std::chrono::minutes(1),
-                                 .algorithm = Algorithm::kEarrrl, .limit_remaining = 0,
+  service::DescriptorStatus full{.code = service::Code::kOverLimit,
+                                 .rule = r.rules->rules().at(0).get(),
+                                 .has_limit = true,
+                                 .name = "user",
+                                 .requests_per_unit = 5,
+                                 .unit = rules::Unit::kMinute,
+                                 .window = std::chrono::minutes(1),
+                                 .algorithm = Algorithm::kEarrrl,
+                                 .limit_remaining = 0,
                                  .duration_until_reset = std::chrono::seconds(3),
                                  .retry_after = std::chrono::seconds(3),
-                                 .estimate = 5.5, .shadowed = true, .unlimited = false, .charged = true, .hits = 1,
-                                 .fallback = rules::FailurePolicy::kFailOpen, .store_error = "timeout"};
+                                 .estimate = 5.5,
+                                 .shadowed = true,
+                                 .unlimited = false,
+                                 .charged = true,
+                                 .hits = 1,
+                                 .fallback = rules::FailurePolicy::kFailOpen,
+                                 .store_error = "timeout"};
   service::DescriptorStatus unlimited{.code = service::Code::kOk, .unlimited = true};
   r.statuses = {full, unlimited};
   std::set<std::string> out;
   paths(json::parse(check_response_json(r)), "check", out);
-  service::LeaseAnswer acquired{.done = true, .lease = std::string(32, 'a'), .name = "llm", .max_in_flight = 2,
-                                .in_flight = 1, .lease_ttl = std::chrono::seconds(60)};
+  service::LeaseAnswer acquired{.done = true,
+                                .lease = std::string(32, 'a'),
+                                .name = "llm",
+                                .max_in_flight = 2,
+                                .in_flight = 1,
+                                .lease_ttl = std::chrono::seconds(60)};
   service::LeaseAnswer refused = acquired;
   refused.done = false;
   refused.retry_after = std::chrono::seconds(5);
@@ -70,8 +85,9 @@ TEST(CheckJsonCompat, EveryRecordedFieldIsStillAnswered) {
   const std::set<std::string> answered = answered_fields();
   ASSERT_TRUE(answered.count("check.statuses[].current_limit.requests_per_unit"));
   if (compat::recording()) {
-    return compat::record("http_fields.txt", compat::join(answered, "# The JSON API's answers' fields, as recorded "
-                                                                    "(tests/server/api/check_json_compat_test.cc)\n"));
+    return compat::record("http_fields.txt", compat::join(answered,
+                                                          "# The JSON API's answers' fields, as recorded "
+                                                          "(tests/server/api/check_json_compat_test.cc)\n"));
   }
   const std::set<std::string> recorded = compat::lines(compat::read("http_fields.txt"));
   ASSERT_FALSE(recorded.empty());
@@ -85,9 +101,8 @@ TEST(CheckJsonCompat, EveryRecordedFieldIsStillAnswered) {
 TEST(CheckJsonCompat, ARecordedRequestIsStillRead) {
   const std::string body = compat::read("check_request.json");
   const auto parsed = parse_check_request(body);
-  ASSERT_TRUE(std::holds_alternative<service::CheckRequest>(parsed)) << std::get<service::RequestError>(parsed).field
-                                                                     << ": "
-                                                                     << std::get<service::RequestError>(parsed).message;
+  ASSERT_TRUE(std::holds_alternative<service::CheckRequest>(parsed))
+      << std::get<service::RequestError>(parsed).field << ": " << std::get<service::RequestError>(parsed).message;
   const auto& r = std::get<service::CheckRequest>(parsed);
   EXPECT_EQ(r.domain, "edge");
   ASSERT_EQ(r.descriptors.size(), 2u);

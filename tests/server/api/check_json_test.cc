@@ -126,7 +126,7 @@ TEST(RulesJson, EveryParameterARuleRunsWithAndNothingItDoesNot) {
   const auto windowed = rule_named(j, "windowed");
   EXPECT_FALSE(windowed.contains("unit")) << windowed.dump();
   EXPECT_EQ(windowed["window_seconds"], 10.0);
-  EXPECT_EQ(windowed["burst"], 0.0);  // gcra's default, shown though the file does not say it
+  EXPECT_EQ(windowed["burst"], 0.0);            // gcra's default, shown though the file does not say it
   EXPECT_EQ(windowed["count_refused"], false);  // gcra's default: a refused charge is not owed
   const auto monthly = rule_named(j, "monthly");
   EXPECT_EQ(monthly["align"], "calendar");
@@ -166,7 +166,8 @@ TEST(CheckJson, ABlockedRuleAndAWindowRuleSayNothingThatIsNotSo) {
 
 // One shape for every error answer, the HTTP server's own (a malformed request) and the API's (a bad field).
 TEST(ErrorJson, OneShapeWithTheFieldWhenOneIsAtFault) {
-  const auto api = nlohmann::json::parse(server::http::error_json(400, "invalid_request", "must not be empty", "domain"));
+  const auto api =
+      nlohmann::json::parse(server::http::error_json(400, "invalid_request", "must not be empty", "domain"));
   EXPECT_EQ(api,
             nlohmann::json::parse(
                 R"({"error":{"code":400,"reason":"invalid_request","field":"domain","message":"must not be empty"}})"));
@@ -208,7 +209,11 @@ TEST(LeaseJson, ReadsAcquireAndReleaseAndNamesWhatIsWrong) {
 }
 
 TEST(LeaseJson, AnswersSayWhatHappened) {
-  service::LeaseAnswer a{.done = true, .lease = "0123", .name = "user", .max_in_flight = 2, .in_flight = 1,
+  service::LeaseAnswer a{.done = true,
+                         .lease = "0123",
+                         .name = "user",
+                         .max_in_flight = 2,
+                         .in_flight = 1,
                          .lease_ttl = std::chrono::seconds(30)};
   auto j = nlohmann::json::parse(lease_answer_json(a, false));
   EXPECT_EQ(j["acquired"], true);

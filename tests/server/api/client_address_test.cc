@@ -37,7 +37,7 @@ TEST(ClientAddress, Ipv6KeyedByItsSlash64ByDefault) {
 
 TEST(ClientAddress, Ipv4KeyedWholeByDefaultAndMappedIpv6IsIpv4) {
   EXPECT_EQ(key("192.0.2.77"), "192.0.2.77");
-  EXPECT_EQ(key("::ffff:192.0.2.77"), "192.0.2.77");      // not "::/64": one IPv4 client, not a shared /64
+  EXPECT_EQ(key("::ffff:192.0.2.77"), "192.0.2.77");  // not "::/64": one IPv4 client, not a shared /64
   EXPECT_EQ(key("::FFFF:c000:024d"), "192.0.2.77");
   EXPECT_EQ(key("192.0.2.77", {.ipv4 = 24}), "192.0.2.0/24");
   EXPECT_EQ(key("::ffff:192.0.2.77", {.ipv4 = 24}), "192.0.2.0/24");

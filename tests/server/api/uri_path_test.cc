@@ -10,10 +10,27 @@ namespace rk::server::api {
 namespace {
 
 TEST(NormalizePath, EveryWayOfWritingLoginIsLogin) {
-  for (const char* p : {"/login", "//login", "///login", "/%6cogin", "/%6Cogin", "/%6C%6F%67%69%6E", "/./login",
-                        "/x/../login", "/x/y/../../login", "/../login", "/../../login", "/login;jsessionid=1",
-                        "/login;", "/..;/login", "/x/..;/login", "/%2e/login", "/x/%2E%2e/login", "/x/.%2e/login",
-                        "http://example.com/login", "HTTPS://example.com:8443//./login", "login"}) {
+  for (const char* p : {"/login",
+                        "//login",
+                        "///login",
+                        "/%6cogin",
+                        "/%6Cogin",
+                        "/%6C%6F%67%69%6E",
+                        "/./login",
+                        "/x/../login",
+                        "/x/y/../../login",
+                        "/../login",
+                        "/../../login",
+                        "/login;jsessionid=1",
+                        "/login;",
+                        "/..;/login",
+                        "/x/..;/login",
+                        "/%2e/login",
+                        "/x/%2E%2e/login",
+                        "/x/.%2e/login",
+                        "http://example.com/login",
+                        "HTTPS://example.com:8443//./login",
+                        "login"}) {
     EXPECT_EQ(normalize_path(p), "/login") << p;
   }
 }
@@ -33,9 +50,9 @@ TEST(NormalizePath, DotSegmentsAsRfc3986SaysAndNeverAboveTheRoot) {
 
 TEST(NormalizePath, EscapesOfUnreservedDecodedOthersUpperCasedStrayPercentEscaped) {
   EXPECT_EQ(normalize_path("/%41%7a%30%2D%2e%5F%7E"), "/Az0-._~");
-  EXPECT_EQ(normalize_path("/a%2fb"), "/a%2Fb");        // an escaped '/' is data, not a separator
+  EXPECT_EQ(normalize_path("/a%2fb"), "/a%2Fb");  // an escaped '/' is data, not a separator
   EXPECT_EQ(normalize_path("/a%2Fb/..%2F"), "/a%2Fb/..%2F");
-  EXPECT_EQ(normalize_path("/%3b"), "/%3B");            // an escaped ';' is not a parameter
+  EXPECT_EQ(normalize_path("/%3b"), "/%3B");  // an escaped ';' is not a parameter
   EXPECT_EQ(normalize_path("/caf%c3%a9"), "/caf%C3%A9");
   EXPECT_EQ(normalize_path("/100%"), "/100%25");
   EXPECT_EQ(normalize_path("/%zz"), "/%25zz");

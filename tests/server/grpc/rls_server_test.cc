@@ -58,7 +58,8 @@ class GrpcTest : public ::testing::Test {
         std::make_unique<GrpcServer>(*service_, GrpcOptions{.response_headers = true},
                                      GrpcHooks{.answered = [this](std::string_view c) { codes_.emplace_back(c); }});
     server_->start();
-    channel_ = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), ::grpc::InsecureChannelCredentials());
+    channel_ =
+        ::grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), ::grpc::InsecureChannelCredentials());
     stub_ = pb::RateLimitService::NewStub(channel_);
   }
   void TearDown() override {
@@ -120,9 +121,12 @@ TEST_F(GrpcTest, FixedWindowThenOverLimit) {
   // and the nginx module's (tests/http_fields/rate_limit_headers_test.cc).
   std::vector<std::pair<std::string, std::string>> fields;
   for (const auto& h : resp.response_headers_to_add()) fields.emplace_back(h.key(), h.value());
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"RateLimit-Policy", "\"per_user\";q=3;w=60"}, {"RateLimit", "\"per_user\";r=0;t=40"},
-      {"X-RateLimit-Limit", "3"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "40"}, {"Retry-After", "40"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"RateLimit-Policy", "\"per_user\";q=3;w=60"},
+                                                                     {"RateLimit", "\"per_user\";r=0;t=40"},
+                                                                     {"X-RateLimit-Limit", "3"},
+                                                                     {"X-RateLimit-Remaining", "0"},
+                                                                     {"X-RateLimit-Reset", "40"},
+                                                                     {"Retry-After", "40"}};
   EXPECT_EQ(fields, expected);
 }
 
@@ -154,12 +158,12 @@ TEST_F(GrpcTest, EnvoySemanticsPerDescriptor) {
   ASSERT_TRUE(call(req, resp).ok());
   ASSERT_EQ(resp.statuses_size(), 4);
   EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 2u);  // nested, earrrl
-  EXPECT_EQ(resp.statuses(1).limit_remaining(), 4294967295u);          // unlimited
+  EXPECT_EQ(resp.statuses(1).limit_remaining(), 4294967295u);           // unlimited
   EXPECT_FALSE(resp.statuses(1).has_current_limit());
-  EXPECT_FALSE(resp.statuses(2).has_current_limit());                  // unmatched: OK, no limit
+  EXPECT_FALSE(resp.statuses(2).has_current_limit());  // unmatched: OK, no limit
   EXPECT_EQ(resp.statuses(2).code(), pb::RateLimitResponse::OK);
   ASSERT_TRUE(call(req, resp = {}).ok());
-  EXPECT_EQ(resp.statuses(3).code(), pb::RateLimitResponse::OK);       // shadow: over, but OK
+  EXPECT_EQ(resp.statuses(3).code(), pb::RateLimitResponse::OK);  // shadow: over, but OK
   EXPECT_EQ(resp.statuses(3).limit_remaining(), 0u);
   // Unknown domain: OK.
   ASSERT_TRUE(call(request("elsewhere", {{{"user", "ann"}}}), resp = {}).ok());
@@ -214,8 +218,9 @@ TEST_F(GrpcTest, AConcurrencyLimitIsInvalidArgumentNamingIt) {
   pb::RateLimitResponse resp;
   const ::grpc::Status s = call(request("edge", {{{"user", "dee"}}, {{"in_flight", "x"}}}), resp);
   EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message(), "descriptors[1]: matches 'in_flight', a concurrency limit: acquire and release its "
-                               "leases at /v1/acquire and /v1/release (a check has no release)");
+  EXPECT_EQ(s.error_message(),
+            "descriptors[1]: matches 'in_flight', a concurrency limit: acquire and release its "
+            "leases at /v1/acquire and /v1/release (a check has no release)");
   ASSERT_TRUE(call(request("edge", {{{"user", "dee"}}}), resp = {}).ok());
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 2u);  // the refused request charged nothing
 }
@@ -314,7 +319,7 @@ class GrpcBoundsTest : public GrpcTest {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxSendMessageSize(-1);
     return ::grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(bounded_->port()),
-                                     ::grpc::InsecureChannelCredentials(), args);
+                                       ::grpc::InsecureChannelCredentials(), args);
   }
   void TearDown() override {
     if (bounded_) bounded_->stop();
@@ -428,14 +433,13 @@ TEST_F(GrpcBoundsTest, StreamsPerConnectionAreCapped) {
 class GrpcConnectionsTest : public GrpcBoundsTest {
  protected:
   void start_counted(GrpcOptions options) {
-    bounded_ = std::make_unique<GrpcServer>(
-        *service_, options,
-        GrpcHooks{.connection = [this](int delta) { held_ += delta; },
-                  .refused =
-                      [this](std::string_view reason) {
-                        std::lock_guard lock(mu_);
-                        refused_.emplace_back(reason);
-                      }});
+    bounded_ = std::make_unique<GrpcServer>(*service_, options,
+                                            GrpcHooks{.connection = [this](int delta) { held_ += delta; },
+                                                      .refused =
+                                                          [this](std::string_view reason) {
+                                                            std::lock_guard lock(mu_);
+                                                            refused_.emplace_back(reason);
+                                                          }});
     bounded_->start();
   }
   // An idle HTTP/2 connection from `source` (a loopback address), once the server has answered it with its own
@@ -574,8 +578,9 @@ TEST_F(GrpcTest, BoundsBelowOneAreAClearError) {
     GrpcServer s(*service_, GrpcOptions{.per_ip_exempt = {"10.0.0.0/33"}});
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "GrpcOptions::per_ip_exempt: '10.0.0.0/33' is not an IP address or CIDR range (like "
-                           "10.0.0.0/8)");
+    EXPECT_STREQ(e.what(),
+                 "GrpcOptions::per_ip_exempt: '10.0.0.0/33' is not an IP address or CIDR range (like "
+                 "10.0.0.0/8)");
   }
 }
 

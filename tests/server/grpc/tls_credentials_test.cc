@@ -55,9 +55,9 @@ class GrpcTls : public ::testing::Test {
     reloader_ = std::make_unique<rules::Reloader>(rules_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
     service_ = std::make_unique<service::Service>(*reloader_, clock_);
-    server_ = std::make_unique<GrpcServer>(*service_, GrpcOptions{.tls_cert = certs_("server.crt"),
-                                                                  .tls_key = certs_("server.key"),
-                                                                  .tls_refresh_seconds = 1});
+    server_ = std::make_unique<GrpcServer>(
+        *service_,
+        GrpcOptions{.tls_cert = certs_("server.crt"), .tls_key = certs_("server.key"), .tls_refresh_seconds = 1});
     server_->start();
   }
   void TearDown() override {
@@ -122,7 +122,8 @@ TEST(GrpcTlsDirectory, OnlyTheOwnerReadsItEachPairIsAGenerationAndItGoesWithTheC
     EXPECT_EQ(read(dir + "/2/cert.pem"), second->cert);  // kept: a read under way may still open it
     EXPECT_FALSE(fs::exists(dir + "/1"));
     // Each generation's files carry a time none before had, within one second too: how gRPC sees a read straddle.
-    struct stat two {}, three {};
+    struct stat two {
+    }, three{};
     ASSERT_EQ(::stat((dir + "/2/key.pem").c_str(), &two), 0);
     ASSERT_EQ(::stat((dir + "/3/key.pem").c_str(), &three), 0);
     EXPECT_LT(two.st_mtime, three.st_mtime);

@@ -220,7 +220,7 @@ struct HttpServer : ::testing::Test {
     if (req.path == "/content-type") res.content_type = std::string("text/plain\0", 11);
     if (req.path == "/close") res.headers.emplace_back("Connection", "close");
     if (req.path == "/stop") server->stop();  // from a handler: must not deadlock
-    if (req.path == "/thread") {  // which of the server's threads serves this connection
+    if (req.path == "/thread") {              // which of the server's threads serves this connection
       res.body = std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
       return;
     }
@@ -622,8 +622,7 @@ TEST_F(HttpServer, FieldLinesAreSentAsTheyAreAndChecked) {
   Client c(port());
   const Reply ok = c.get("/field-lines?0");
   EXPECT_EQ(ok.status, 200);
-  EXPECT_NE(ok.head.find("\r\nX-Before: 0\r\nX-One: 1\r\nX-Two: two words\r\nContent-Length: 0\r\n"),
-            std::string::npos)
+  EXPECT_NE(ok.head.find("\r\nX-Before: 0\r\nX-One: 1\r\nX-Two: two words\r\nContent-Length: 0\r\n"), std::string::npos)
       << ok.head;
   for (std::size_t i = 1; i < std::size(kFieldLineCases); ++i) {
     const Reply bad = c.get("/field-lines?" + std::to_string(i));
@@ -676,8 +675,8 @@ TEST_F(HttpServer, ConnectionsPastTheLimitGet503) {
 
 // Issue 19: one client held every place with idle kept-alive connections, and the next client got 503.
 TEST_F(HttpServer, OneAddressGetsNoMoreThanItsShareOfConnections) {
-  start(ServerOptions{.threads = 2, .max_connections = 100, .max_connections_per_ip = 3,
-                      .per_ip_exempt = {"127.0.0.3", "10.0.0.0/8"}});
+  start(ServerOptions{
+      .threads = 2, .max_connections = 100, .max_connections_per_ip = 3, .per_ip_exempt = {"127.0.0.3", "10.0.0.0/8"}});
   std::vector<std::unique_ptr<Client>> hog;
   for (int i = 0; i < 3; ++i) {
     hog.push_back(std::make_unique<Client>(port(), "127.0.0.1"));
@@ -713,8 +712,8 @@ TEST_F(HttpServer, OneAddressGetsNoMoreThanItsShareOfConnections) {
 // Every place taken by idle connections (one that has sent nothing yet, and kept-alive ones): a new client sheds
 // the one idle longest and is served at once; busy_idle_timeout is out of the way here.
 TEST_F(HttpServer, IdleConnectionsGiveWayToANewClientWhenEveryPlaceIsTaken) {
-  start(ServerOptions{.threads = 1, .max_connections = 4, .max_connections_per_ip = 0,
-                      .busy_idle_timeout = std::chrono::minutes(1)});
+  start(ServerOptions{
+      .threads = 1, .max_connections = 4, .max_connections_per_ip = 0, .busy_idle_timeout = std::chrono::minutes(1)});
   Client silent(port());  // connected, sends nothing: idle the longest
   ASSERT_TRUE(eventually([&] { return connections.load() == 1; }));
   Client a(port(), "127.0.0.2"), b(port(), "127.0.0.3"), c(port(), "127.0.0.4");
@@ -750,7 +749,7 @@ TEST_F(HttpServer, UnderPressureIdleConnectionsAreClosedSooner) {
   std::this_thread::sleep_for(3 * o.busy_idle_timeout);
   ASSERT_EQ(connections.load(), 5);  // 5 of 8: not yet under pressure, none closed
   Client sixth(port());
-  ASSERT_EQ(sixth.get("/").status, 200);  // 6 of 8: the five, idle past busy_idle_timeout, give way
+  ASSERT_EQ(sixth.get("/").status, 200);          // 6 of 8: the five, idle past busy_idle_timeout, give way
   for (auto& c : idle) EXPECT_TRUE(c->closed());  // within the client's 5 s, far below idle_timeout
   EXPECT_TRUE(eventually([&] { return connections.load() <= 1; }));
   Client later(port());
@@ -945,8 +944,8 @@ TEST(HttpServerStart, ABadPerIpExemptionIsAClearError) {
       Server s({.per_ip_exempt = {"127.0.0.1", bad}}, [](const Request&, Response&) {});
       ADD_FAILURE() << bad;
     } catch (const std::invalid_argument& e) {
-      EXPECT_EQ(std::string(e.what()), "ServerOptions::per_ip_exempt: '" + bad +
-                                           "' is not an IP address or CIDR range (like 10.0.0.0/8)");
+      EXPECT_EQ(std::string(e.what()),
+                "ServerOptions::per_ip_exempt: '" + bad + "' is not an IP address or CIDR range (like 10.0.0.0/8)");
     }
   }
 }

@@ -138,8 +138,8 @@ struct HttpsServer : ::testing::Test {
   ServerOptions tls_options(bool client_ca = false) const {
     ServerOptions o;
     o.threads = 1;  // one worker: a handshake that blocked it would block every test below
-    o.tls = TlsFiles{.cert = certs("server.crt"), .key = certs("server.key"),
-                     .client_ca = client_ca ? certs("ca.crt") : ""};
+    o.tls = TlsFiles{
+        .cert = certs("server.crt"), .key = certs("server.key"), .client_ca = client_ca ? certs("ca.crt") : ""};
     return o;
   }
   int count(const std::string& reason) {
@@ -219,8 +219,7 @@ TEST_F(HttpsServer, AReloadOfFilesThatDoNotMatchKeepsTheOnesInUse) {
     ADD_FAILURE() << "a key of another certificate was taken";
   } catch (const TlsFileError& e) {
     EXPECT_EQ(e.which, TlsFileError::Which::kKey);
-    EXPECT_NE(std::string(e.what()).find("does not match the certificate in " + certs("server.crt")),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("does not match the certificate in " + certs("server.crt")), std::string::npos)
         << e.what();
   }
   TlsClient client(port(), certs("ca.crt"));
@@ -266,9 +265,9 @@ TEST(HttpsFiles, EachBadFileIsNamedWithWhatIsWrong) {
     return {TlsFileError::Which::kCert, "accepted"};
   };
   const std::string crt = certs("server.crt"), key = certs("server.key");
-  EXPECT_EQ(problem({.cert = certs("missing.crt"), .key = key}),
-            std::make_pair(TlsFileError::Which::kCert,
-                           certs("missing.crt") + ": cannot read: No such file or directory"));
+  EXPECT_EQ(
+      problem({.cert = certs("missing.crt"), .key = key}),
+      std::make_pair(TlsFileError::Which::kCert, certs("missing.crt") + ": cannot read: No such file or directory"));
   auto [which, what] = problem({.cert = key, .key = key});  // a key where the certificate should be
   EXPECT_EQ(which, TlsFileError::Which::kCert);
   EXPECT_TRUE(what.starts_with(key + ": not a PEM certificate chain")) << what;

@@ -98,7 +98,7 @@ TEST(Batcher, EveryAlgorithmShares) {
     LimitSpec spec{.algorithm = a, .limit = 10, .window = Nanos{1h}};
     if (a == Algorithm::kEarrrl) spec.half_life = Nanos{1h};
     const std::string key = "rk:t:" + std::string(algorithm_name(a));
-    f.decide(1, spec, key, 1, true);  // server 1 joins first
+    f.decide(1, spec, key, 1, true);                      // server 1 joins first
     for (int i = 0; i < 30; ++i) f.decide(0, spec, key);  // earrrl's estimate reaches 10 an hour at ~15
     f.servers[0]->flush();
     f.servers[1]->flush();

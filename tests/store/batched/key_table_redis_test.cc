@@ -18,9 +18,9 @@ namespace rk::store::batched {
 namespace {
 
 using namespace std::chrono_literals;
-using redis_test::RedisProcess;
 using attack::colliding_keys;
 using attack::kAttackKeys;
+using redis_test::RedisProcess;
 
 LimitSpec fixed() { return LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 5, .window = Nanos{1h}}; }
 
@@ -46,8 +46,8 @@ TEST(BatcherHostileKeys, KeysChosenToCollideKeepALookupFlat) {
   for (const auto& k : attack) decide(*b, k);
   const Batcher::ProbeStats st = b->probe_stats();
   ASSERT_EQ(st.keys, kAttackKeys);
-  EXPECT_LE(st.longest, 10u);                        // a pile-up would be ~kAttackKeys / shards
-  EXPECT_LE(st.total, 2 * kAttackKeys);              // about 1.5 comparisons a key on average, as for any keys
+  EXPECT_LE(st.longest, 10u);            // a pile-up would be ~kAttackKeys / shards
+  EXPECT_LE(st.total, 2 * kAttackKeys);  // about 1.5 comparisons a key on average, as for any keys
   EXPECT_EQ(b->stats().evicted.load(), 0u);
 }
 

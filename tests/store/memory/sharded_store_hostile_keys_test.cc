@@ -57,7 +57,7 @@ TEST(HostileKeys, KeysCollidingUnderAKnownSeedPileUpUnderIt) {
   insert_all(m, keys);
   const auto st = m.probe_stats();
   EXPECT_EQ(st.keys, kAttackKeys);
-  EXPECT_EQ(st.longest, kAttackKeys);                          // the last one inserted sits 999 slots from home
+  EXPECT_EQ(st.longest, kAttackKeys);                        // the last one inserted sits 999 slots from home
   EXPECT_EQ(st.total, kAttackKeys * (kAttackKeys + 1) / 2);  // 1 + 2 + ... + 1000
   EXPECT_EQ(m.probe_length(keys.front()), 1u);
   EXPECT_EQ(m.probe_length(keys.back()), kAttackKeys);

@@ -103,12 +103,8 @@ TEST(ShardedStore, MatchesAModelUnderRandomOperations) {
     std::string k = (r % 7 == 0) ? std::string(30 + r % 50, 'x') + std::to_string(r) : key(r);
     switch (rng() % 3) {
       case 0:
-      case 1:
-        ASSERT_EQ(m.update(k, [](Counter& c) { return ++c.value; }), ++model[k]);
-        break;
-      case 2:
-        ASSERT_EQ(m.erase(k), model.erase(k) == 1);
-        break;
+      case 1: ASSERT_EQ(m.update(k, [](Counter& c) { return ++c.value; }), ++model[k]); break;
+      case 2: ASSERT_EQ(m.erase(k), model.erase(k) == 1); break;
     }
   }
   EXPECT_EQ(m.stats().keys, model.size());
@@ -402,8 +398,7 @@ TEST(ShardedStore, UpdateManyAppliesInOrderAsOneAtATime) {
     const auto step = [](Counter& c) { return c.value = (c.value * 3 + 1) % 1'000'003; };
     batched.update_many(batch.data(), n, [&](std::size_t i, Counter& c) { got[i] = step(c); });
     for (std::size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(got[i], single.update(names[i], step))
-          << "round " << round << ", " << names[i] << " at " << i;
+      ASSERT_EQ(got[i], single.update(names[i], step)) << "round " << round << ", " << names[i] << " at " << i;
     }
   }
   EXPECT_GT(batched.probe_stats().total, batched.probe_stats().keys * 3 / 2);  // many keys past their home

@@ -20,7 +20,8 @@ namespace {
 using namespace std::chrono_literals;
 using redis_test::RedisProcess;
 
-std::vector<store::remote::RemoteResult> decide(store::remote::RemoteStore& s, std::vector<store::remote::RemoteOp> ops, Nanos now) {
+std::vector<store::remote::RemoteResult> decide(store::remote::RemoteStore& s, std::vector<store::remote::RemoteOp> ops,
+                                                Nanos now) {
   std::promise<std::vector<store::remote::RemoteResult>> p;
   auto f = p.get_future();
   s.decide(std::move(ops), now, [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(std::move(r)); });
@@ -41,7 +42,8 @@ TEST(EarrrlScript, APeeksRetryAfterHoldsForTheStateItLeft) {
     auto store = make_redis_remote({.url = redis.url(), .caller_clock = true, .timeout = 10s, .packed_hashes = packed});
     const std::string key = "rk:earrrl:" + std::to_string(packed);
     ASSERT_TRUE(decide(*store, {{&spec, key, std::uint64_t{1} << 36, false}}, Nanos{27'589'418'441'108'499})
-                    .at(0).decision.allowed);
+                    .at(0)
+                    .decision.allowed);
     ASSERT_FALSE(decide(*store, {{&spec, key, 1, false}}, Nanos{27'589'418'441'108'978}).at(0).decision.allowed);
     int refused = 0, peeks = 0;
     for (std::int64_t t = 27'590'188'606'082'934, i = 0; i < 300; t += 235'390'959'835'387, ++i) {

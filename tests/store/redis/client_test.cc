@@ -165,7 +165,7 @@ TEST(RedisClient, APausedServerNeverCostsMoreThanTheCommandTimeoutEvenWhileRecon
   RedisProcess redis;
   auto o = options(redis, kTimeout);
   o.connect_timeout = 10 * within(kTimeout);  // far longer than the command's budget
-  o.password = "";         // no handshake to wait for either way
+  o.password = "";                            // no handshake to wait for either way
   Client c(o);
   ASSERT_TRUE(std::holds_alternative<Reply>(run(c, {"SET", "k", "1"})));
   redis.signal(SIGSTOP);
@@ -370,9 +370,11 @@ TEST(Script, TheScriptLoadAfterNoscriptSharesTheCommandsDeadline) {
   constexpr auto kTimeout = 2000ms;  // NOSCRIPT at 0.6 of it: before it even on a busy machine, late enough that a
                                      // second timeout for the EVAL would end past 1.6 of it
   const std::string digest = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";  // sha1sum of "return 1"
-  auto redis = std::make_unique<TricklingServer>(TricklingServer::Options{
-      .every = 20ms, .head = "-NOSCRIPT No matching script. Please use EVAL.\r\n", .head_after = kTimeout * 6 / 10,
-      .greeting = "$40\r\n" + digest + "\r\n+PONG\r\n"});  // SCRIPT LOAD's answer, and PING's
+  auto redis = std::make_unique<TricklingServer>(
+      TricklingServer::Options{.every = 20ms,
+                               .head = "-NOSCRIPT No matching script. Please use EVAL.\r\n",
+                               .head_after = kTimeout * 6 / 10,
+                               .greeting = "$40\r\n" + digest + "\r\n+PONG\r\n"});  // SCRIPT LOAD's answer, and PING's
   auto o = ClientOptions::parse_url("redis://127.0.0.1:" + std::to_string(redis->port()));
   o.command_timeout = kTimeout;
   Client c(o);

@@ -42,8 +42,8 @@ descriptors:
   - key: sliding_window
     rate_limit: {unit: hour, requests_per_unit: 3, algorithm: sliding_window}
 )";
-const char* kKeys[] = {"earrrl", "gcra", "token_bucket", "leaky_bucket", "leaky_queue", "fixed_window",
-                       "fixed_odd", "sliding_log", "sliding_window"};
+const char* kKeys[] = {"earrrl",       "gcra",      "token_bucket", "leaky_bucket",  "leaky_queue",
+                       "fixed_window", "fixed_odd", "sliding_log",  "sliding_window"};
 
 // Every `rk:*` key of the Redis on `port`, a line each, sorted: name, type, and the value in hex (a hash's fields
 // and values as field=value in hex, sorted).
@@ -76,8 +76,8 @@ class RedisCompat : public ::testing::Test {
     std::ofstream(dir_ / "compat.yaml") << kRules;
     reloader_ = std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_});
     ASSERT_TRUE(reloader_->load_now().empty());
-    remote_ = store::redis::make_redis_remote({.url = url, .caller_clock = true, .timeout = 2s,
-                                               .packed_hashes = packed});
+    remote_ =
+        store::redis::make_redis_remote({.url = url, .caller_clock = true, .timeout = 2s, .packed_hashes = packed});
     service_ = std::make_unique<Service>(*reloader_, clock_, ServiceOptions{.remote = remote_});
     for (const char* key : kKeys) {
       for (int i = 0; i < 6; ++i) {

@@ -134,8 +134,8 @@ TEST(RedisKeys, TheTagIsADigestAndTheWholeKeyFollowsIt) {
   EXPECT_NE(redis_key("rk:plain"), redis_key("plain"));
   EXPECT_NE(counters_key("rk:plain"), counters_key("plain"));
   EXPECT_NE(counters_key("rk:a:b}"), counters_key("rk:a:b"));
-  const std::vector<std::string> keys = {"rk:0a1b:user", "rk:0a1b:{same}", "rk:0a1b:}x{", "rk:}", "rk:",
-                                         "other", "{}", "}{", "rk:0a1b:user}"};
+  const std::vector<std::string> keys = {"rk:0a1b:user", "rk:0a1b:{same}", "rk:0a1b:}x{", "rk:}", "rk:", "other", "{}",
+                                         "}{",           "rk:0a1b:user}"};
   std::set<std::string> names;
   for (const std::string& k : keys) {
     for (const std::string& name : {redis_key(k), counters_key(k), snapshot_key(k)}) {

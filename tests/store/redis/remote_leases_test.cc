@@ -33,7 +33,8 @@ class RemoteLeases : public ::testing::Test {
       remote_ = store::redis::make_redis_remote({.url = url, .caller_clock = caller_clock, .timeout = 2s});
       std::filesystem::create_directories(dir_);
       std::ofstream(dir_ / "r.yaml") << "domain: llm\ndescriptors:\n  - key: user\n    rate_limit: {algorithm: "
-                                        "concurrency, max_in_flight: 10, lease_ttl: " + ttl + "}\n";
+                                        "concurrency, max_in_flight: 10, lease_ttl: " +
+                                            ttl + "}\n";
     }
     reloaders_.push_back(std::make_unique<rules::Reloader>(dir_.string(), rules::BuildOptions{.clock = clock_}));
     EXPECT_TRUE(reloaders_.back()->load_now().empty());
@@ -87,8 +88,8 @@ TEST_F(RemoteLeases, ReleaseOfUnknownExpiredOrSomeoneElsesLeaseChangesNothing) {
   EXPECT_FALSE(release(b, "42", "ffffffffffffffffffffffffffffffff").done);
   EXPECT_FALSE(release(b, "42", theirs).done);
   for (int i = 0; i < 9; ++i) ASSERT_TRUE(acquire(b, "42").done);
-  EXPECT_FALSE(acquire(b, "42").done);  // nothing was freed
-  EXPECT_TRUE(release(b, "42", mine).done);  // released by another server of the fleet
+  EXPECT_FALSE(acquire(b, "42").done);        // nothing was freed
+  EXPECT_TRUE(release(b, "42", mine).done);   // released by another server of the fleet
   EXPECT_FALSE(release(a, "42", mine).done);  // twice
   EXPECT_TRUE(release(b, "7", theirs).done);
   const std::string late = acquire(a, "42").lease;

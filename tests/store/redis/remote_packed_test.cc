@@ -35,7 +35,8 @@ long stat(const RedisProcess& r, const std::string& section, const std::string& 
 
 // Decisions on many keys at once (one pipelined batch), at `now` by the caller's clock.
 std::vector<store::remote::RemoteResult> decide(store::remote::RemoteStore& s, const LimitSpec& spec,
-                                        const std::vector<std::string>& keys, Nanos now, std::uint64_t cost = 1) {
+                                                const std::vector<std::string>& keys, Nanos now,
+                                                std::uint64_t cost = 1) {
   std::vector<store::remote::RemoteOp> ops;
   for (const auto& k : keys) ops.push_back({&spec, k, cost, false});
   std::promise<std::vector<store::remote::RemoteResult>> p;
@@ -116,7 +117,7 @@ TEST(PackedStates, AFloodIntoOneHashIsBoundedAndEveryKeyStillLimited) {
   EXPECT_LE(fields, kPackedFields + 1);  // + 1: the note of when a scan is next worth it
   EXPECT_GE(fields, kPackedFields);
   EXPECT_EQ(std::stol(cli(redis, "DBSIZE")), 1 + 500 - (kPackedFields));  // the hash, and the others' own keys
-  EXPECT_EQ(cli(redis, "OBJECT ENCODING 'rk:{0}'"), "listpack");  // small, and a lookup in it is short
+  EXPECT_EQ(cli(redis, "OBJECT ENCODING 'rk:{0}'"), "listpack");          // small, and a lookup in it is short
   // 1,500 decisions: one scan of the full hash (the first key that found it full), then none while its fields live.
   EXPECT_EQ(stat(redis, "commandstats", "cmdstat_hgetall:calls="), 1);
 
@@ -183,8 +184,13 @@ TEST(PackedStates, AHashOutlivesItsStatesByRedisClockEvenAtOneMillisecond) {
     return cmd;
   };
   for (int round = 0; round < 5; ++round) {
-    const auto r = exchange(redis.port(), {{"MULTI"}, {"DEL", "rk:{0}"}, {"TIME"}, eval("rk:a"),
-                                           {"PEXPIRETIME", "rk:{0}"}, eval("rk:b"), {"PEXPIRETIME", "rk:{0}"},
+    const auto r = exchange(redis.port(), {{"MULTI"},
+                                           {"DEL", "rk:{0}"},
+                                           {"TIME"},
+                                           eval("rk:a"),
+                                           {"PEXPIRETIME", "rk:{0}"},
+                                           eval("rk:b"),
+                                           {"PEXPIRETIME", "rk:{0}"},
                                            {"EXEC"}});
     ASSERT_EQ(r.size(), 8u);
     const Reply& exec = r[7];

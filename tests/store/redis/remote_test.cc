@@ -178,7 +178,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: b
     rate_limit: {unit: hour, requests_per_unit: 5}
-)", remote(redis.url()));
+)",
+                    remote(redis.url()));
   auto both = [] {
     CheckRequest r;
     r.domain = "d";
@@ -224,7 +225,7 @@ TEST_F(RemoteService, PoliciesDecideWhenRedisIsDeadAndTheBreakerSparesTheTimeout
   for (int i = 0; i < 20; ++i) EXPECT_EQ(status(open.check(req("u"))).fallback, rules::FailurePolicy::kFailOpen);
   EXPECT_EQ(open.remote_stats().calls.load(), calls);
 
-  redis.start();  // back, and empty
+  redis.start();        // back, and empty
   clock_->advance(1s);  // the breaker's wait: the next decision probes
   bool back = false;
   for (int i = 0; i < 500 && !back; ++i) {  // the client reconnects to a real process: poll, bounded
@@ -251,10 +252,12 @@ std::string cli(const std::string& url, const std::string& args) {
   return redis_test::redis_cli(std::stoi(url.substr(url.rfind(':') + 1)), args);
 }
 
-store::remote::RemoteResult decide_one(store::remote::RemoteStore& remote, const LimitSpec& spec, const std::string& key, Nanos now) {
+store::remote::RemoteResult decide_one(store::remote::RemoteStore& remote, const LimitSpec& spec,
+                                       const std::string& key, Nanos now) {
   std::promise<store::remote::RemoteResult> p;
   auto f = p.get_future();
-  remote.decide({{&spec, key, 1, false}}, now, [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(r.at(0)); });
+  remote.decide({{&spec, key, 1, false}}, now,
+                [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(r.at(0)); });
   return f.get();
 }
 
@@ -285,9 +288,11 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
     EXPECT_EQ(d.decision.remaining, 9 - i);
   }
   EXPECT_EQ(cli(redis.url(), "OBJECT ENCODING '" + store::redis::redis_key("rk:odd") + "'"), "embstr");
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(decide_one(*store, LimitSpec{.algorithm = Algorithm::kFixedWindow,
-                                                                      .limit = 10, .window = 60s},
-                                                   "rk:size:fixed_window", now).decision.remaining, 8 - i);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(decide_one(*store, LimitSpec{.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 60s},
+                         "rk:size:fixed_window", now)
+                  .decision.remaining,
+              8 - i);
 
   // A full fixed window as the layout before issue 17 wrote it: {tag, base_us, start_us, start_r, count}.
   const LimitSpec two{.algorithm = Algorithm::kFixedWindow, .limit = 2, .window = 3600s};
@@ -300,13 +305,13 @@ TEST_F(RemoteService, StatesAreCompactAndAnOlderLayoutIsReadOnceAsFresh) {
   auto fresh = decide_one(*store, two, "rk:old", now);
   ASSERT_EQ(fresh.status, store::remote::RemoteResult::Status::kOk) << fresh.error;
   EXPECT_TRUE(fresh.decision.allowed);
-  EXPECT_EQ(fresh.decision.remaining, 1);  // counted from nothing, not from the old 2
+  EXPECT_EQ(fresh.decision.remaining, 1);                                   // counted from nothing, not from the old 2
   EXPECT_EQ(decide_one(*store, two, "rk:old", now).decision.remaining, 0);  // and from then on in the new layout
   EXPECT_FALSE(decide_one(*store, two, "rk:old", now).decision.allowed);
 
   // Some other algorithm's old state, and a value that is nobody's state: refused, left as they were.
-  for (const std::string value : {"\"redis.call('SET', KEYS[1], cmsgpack.pack({'gcra', 1, 2}))\"",
-                                  "\"redis.call('SET', KEYS[1], 'hello')\""}) {
+  for (const std::string value :
+       {"\"redis.call('SET', KEYS[1], cmsgpack.pack({'gcra', 1, 2}))\"", "\"redis.call('SET', KEYS[1], 'hello')\""}) {
     ASSERT_EQ(cli(redis.url(), "EVAL " + value + " 1 '" + store::redis::redis_key("rk:foreign") + "'"), "");
     const std::string before = cli(redis.url(), "GET '" + store::redis::redis_key("rk:foreign") + "'");
     auto r = decide_one(*store, two, "rk:foreign", now);
@@ -354,8 +359,9 @@ TEST_F(RemoteService, AFixedWindowCountedAgainInItsWindowByRedisClockKeepsItsDig
 
 TEST_F(RemoteService, TheNearCacheRefusesLocallyAndStillCountsTheRefusedHits) {
   RedisProcess redis;
-  const std::string rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "
-                            "algorithm: earrrl, half_life: 2s}\n";
+  const std::string rules =
+      "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, "
+      "algorithm: earrrl, half_life: 2s}\n";
   auto near_store = store::redis::make_redis_remote(
       {.url = redis.url(), .caller_clock = true, .timeout = 500ms, .near_cache = true, .near_cache_flush = 1h});
   Service& near = make(rules, near_store);

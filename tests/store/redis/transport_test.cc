@@ -65,16 +65,16 @@ std::string hostname() {
 // A redis-server with a plain port (for the test's own commands) and a TLS one.
 struct TlsRedis {
   explicit TlsRedis(std::string_view clients = "optional", std::vector<std::string> extra = {})
-      : tls_port(redis_test::free_port()), redis(with(TestCerts::get().redis_flags(tls_port, "server.crt", clients),
-                                                       std::move(extra))) {}
+      : tls_port(redis_test::free_port()),
+        redis(with(TestCerts::get().redis_flags(tls_port, "server.crt", clients), std::move(extra))) {}
   static std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   }
   void serve(std::string_view cert) {
     Client plain(patient(redis.url()));
-    ASSERT_TRUE(std::holds_alternative<Reply>(
-        run(plain, {"CONFIG", "SET", "tls-cert-file", TestCerts::get().file(cert)})));
+    ASSERT_TRUE(
+        std::holds_alternative<Reply>(run(plain, {"CONFIG", "SET", "tls-cert-file", TestCerts::get().file(cert)})));
   }
   int tls_port;
   RedisProcess redis;
@@ -116,9 +116,9 @@ TEST(RedisTls, EachRefusedHandshakeFailsWithinTheTimeoutCountedWithItsReason) {
   TlsRedis r;
   struct Case {
     const char* what;
-    const char* cert;       // Redis serves
-    const char* ca;         // we trust
-    const char* name;       // --redis-tls-server-name, or empty
+    const char* cert;  // Redis serves
+    const char* ca;    // we trust
+    const char* name;  // --redis-tls-server-name, or empty
     const char* reason;
   };
   const Case cases[] = {
@@ -183,10 +183,14 @@ TEST(RedisTlsFiles, EveryBadFileOrCombinationNamesItsFlagAndFile) {
   };
   const Case cases[] = {
       {"redis://127.0.0.1", {.ca_file = certs.file("ca.crt")}, "", "--redis-tls-ca: given with a plain redis URL"},
-      {"rediss://127.0.0.1", {.cert_file = certs.file("client.crt")}, "", "--redis-tls-cert: '" +
-                                                                              certs.file("client.crt") + "' needs"},
-      {"rediss://127.0.0.1", {.key_file = certs.file("client.key")}, "", "--redis-tls-key: '" +
-                                                                             certs.file("client.key") + "' needs"},
+      {"rediss://127.0.0.1",
+       {.cert_file = certs.file("client.crt")},
+       "",
+       "--redis-tls-cert: '" + certs.file("client.crt") + "' needs"},
+      {"rediss://127.0.0.1",
+       {.key_file = certs.file("client.key")},
+       "",
+       "--redis-tls-key: '" + certs.file("client.key") + "' needs"},
       {"rediss://127.0.0.1", {.ca_file = "/nonexistent/ca.crt"}, "", "--redis-tls-ca: '/nonexistent/ca.crt' cannot"},
       {"rediss://127.0.0.1", {.ca_file = garbage}, "", "--redis-tls-ca: '" + garbage + "' cannot be used"},
       {"rediss://127.0.0.1",

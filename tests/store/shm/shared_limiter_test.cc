@@ -376,7 +376,7 @@ TEST(SharedLimiterFile, AFileOfAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "giving a file to another user needs root";
   TempDir dir;
   const std::string path = dir.file("limits");
-  SharedLimiter::open(path, fixed(10), kSmall);  // sound, and made for this very limit: only its owner is wrong
+  SharedLimiter::open(path, fixed(10), kSmall);       // sound, and made for this very limit: only its owner is wrong
   ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);  // nobody
   expect_error([&] { SharedLimiter::open(path, fixed(10), kSmall); },
                "belongs to uid 65534, not to this process's uid 0");
@@ -391,7 +391,7 @@ TEST(SharedLimiterFile, TheModeAskedForIsTheFilesExactly) {
   ::umask(0);
   SharedLimiter::open(dir.file("private"), fixed(10), kSmall);
   ::umask(umask_before);
-  EXPECT_EQ(mode_of(dir.file("group")), 0660u);  // not narrowed by the umask
+  EXPECT_EQ(mode_of(dir.file("group")), 0660u);    // not narrowed by the umask
   EXPECT_EQ(mode_of(dir.file("private")), 0600u);  // not widened by it either
   expect_error([&] { SharedLimiter::open(dir.file("group"), fixed(10), kSmall); }, "has mode 0660");
   SharedOptions bad = kSmall;
@@ -453,8 +453,8 @@ TEST(SharedLimiterFile, ACorruptedHeaderIsRefusedNamingWhatIsWrong) {
   refused_after([](H& h) { h.ready.store(0); }, "never completely formatted");
   // A header consistent in itself, for a region bigger than the file: a truncated file.
   std::ofstream(path, std::ios::binary) << sound.substr(0, bytes / 2);
-  expect_error([&] { SharedLimiter::open(path, fixed(10), kSmall); }, "only " + std::to_string(bytes / 2) +
-                                                                          " are mapped (a truncated file?)");
+  expect_error([&] { SharedLimiter::open(path, fixed(10), kSmall); },
+               "only " + std::to_string(bytes / 2) + " are mapped (a truncated file?)");
   // The same bytes made whole again are accepted: the refusals were the corruption's.
   std::ofstream(path, std::ios::binary) << sound;
   EXPECT_TRUE(SharedLimiter::open(path, fixed(10), kSmall).check_at("k", Nanos{0}).allowed);
@@ -475,7 +475,8 @@ class TinyRegion {
     return *reinterpret_cast<store::shm::ShardHeader*>(raw() + layout_.shards_offset + s * layout_.shard_stride);
   }
   std::uint32_t& bucket(std::size_t s) {
-    return *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&shard(s)) + sizeof(store::shm::ShardHeader));
+    return *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&shard(s)) +
+                                             sizeof(store::shm::ShardHeader));
   }
   store::shm::SlotHead& slot(std::size_t s) {
     return *reinterpret_cast<store::shm::SlotHead*>(raw() + layout_.slots_offset + s * layout_.slot_stride);
@@ -526,7 +527,8 @@ TEST(SharedLimiterCorruption, ALoopedChainIsReportedNotSpunAndTheLockIsReleased)
   ASSERT_FALSE(refused.empty());
   EXPECT_GT(fine, 0);  // the other shard's keys still work
   for (const std::string& m : refused) {
-    EXPECT_NE(m.find("shard " + std::to_string(s) + " is corrupt: bucket 0's chain loops (more links than the "
+    EXPECT_NE(m.find("shard " + std::to_string(s) +
+                     " is corrupt: bucket 0's chain loops (more links than the "
                      "shard's 1 slots)"),
               std::string::npos)
         << m;
@@ -674,9 +676,9 @@ TEST(SharedLimiterFile, ADifferentLimitFailsAtOnceNamingBothValues) {
   Watchdog watchdog(60);
   expect_error([&] { SharedLimiter::open(path, {.algorithm = Algorithm::kGcra, .limit = 10, .window = 1h}, kSmall); },
                "algorithm: the region has fixed_window, this process asks for gcra");
-  expect_error([&] { SharedLimiter::open(path, {.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 1min},
-                                         kSmall); },
-               "window: the region has 3600s, this process asks for 60s");
+  expect_error(
+      [&] { SharedLimiter::open(path, {.algorithm = Algorithm::kFixedWindow, .limit = 10, .window = 1min}, kSmall); },
+      "window: the region has 3600s, this process asks for 60s");
   SharedOptions bigger = kSmall;
   bigger.max_keys = 128;
   expect_error([&] { SharedLimiter::open(path, fixed(10), bigger); },

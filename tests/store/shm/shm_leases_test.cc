@@ -57,10 +57,10 @@ TEST(SharedConcurrency, AtMostMaxInFlightThenARefusalUntilTheFirstExpiry) {
   const SharedLease refused = limiter.acquire_at("k", 4s);
   EXPECT_FALSE(refused.acquired);
   EXPECT_EQ(refused.id, "");
-  EXPECT_EQ(refused.retry_after, 6s);  // the first lease, taken at 0, expires at 10 s
+  EXPECT_EQ(refused.retry_after, 6s);                     // the first lease, taken at 0, expires at 10 s
   EXPECT_TRUE(limiter.acquire_at("other", 4s).acquired);  // keys are apart
   EXPECT_TRUE(limiter.release_at("k", held[1].id, 5s));
-  EXPECT_FALSE(limiter.release_at("k", held[1].id, 5s));  // once
+  EXPECT_FALSE(limiter.release_at("k", held[1].id, 5s));      // once
   EXPECT_FALSE(limiter.release_at("other", held[0].id, 5s));  // another key's id frees nothing
   EXPECT_FALSE(limiter.release_at("k", "not an id", 5s));
   EXPECT_EQ(limiter.in_flight_at("k", 5s), 2u);
@@ -113,9 +113,9 @@ TEST(SharedConcurrency, AKilledHoldersLeasesComeBackAfterTheirTimeToLive) {
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(limiter.in_flight_at("k", 2s), 2u);
   EXPECT_FALSE(limiter.acquire_at("k", 29s).acquired);
-  EXPECT_TRUE(limiter.acquire_at("k", 30s).acquired);   // the first came back
+  EXPECT_TRUE(limiter.acquire_at("k", 30s).acquired);  // the first came back
   EXPECT_FALSE(limiter.acquire_at("k", 30s).acquired);
-  EXPECT_TRUE(limiter.acquire_at("k", 31s).acquired);   // and the second
+  EXPECT_TRUE(limiter.acquire_at("k", 31s).acquired);  // and the second
 }
 
 // 100 processes, each taking and giving back leases of one key as fast as it can, on a limit of 10; each holder
