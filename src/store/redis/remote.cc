@@ -48,16 +48,22 @@ std::vector<std::string> flatten(const store::redis::Reply& reply) {
   return out;
 }
 
+// An error instead of a reply, into `out` (a RemoteResult or a LeaseResult): Redis answered and refused this script
+// (a foreign value in the key, say), and only this call fails (kError); any other error means Redis was not reached
+// or did not answer in time (kUnavailable). False for a reply.
+template <class Out>
+bool error_of(const store::redis::Result& r, Out& out) {
+  const auto* e = std::get_if<store::redis::Error>(&r);
+  if (e == nullptr) return false;
+  out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
+                                                             : store::remote::RemoteResult::Status::kUnavailable;
+  out.error = e->message;
+  return true;
+}
+
 store::remote::RemoteResult to_result(const store::redis::Result& r) {
   store::remote::RemoteResult out;
-  if (const auto* e = std::get_if<store::redis::Error>(&r)) {
-    // Redis answered, and refused this script (a foreign value in the key, say): only this decision fails. Every
-    // other error means Redis was not reached or did not answer in time.
-    out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
-                                                               : store::remote::RemoteResult::Status::kUnavailable;
-    out.error = e->message;
-    return out;
-  }
+  if (error_of(r, out)) return out;
   const store::redis::Reply& reply = std::get<store::redis::Reply>(r);
   if (reply.type != store::redis::Reply::Type::kArray) {
     out.status = store::remote::RemoteResult::Status::kError;
@@ -79,12 +85,7 @@ store::remote::RemoteResult to_result(const store::redis::Result& r) {
 // The lease script's reply (lua/leases.lua): {done, in_flight, retry_after_us} or {done}.
 store::remote::LeaseResult to_lease_result(const store::redis::Result& r) {
   store::remote::LeaseResult out;
-  if (const auto* e = std::get_if<store::redis::Error>(&r)) {
-    out.status = e->kind == store::redis::Error::Kind::kServer ? store::remote::RemoteResult::Status::kError
-                                                               : store::remote::RemoteResult::Status::kUnavailable;
-    out.error = e->message;
-    return out;
-  }
+  if (error_of(r, out)) return out;
   const store::redis::Reply& reply = std::get<store::redis::Reply>(r);
   if (reply.type != store::redis::Reply::Type::kArray || reply.elements.empty() ||
       reply.elements[0].type != store::redis::Reply::Type::kInteger) {
