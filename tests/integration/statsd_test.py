@@ -112,7 +112,7 @@ class Ratekeeper:
         self.grpc_port, self.admin_port = free_port(), free_port()
         self.log = open(os.path.join(d, name + ".log"), "w+")
         self.proc = subprocess.Popen(
-            [BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % free_port(),
+            [BINARY, "serve", "--drain", "0s", "--config", rules, "--http", "127.0.0.1:%d" % free_port(),
              "--admin", "127.0.0.1:%d" % self.admin_port, "--grpc", "127.0.0.1:%d" % self.grpc_port,
              "--statsd", "127.0.0.1:%d" % statsd_port, "--stats-flush-interval", "100ms", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)

@@ -235,7 +235,8 @@ class GrpcTlsOfItsOwn(unittest.TestCase):
             f.write(RULES)
         cls.http_port, cls.grpc_port = free_port(), free_port()
         c = cls.certs.path
-        cls.server = Process(cls.dir, [BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % cls.http_port,
+        cls.server = Process(cls.dir, [BINARY, "serve", "--drain", "0s", "--config", rules,
+                                       "--http", "127.0.0.1:%d" % cls.http_port,
                                        "--admin", "127.0.0.1:%d" % free_port(),
                                        "--grpc", "127.0.0.1:%d" % cls.grpc_port,
                                        "--grpc-tls-cert", c("server.crt"), "--grpc-tls-key", c("server.key"),
@@ -323,7 +324,8 @@ class ConnectionAge(unittest.TestCase):
         with open(rules, "w") as f:
             f.write(RULES)
         cls.http_port, cls.grpc_port, cls.admin_port = free_port(), free_port(), free_port()
-        cls.server = Process(cls.dir, [BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % cls.http_port,
+        cls.server = Process(cls.dir, [BINARY, "serve", "--drain", "0s", "--config", rules,
+                                       "--http", "127.0.0.1:%d" % cls.http_port,
                                        "--admin", "127.0.0.1:%d" % cls.admin_port,
                                        "--grpc", "127.0.0.1:%d" % cls.grpc_port,
                                        "--grpc-max-connection-age", "%dms" % (AGE * 1000),

@@ -35,7 +35,7 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="rk-xds-")
         self.grpc_port, self.admin_port = free_port(), free_port()
         self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen([BINARY, "serve", "--http", "127.0.0.1:%d" % free_port(),
+        self.proc = subprocess.Popen([BINARY, "serve", "--drain", "0s", "--http", "127.0.0.1:%d" % free_port(),
                                       "--admin", "127.0.0.1:%d" % self.admin_port,
                                       "--grpc", "127.0.0.1:%d" % self.grpc_port, *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT)
