@@ -41,7 +41,11 @@ std::vector<ConfigError> Reloader::apply_locked(const std::vector<RulesFile>& fi
   for (const RulesFile& f : files) text += f.name + "\n" + f.text + "\n";
   const auto previous = current();
   auto next = RuleSet::build(std::move(domains), previous.get(), options_, base::content_hash(text));
-  current_.store(next, std::memory_order_release);
+  std::shared_ptr<const RuleSet> old = next;
+  {
+    std::lock_guard lock(current_mu_);
+    current_.swap(old);
+  }  // the set replaced is let go of outside the lock (its last reference may free every rule)
   if (events_.on_success) events_.on_success(*next);
   return errors;
 }

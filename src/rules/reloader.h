@@ -46,7 +46,10 @@ class Reloader {
   // them: the errors (none: the new set is active, unchanged rules keeping their counters).
   std::vector<ConfigError> load_files(const std::vector<RulesFile>& files);
 
-  std::shared_ptr<const RuleSet> current() const { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const RuleSet> current() const {
+    std::lock_guard lock(current_mu_);
+    return current_;
+  }
 
   // Reloads if what is on disk changed since the last attempt, good or bad. True if it tried.
   bool poll_once();
@@ -63,7 +66,11 @@ class Reloader {
   const BuildOptions options_;
   const ReloadEvents events_;
   const LoadOptions load_;
-  std::atomic<std::shared_ptr<const RuleSet>> current_;
+  // A mutex rather than std::atomic<std::shared_ptr>: libstdc++ 12's load() releases its lock bit with a relaxed
+  // store, so its read of the pointer is not ordered before the next store's write (ThreadSanitizer reports it while
+  // a ConfigMap's swaps reload under load). Held for a reference count's increment.
+  mutable std::mutex current_mu_;
+  std::shared_ptr<const RuleSet> current_;
 
   std::mutex mu_;          // serialises loads
   std::string last_seen_;  // rules_stamp() of the files the last load read, good or bad
