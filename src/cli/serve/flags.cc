@@ -322,6 +322,19 @@ void add_forward_auth_flags(cli::FlagSet& flags, ServeFlags& f) {
                f.path_case_insensitive);
 }
 
+// A number from 0 to 1.
+Reader fraction(double& out) {
+  return [&out](const std::string& v) {
+    double r = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+    if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+      return is_not(v, "a number from 0 to 1");
+    }
+    out = r;
+    return std::string();
+  };
+}
+
 // Rules over xDS (docs/envoy-gateway.md): envoyproxy/ratelimit's CONFIG_GRPC_XDS_* and XDS_CLIENT_BACKOFF_*.
 void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
   rules::xds::XdsOptions& x = f.xds;
@@ -367,15 +380,7 @@ void add_xds_flags(cli::FlagSet& flags, ServeFlags& f) {
   flags.value("--xds-backoff-max", "DUR", "doubling with each failure up to this (default 60s)",
               at_least_1ms(x.backoff_max));
   flags.value("--xds-backoff-random-factor", "F", "each wait spread by +-F of itself (0 to 1; default 0.5)",
-              [&x](const std::string& v) {
-                double r = -1;
-                const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-                if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
-                  return is_not(v, "a number from 0 to 1");
-                }
-                x.backoff_random_factor = r;
-                return std::string();
-              });
+              fraction(x.backoff_random_factor));
   flags.value("--xds-backoff-jitter", "on|off", "spread the waits (default on)", [&x](const std::string& v) {
     if (v != "on" && v != "off") return is_not(v, "on or off");
     x.backoff_jitter = v == "on";
@@ -424,19 +429,6 @@ void add_stats_flags(cli::FlagSet& flags, ServeFlags& f) {
                "put the domain, descriptors and hits of each request in gRPC answers'\n"
                "dynamic_metadata (RESPONSE_DYNAMIC_METADATA)",
                f.grpc_metadata);
-}
-
-// A number from 0 to 1.
-Reader fraction(double& out) {
-  return [&out](const std::string& v) {
-    double r = -1;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-    if (ec != std::errc{} || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
-      return is_not(v, "a number from 0 to 1");
-    }
-    out = r;
-    return std::string();
-  };
 }
 
 void add_telemetry_flags(cli::FlagSet& flags, ServeFlags& f) {
