@@ -49,6 +49,17 @@ struct LeaseResult {
   std::string error;
 };
 
+// Reserve and settle's answer (docs/algorithms.md, "Reserve and settle"): one reserve or one settle.
+struct ReservationResult {
+  RemoteResult::Status status = RemoteResult::Status::kUnavailable;
+  bool done = false;           // reserve: allowed, and held; settle: the reservation was held and is settled (false:
+                               // unknown, expired, settled, or another key's: nothing changed)
+  std::uint64_t reserved = 0;  // settle: the reservation's estimate
+  Decision decision;           // reserve: the check of the estimate; settle: the overdraw's charge, or a look after
+                               // the refund (as rk::Limiter::settle_at)
+  std::string error;
+};
+
 class RemoteStore {
  public:
   virtual ~RemoteStore() = default;
@@ -67,6 +78,23 @@ class RemoteStore {
   virtual void release_lease(std::string key, std::string id, Nanos now, std::function<void(LeaseResult)> done) {
     (void)key, (void)id, (void)now;
     done({RemoteResult::Status::kError, false, 0, Nanos{0}, describe() + " cannot hold leases"});
+  }
+  // Reserve and settle, as rk::Limiter::reserve_at and settle_at, in the store, each one atomic step: reserve
+  // charges `estimate` on `key` under *spec as decide() does when it fits (a refused reserve charges nothing, whatever
+  // count_refused says) and then holds the reservation `id` (fresh, random: 32 hex digits) for `ttl`; settle takes
+  // the reservation `id` of `key` (only that key's) and charges actual - estimate more, recorded even past what is
+  // left (a debt, bounded as count_refused bounds it), or gives estimate - actual back (never more than the
+  // reservation's charge still holds). `spec` is valid until `done` runs. A store that cannot hold reservations
+  // answers kError, saying so.
+  virtual void reserve(const LimitSpec* spec, std::string key, std::string id, std::uint64_t estimate, Nanos ttl,
+                       Nanos now, std::function<void(ReservationResult)> done) {
+    (void)spec, (void)key, (void)id, (void)estimate, (void)ttl, (void)now;
+    done({RemoteResult::Status::kError, false, 0, {}, describe() + " cannot hold reservations"});
+  }
+  virtual void settle(const LimitSpec* spec, std::string key, std::string id, std::uint64_t actual, Nanos now,
+                      std::function<void(ReservationResult)> done) {
+    (void)spec, (void)key, (void)id, (void)actual, (void)now;
+    done({RemoteResult::Status::kError, false, 0, {}, describe() + " cannot hold reservations"});
   }
   virtual std::string describe() const = 0;  // "redis://127.0.0.1:6379", for logs
   // Answers what is in flight as unavailable and stops the store's threads; later calls fail at once. Called
