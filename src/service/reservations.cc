@@ -1,8 +1,11 @@
 // service/reservations.cc: reserve and settle (service.h): the descriptor matched as a check's is, the estimate
-// reserved on the rule's limiter in process (Limiter::reserve), and settled there at what was used. A domain whose
-// counts are elsewhere (the remote store, sharing: batched) holds no reservations: a bad request naming it.
+// reserved on the rule's limiter in process (Limiter::reserve) or in the remote store (RemoteStore::reserve, one
+// atomic step there, so that any server of a fleet settles what another reserved), and settled where it was
+// reserved at what was used. A domain shared in batches (sharing: batched) holds no reservations: a bad request
+// naming it, since a batch carries hits and cannot carry a refund back.
 #include <future>
 
+#include "library/random_id.h"
 #include "service/service.h"
 
 namespace rk::service {
@@ -58,13 +61,34 @@ void Service::reservation(ReserveRequest request, bool reserve, ReserveDone done
                                                "' shares its counts in batches (sharing: batched), which cannot "
                                                "give a refund back: reserve in a domain of its own"});
   }
-  if (uses_remote(domain)) {
-    return done(RequestError{"descriptor", "domain '" + request.domain +
-                                               "' keeps its counts in the remote store, where reservations are not "
-                                               "held: reserve in a domain of ratekeeper's own memory"});
-  }
   ReserveAnswer answer{.name = m.rule->name, .ttl = request.ttl};
   const Nanos now = clock_->now();
+  if (uses_remote(domain)) {
+    std::string key = m.rule->store_prefix + m.counter_key;
+    // 128 random bits, made here: what settling it in the remote store takes.
+    if (reserve) answer.reservation = library::random_id();
+    std::string id = reserve ? answer.reservation : request.reservation;
+    // `set` kept: the rule's name and spec stay valid while the store answers.
+    auto finish = [answer = std::move(answer), done = std::move(done),
+                   set](store::remote::ReservationResult r) mutable {
+      answer.done = r.status == store::remote::RemoteResult::Status::kOk && r.done;
+      answer.decision = r.decision;
+      answer.reserved = r.reserved;
+      if (r.status != store::remote::RemoteResult::Status::kOk) {
+        answer.store_error = r.error.empty() ? "the store did not answer" : r.error;
+      }
+      if (!answer.done) answer.reservation.clear();
+      done(std::move(answer));
+    };
+    const LimitSpec* spec = &m.rule->limiter->spec();
+    if (reserve) {
+      options_.remote->reserve(spec, std::move(key), std::move(id), request.amount, request.ttl, now,
+                               std::move(finish));
+    } else {
+      options_.remote->settle(spec, std::move(key), std::move(id), request.amount, now, std::move(finish));
+    }
+    return;
+  }
   try {
     if (reserve) {
       Reservation r = m.rule->limiter->reserve_at(m.counter_key, now, request.amount, request.ttl);

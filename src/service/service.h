@@ -190,7 +190,8 @@ using LeaseResult = std::variant<LeaseAnswer, RequestError>;
 using LeaseDone = std::function<void(LeaseResult)>;
 
 // Reserve and settle (docs/algorithms.md): one descriptor's estimate reserved under the rate limit it matches, and
-// the reservation settled at what was used (service/reservations.cc), in the rule's limiter in process.
+// the reservation settled at what was used (service/reservations.cc), where the domain's counts are: the rule's
+// limiter in process, or the remote store.
 struct ReserveRequest {
   std::string domain;
   std::vector<std::pair<std::string, std::string>> entries;
@@ -206,6 +207,7 @@ struct ReserveAnswer {
   std::uint64_t reserved = 0;  // settle: the reservation's estimate
   Decision decision;           // the reserve's check; the settle's overdraw (refused if it overdrew) or look
   Nanos ttl{0};
+  std::string store_error;  // not empty: the remote store did not answer (or refused): nothing is known
 };
 
 using ReserveResult = std::variant<ReserveAnswer, RequestError>;

@@ -6,6 +6,7 @@ batched_test.py BINARY.
 The fleet admits at least the limit and at most the limit plus the bound docs/redis.md gives:
 fleet request rate x (5 x interval + round trip), the round trip taken at its ceiling, --redis-timeout.
 """
+import json
 import os
 import sys
 import threading
@@ -102,6 +103,26 @@ class FleetTest(unittest.TestCase):
             self.fleet_admits_within_the_bound(cluster.url())
         finally:
             cluster.close()
+
+
+class ReservationTest(unittest.TestCase):
+    """A batch carries hits, not refunds: a batched domain holds no reservations, and says so."""
+
+    def test_a_reserve_in_a_batched_domain_is_a_bad_request_that_charges_nothing(self):
+        redis = Redis()
+        server = Server(RULES % 10, "redis://127.0.0.1:%d" % redis.port)
+        try:
+            body = json.dumps({"domain": "api", "entries": [{"key": "user", "value": "r"}], "estimate": 5})
+            status, _, data = server.request("POST", "/v1/reserve", body)
+            error = json.loads(data)["error"]
+            self.assertEqual((status, error["field"]), (400, "descriptor"), data)
+            self.assertIn("sharing: batched", error["message"])
+            for _ in range(10):
+                self.assertEqual(server.check("r")[0], 200)
+            self.assertEqual(server.check("r")[0], 429)
+        finally:
+            server.stop()
+            redis.close()
 
 
 class OutageTest(unittest.TestCase):

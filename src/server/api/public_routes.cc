@@ -82,8 +82,9 @@ void lease(service::Service& service, const Hooks& hooks, const server::http::Re
 
 // POST /v1/reserve and /v1/settle: an estimate reserved on a rate limit, and settled at what was used. 200
 // reserved or settled (an overdraw too: it is recorded, and "overdrew" says so); 429 a reserve refused
-// (Retry-After); 404 a settle of an unknown, expired, settled or another key's reservation (nothing changed); 400
-// a bad request, naming the field (and a domain whose counts are in Redis or shared in batches: held in process).
+// (Retry-After); 404 a settle of an unknown, expired, settled or another key's reservation (nothing changed); 503
+// the store did not answer (nothing is known); 400 a bad request, naming the field (and a domain shared in
+// batches, which holds no reservations).
 void reservation(service::Service& service, const Hooks& hooks, const server::http::Request& req,
                  server::http::Response& res, bool settle) {
   if (!method_is(req, res, hooks, "POST")) return;
@@ -107,6 +108,9 @@ void reservation(service::Service& service, const Hooks& hooks, const server::ht
           return error(out, hooks, "http", 400, "invalid_request", e->field, e->message);
         }
         const auto& answer = std::get<service::ReserveAnswer>(result);
+        if (!answer.store_error.empty()) {
+          return error(out, hooks, "http", 503, "store_unavailable", "", answer.store_error);
+        }
         if (settle && !answer.done) {
           return error(out, hooks, "http", 404, "not_found", "reservation",
                        "no such reservation held (unknown, expired, settled or another key's); nothing was changed");
