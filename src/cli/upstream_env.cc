@@ -94,6 +94,7 @@ constexpr UpstreamVariable kVariables[] = {
     {"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "refused when true: Redis's certificate name is checked"},
     {"REDIS_PIPELINE_WINDOW", "0", "accepted: commands are always pipelined"},
     {"REDIS_PIPELINE_LIMIT", "0", "accepted: commands are always pipelined"},
+    {"REDIS_USE_EXPLICIT_PIPELINE", "false", "accepted: commands are always pipelined"},
     {"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", "accepted: each Cluster node's commands go out together"},
     {"REDIS_PERSECOND", "false", "refused when true: one Redis for every limit"},
     {"REDIS_PERSECOND_SOCKET_TYPE", "unix", "read with REDIS_PERSECOND only, as upstream"},
@@ -106,6 +107,7 @@ constexpr UpstreamVariable kVariables[] = {
     {"REDIS_PERSECOND_SENTINEL_AUTH", "", "read with REDIS_PERSECOND only"},
     {"REDIS_PERSECOND_PIPELINE_WINDOW", "0", "read with REDIS_PERSECOND only"},
     {"REDIS_PERSECOND_PIPELINE_LIMIT", "0", "read with REDIS_PERSECOND only"},
+    {"REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", "false", "read with REDIS_PERSECOND only"},
     {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "1", "read with REDIS_PERSECOND only"},
     {"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false",
      "refused when true: without Redis the domain's failure policy answers, healthy"},
@@ -549,11 +551,12 @@ void store(Env& e) {
   if (e.boolean("REDIS_PERSECOND")) {
     e.refuse("REDIS_PERSECOND", "one Redis holds every limit here; a second one for per-second limits is not kept");
   }
-  for (const char* v : {"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
-                        "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
-                        "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
-                        "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
-                        "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}) {
+  for (const char* v :
+       {"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
+        "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_PIPELINE_WINDOW",
+        "REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", "REDIS_PERSECOND_SENTINEL_AUTH",
+        "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_TIMEOUT",
+        "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}) {
     if (e.given(v)) e.note(std::string(v) + " not read: REDIS_PERSECOND is not true (as upstream)");
   }
   if (e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")) {
@@ -565,6 +568,7 @@ void store(Env& e) {
              "Redis's certificate is always checked here; --redis-tls-server-name names what it must carry");
   }
   (void)e.duration("REDIS_PIPELINE_WINDOW");  // commands are always pipelined here
+  (void)e.boolean("REDIS_USE_EXPLICIT_PIPELINE");
   (void)e.integer("REDIS_CLUSTER_PIPELINE_PARALLELISM", 0, 1 << 20, "not a number of groups");
   for (const char* v :
        {"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"}) {

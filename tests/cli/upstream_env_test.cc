@@ -288,6 +288,7 @@ TEST(UpstreamEnv, UnparsableValuesNameTheVariableAndValue) {
       {"CONFIG_GRPC_XDS_NODE_METADATA", "novalue"},
       {"TRACING_SAMPLING_RATE", "2"},
       {"XDS_CLIENT_BACKOFF_JITTER", "maybe"},
+      {"REDIS_USE_EXPLICIT_PIPELINE", "maybe"},
   };
   for (const auto& [name, value] : bad) {
     const UpstreamEnv t = translate_upstream_env({{name, value}}, any_flag);
@@ -343,7 +344,7 @@ TEST(UpstreamEnv, EveryVariableOfTheTableIsRead) {
   for (const std::string& e : t.errors) {
     EXPECT_EQ(e.find("not by this translation"), std::string::npos) << e;
   }
-  EXPECT_EQ(upstream_variables().size(), 114u);  // settings.go's envconfig tags
+  EXPECT_EQ(upstream_variables().size(), 116u);  // settings.go's envconfig tags
 }
 
 // docs/envoy-gateway.md's table (in its section "Upstream's environment") has a row for each variable, in the
