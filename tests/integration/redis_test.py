@@ -1182,6 +1182,25 @@ class BadRedisFlagsTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+# ctest runs the classes in groups, a test each (tests/CMakeLists.txt: integration.redis.<group>), so that ctest -j2
+# runs them side by side; every class is in exactly one group.
+GROUPS = {
+    "sharing": ["SharedLimitTest", "ConcurrencyLeaseTest"],
+    "cluster": ["ClusterFailoverTest", "ClusterSlotsTest"],
+    "failover": ["FailureTest", "SentinelTest", "TricklingPeerTest"],
+    "config": ["SettingsFileTest", "TlsTest", "DocsTlsExampleTest", "HostNameTest", "SecretTest", "BadRedisFlagsTest"],
+}
+
 if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv.pop(1))
+    classes = sorted(n for n, c in list(globals().items())
+                     if isinstance(c, type) and issubclass(c, unittest.TestCase) and c.__module__ == "__main__")
+    grouped = sorted(n for names in GROUPS.values() for n in names)
+    if classes != grouped:
+        sys.exit("redis_test.py: GROUPS must hold every test class once: %s in no group, %s not a class (or twice)"
+                 % (sorted(set(classes) - set(grouped)), sorted(set(grouped) - set(classes)) or
+                    sorted(n for n in grouped if grouped.count(n) > 1)))
+    # A group's name: its classes; else unittest's own arguments (a class, a test, nothing for all).
+    if len(sys.argv) == 2 and sys.argv[1] in GROUPS:
+        sys.argv[1:] = GROUPS[sys.argv[1]]
     unittest.main(verbosity=2)
