@@ -7,6 +7,7 @@ import importlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -374,6 +375,46 @@ class GrpcTest(unittest.TestCase):
             self.assertLess(grown, 48 << 20)  # 200 MiB before the fix
         for s in streams:
             s.cancel()
+
+
+class ReadinessTest(unittest.TestCase):
+    """A server says it is ready (/healthcheck, /readyz) only once every listener listens: a Kubernetes probe or a
+    load balancer that sends gRPC at the first OK must not find its port closed."""
+
+    def test_ready_only_once_the_grpc_listener_listens(self):
+        d = tempfile.mkdtemp(prefix="rk-ready-")
+        rules = os.path.join(d, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(RULES)
+        try:
+            for attempt in range(5):
+                http_port, grpc_port = free_port(), free_port()
+                with open(os.path.join(d, "log"), "w") as log:
+                    proc = subprocess.Popen([BINARY, "serve", "--config", rules, "--http", "127.0.0.1:%d" % http_port,
+                                             "--admin", "127.0.0.1:%d" % free_port(),
+                                             "--grpc", "127.0.0.1:%d" % grpc_port, "--drain", "0s"],
+                                            stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    # The first OK, asked as often as a connection allows; then the gRPC port at once.
+                    deadline = time.monotonic() + 20
+                    while True:
+                        self.assertLess(time.monotonic(), deadline, "serve never became ready")
+                        try:
+                            with socket.create_connection(("127.0.0.1", http_port), timeout=5) as c:
+                                c.sendall(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                                if c.recv(64).startswith(b"HTTP/1.1 200"):
+                                    break
+                        except OSError:
+                            pass
+                    try:
+                        socket.create_connection(("127.0.0.1", grpc_port), timeout=5).close()
+                    except OSError as e:
+                        self.fail("ready (attempt %d), but the gRPC port refused a connection: %s" % (attempt, e))
+                finally:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout=15)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

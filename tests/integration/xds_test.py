@@ -310,34 +310,42 @@ class XdsTest(unittest.TestCase):
         s = self.serve(cp.port)
         cp.next_request()
         self.ack(cp, "0", [config("edge", "edge", ("foo", "", "SECOND", 1000000))])
-        latencies, stop_flag = [], threading.Event()
+        done, stop_flag = [], threading.Event()  # (when a decision was answered, how long it took)
 
         def decide():
             while not stop_flag.is_set():
                 t = time.perf_counter()
                 s.decide("edge", ("foo", "x"))
-                latencies.append(time.perf_counter() - t)
+                done.append((time.perf_counter(), time.perf_counter() - t))
 
         t = threading.Thread(target=decide)
         t.start()
         nonces = []
         try:
+            time.sleep(1.0)  # decisions alone: the rate to compare with, on this machine at this moment
+            flood = time.perf_counter()
             for i in range(30):  # 10 a second for 3 s, each a new set of 200 rules
                 descriptors = [("k%d" % j, "", "MINUTE", 10 + i) for j in range(200)]
                 nonces.append(cp.push(str(i + 1), [config("edge", "edge", ("foo", "", "SECOND", 1000000),
                                                           *descriptors)]))
                 time.sleep(0.1)
             last = cp.reply_to(nonces[-1], seconds=30)
+            flooded = time.perf_counter()
         finally:
             stop_flag.set()
             t.join()
         self.assertEqual(last.version_info, "30")
-        latencies.sort()
-        p99 = latencies[int(len(latencies) * 0.99)]
-        print("ShouldRateLimit during 10 pushes/s: %d calls, p50 %.2f ms, p99 %.2f ms"
-              % (len(latencies), latencies[len(latencies) // 2] * 1e3, p99 * 1e3), file=sys.stderr)
-        self.assertGreater(len(latencies), 30)
-        self.assertLess(p99, 0.5)  # a busy 2-core machine under a sanitizer; unloaded it is around a millisecond
+        before = [d for at, d in done if at < flood]
+        during = sorted(d for at, d in done if flood <= at <= flooded)
+        rate_before, rate_during = len(before) / 1.0, len(during) / (flooded - flood)
+        p99 = during[int(len(during) * 0.99)] if during else float("inf")
+        print("ShouldRateLimit: %.0f calls/s alone, %.0f during 10 pushes/s (p50 %.2f ms, p99 %.2f ms)"
+              % (rate_before, rate_during, during[len(during) // 2] * 1e3 if during else 0, p99 * 1e3),
+              file=sys.stderr)
+        # Decisions go on while pushes apply: at least a quarter of the rate they had alone, in the same run (the
+        # pushes take some of the machine's two cores; a decision waiting on a push's swap would stall to nothing).
+        self.assertGreater(len(before), 10)
+        self.assertGreaterEqual(rate_during, 0.25 * rate_before)
 
     def test_start_up_errors(self):
         def run(*args):

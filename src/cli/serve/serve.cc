@@ -439,9 +439,13 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
         clock, flags.state_interval, state_key);
   }
   std::atomic<bool> draining{false};
+  // Every listener listening: the public one answers probes while the others are still starting.
+  std::atomic<bool> listening{false};
   server::api::Hooks hooks = metrics.hooks();
   // Before the control plane's first push there are no rules: not ready, unless told to answer OK until then.
-  hooks.ready = [&] { return !draining.load() && (reloader->current() != nullptr || flags.ready_without_rules); };
+  hooks.ready = [&] {
+    return listening.load() && !draining.load() && (reloader->current() != nullptr || flags.ready_without_rules);
+  };
   // The dashboard's page, JSON and what-ifs on the admin listener, behind its own-page checks and token.
   listener.admin_routes.push_back(dashboard::admin_routes(service, tracker, hooks));
   std::unique_ptr<Listeners> listeners;
@@ -451,6 +455,7 @@ int serve(const std::vector<std::string>& args, const std::vector<std::string>& 
     std::cerr << "ratekeeper serve: " << e.what() << "\n";
     return 1;
   }
+  listening = true;
   // With rules over xDS, readiness changes at the first push: gRPC health follows it (looked at every 100 ms).
   base::Periodic grpc_health;
   if (!flags.xds.server.empty()) {
