@@ -44,7 +44,8 @@ std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos>
 // ARGV for a reserve of `estimate` held `ttl`, and for a settle at `actual` (lua/reservations.lua): the spec's
 // parameters with count_refused off for the reserve; for the settle, the spec's and then those with count_refused
 // on, which an overdraw charges with.
-std::vector<std::string> reserve_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t estimate, Nanos ttl);
+std::vector<std::string> reserve_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t estimate,
+                                      Nanos ttl);
 std::vector<std::string> settle_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t actual);
 
 // The script's reply elements as strings; the Decision, or a message naming what was wrong with the reply.

@@ -268,7 +268,10 @@ class RedisRemote final : public store::remote::RemoteStore {
   void settle(const LimitSpec* spec, std::string key, std::string id, std::uint64_t actual, Nanos now,
               std::function<void(store::remote::ReservationResult)> done) override {
     if (spec == nullptr || actual > kMaxReservationAmount) {
-      return done({store::remote::RemoteResult::Status::kError, false, 0, {},
+      return done({store::remote::RemoteResult::Status::kError,
+                   false,
+                   0,
+                   {},
                    spec == nullptr ? "no limit given" : "actual: " + std::to_string(actual) + " is above 2^53"});
     }
     // An id of another shape names no reservation: not settled, nothing asked (as in memory).

@@ -21,9 +21,9 @@ namespace rk::store::redis {
 namespace {
 
 using namespace std::chrono_literals;
+using redis_test::RedisProcess;
 using remote::RemoteResult;
 using remote::ReservationResult;
-using redis_test::RedisProcess;
 
 constexpr Nanos kT0{1'790'000'000'123'456'789};
 
