@@ -465,7 +465,8 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // only through a clock that goes back behind that moment, so from then on the key's differences are excused.
     std::int64_t& fresh = fresh_from[static_cast<std::size_t>(s.key)];
     if (behind && fresh_at_latest[static_cast<std::size_t>(s.key)]) forgotten[static_cast<std::size_t>(s.key)] = 1;
-    if (writes && !behind && (d.reset_after == Nanos{0} || s.t_ns >= fresh)) {
+    // A refund may leave a fresh state behind the latest time too (a fixed window's count, back to 0).
+    if (writes && (!behind || s.op == Step::Op::kSettle) && (d.reset_after == Nanos{0} || s.t_ns >= fresh)) {
       fresh_at_latest[static_cast<std::size_t>(s.key)] = 1;
     }
     if (writes) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -13,6 +15,7 @@
 
 #include "library/random_id.h"
 #include "ratekeeper/limiter.h"
+#include "store/redis/algorithm_scripts.h"
 #include "store/redis/remote.h"
 #include "store/remote/remote_store.h"
 #include "support/redis_process.h"
@@ -266,6 +269,30 @@ TEST_F(RemoteReservations, BadArgumentsAreRefusedBeforeRedis) {
   EXPECT_EQ(settle(*s, spec, "rk:bad", library::random_id(), kMaxReservationAmount + 1, kT0).status,
             RemoteResult::Status::kError);
   EXPECT_EQ(redis_test::redis_cli(redis_.port(), "DBSIZE"), "0");
+}
+
+TEST_F(RemoteReservations, TheScriptRefusesBadArgumentsWithAnErrorReply) {
+  // What C++ validates, the script checks again: loaded as it is and called by hand.
+  const std::string file = ::testing::TempDir() + "rk-reservations.lua";
+  std::ofstream(file) << reservation_script_for(Algorithm::kGcra).source;
+  const std::string sha = redis_test::redis_cli(redis_.port(), "-x SCRIPT LOAD < " + file);
+  std::remove(file.c_str());
+  ASSERT_EQ(sha.size(), 40u) << sha;
+  const std::string params = " 1000000 10000000 10 0 0";  // gcra's: interval, tolerance, limit, queue, backlog
+  auto call = [&](const std::string& rest) {
+    return redis_test::redis_cli(redis_.port(), "EVALSHA " + sha + " " + rest);
+  };
+  EXPECT_NE(call("1 rk:a 1 0 1 r" + params + " 1000000").find("bad arguments: 1 keys"), std::string::npos);
+  EXPECT_NE(call("2 rk:a rk:r 1 0 1 x" + params + " 1000000").find("bad arguments: mode=x"), std::string::npos);
+  EXPECT_NE(call("2 rk:a rk:r 1 0 1 r" + params + " soon").find("bad arguments: ttl=soon"), std::string::npos);
+  EXPECT_NE(call("2 rk:a rk:r 1 0 1 s" + params + params + " 7").find("bad arguments: 15 arguments"),
+            std::string::npos);
+  EXPECT_NE(call("2 rk:a rk:r 1 0 -1 s" + params + params).find("bad arguments: actual=-1"), std::string::npos);
+  EXPECT_NE(call("2 rk:a rk:r 1 0 x r" + params + " 1000000").find("bad arguments"), std::string::npos);
+  EXPECT_EQ(redis_test::redis_cli(redis_.port(), "DBSIZE"), "0");
+  // Well formed, it reserves.
+  EXPECT_EQ(call("2 rk:a rk:r 1 0 1 r" + params + " 10000000000").substr(0, 1), "1");
+  EXPECT_EQ(redis_test::redis_cli(redis_.port(), "EXISTS rk:r"), "1");
 }
 
 TEST_F(RemoteReservations, ByRedissOwnClock) {
