@@ -249,9 +249,10 @@ class RedisRemote final : public store::remote::RemoteStore {
                  [done = std::move(done)](store::redis::Result r) { done(to_lease_result(r)); });
   }
 
-  // Each one script in Redis (lua/reservations.lua), by the time decisions take. Neither asks nor teaches the near
-  // cache: a reserve it answered could not be held, and a refund that leaves it refusing a key until the time it
-  // learnt only refuses more than Redis would, until then.
+  // Each one script in Redis (lua/reservations.lua), by the time decisions take. Neither asks the near cache (a
+  // reserve it answered could not be held); a settle that leaves the key allowing makes it forget the key (unless
+  // hits refused there wait to be sent), so that a refund is seen at once. An overdraw's refusal is not learnt: it
+  // was the debit's, not an attempt's of some cost.
   void reserve(const LimitSpec* spec, std::string key, std::string id, std::uint64_t estimate, Nanos ttl, Nanos now,
                std::function<void(store::remote::ReservationResult)> done) override {
     std::string bad;
@@ -276,6 +277,14 @@ class RedisRemote final : public store::remote::RemoteStore {
     }
     // An id of another shape names no reservation: not settled, nothing asked (as in memory).
     if (!library::random_id_shaped(id)) return done({store::remote::RemoteResult::Status::kOk, false, 0, {}, ""});
+    if (near_) {
+      done = [this, key, spec = *spec, now, done = std::move(done)](store::remote::ReservationResult r) {
+        if (r.status == store::remote::RemoteResult::Status::kOk && r.done && r.decision.allowed) {
+          near_->learn(key, spec, 0, now, {store::remote::RemoteResult::Status::kOk, r.decision, ""});
+        }
+        done(std::move(r));
+      };
+    }
     eval_reservation(*spec, key, id, store::redis::settle_args(*spec, time_arg(now), actual), true, std::move(done));
   }
 

@@ -295,6 +295,28 @@ TEST_F(RemoteReservations, TheScriptRefusesBadArgumentsWithAnErrorReply) {
   EXPECT_EQ(redis_test::redis_cli(redis_.port(), "EXISTS rk:r"), "1");
 }
 
+TEST_F(RemoteReservations, TheNearCacheNeverAnswersAReserveAndForgetsAKeyARefundFrees) {
+  auto s = make_redis_remote({.url = redis_.url(), .caller_clock = true, .timeout = 5s, .near_cache = true});
+  const LimitSpec spec = spec_of(Algorithm::kFixedWindow);
+  const std::string key = "rk:near", id = library::random_id();
+  ASSERT_TRUE(reserve(*s, spec, key, id, 10, kT0).done);
+  EXPECT_FALSE(decide(*s, spec, key, kT0 + 1ms).decision.allowed);  // refused by Redis until the window's end: learnt
+  auto calls = [&] {
+    long n = 0;
+    for (const char* c : {"fcall", "evalsha", "eval"}) n += redis_test::command_calls(redis_.port(), c);
+    return n;
+  };
+  const long before = calls();
+  EXPECT_FALSE(decide(*s, spec, key, kT0 + 2ms).decision.allowed);  // refused here
+  EXPECT_EQ(calls(), before);
+  // A reserve is Redis's answer: refused there too, and nothing held.
+  EXPECT_FALSE(reserve(*s, spec, key, library::random_id(), 1, kT0 + 3ms).done);
+  const ReservationResult r = settle(*s, spec, key, id, 4, kT0 + 4ms);
+  ASSERT_TRUE(r.done) << r.error;
+  EXPECT_TRUE(r.decision.allowed);
+  EXPECT_TRUE(decide(*s, spec, key, kT0 + 5ms).decision.allowed);  // the refund seen at once
+}
+
 TEST_F(RemoteReservations, ByRedissOwnClock) {
   auto s = make_store(0, false);
   const LimitSpec spec = spec_of(Algorithm::kTokenBucket);
