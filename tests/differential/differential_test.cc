@@ -377,6 +377,7 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     std::string id[kStoreCount + 1];  // per store; [kStoreCount]: the memory store's
   };
   std::vector<Held> held;
+  std::optional<Decision> last_decided;
   std::vector<char> reserved_on(static_cast<std::size_t>(c.keys), 0);
   // The latest time a reserve or settle has seen: the memory store forgets a reservation it finds expired then (any
   // key's settle or reserve may), while Redis's record stays for its ttl on Redis's clock; a settle behind that time
@@ -398,11 +399,14 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // burst's length in time, the time since the key's last write, how long the key's state lives. From 2^52 ns
     // on, a sum of two of them can pass 2^53, where a double skips nanoseconds.
     const double per_request = static_cast<double>(c.spec.window.count()) / c.spec.limit;
-    const double bucket = std::max(c.spec.capacity.value_or(c.spec.limit), c.spec.burst.value_or(0) + 1) * per_request;
-    const std::int64_t lives = ref.empty()
-                                   ? 0
-                                   : std::max(ref.back().reset_after.count(),
-                                              ref.back().retry_after == kNever ? 0 : ref.back().retry_after.count());
+    // With count_refused a debt of one limit more: a bucket a window longer (gcra.h, fluid.h).
+    const double bucket = std::max(c.spec.capacity.value_or(c.spec.limit), c.spec.burst.value_or(0) + 1) * per_request +
+                          (core::counts_refused(c.spec) ? static_cast<double>(c.spec.window.count()) : 0);
+    // The latest decision's (a settle that found nothing decided nothing).
+    const std::int64_t lives =
+        !last_decided ? 0
+                      : std::max(last_decided->reset_after.count(),
+                                 last_decided->retry_after == kNever ? 0 : last_decided->retry_after.count());
     const bool long_span_now =
         std::max(c.spec.window, c.spec.half_life.value_or(Nanos{0})).count() >= kTwo52 || bucket >= 0x1p52 ||
         lives >= kTwo52 || key_lives[static_cast<std::size_t>(s.key)] >= kTwo52 ||
@@ -455,6 +459,7 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
       }
     }
     const bool writes = !s.peek && (s.op != Step::Op::kSettle || settled);
+    if (s.op != Step::Op::kSettle || settled) last_decided = d;
     // A settle behind a time at which the memory store may have forgotten its reservation, expired.
     const bool forgotten_reservation = s.op == Step::Op::kSettle && target && s.t_ns < target->expires_ns &&
                                        reservations_latest >= target->expires_ns;
