@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace rk::diff {
 
@@ -147,6 +148,7 @@ Case make_case(std::uint64_t seed) {
   } while (!validate(c.spec).empty());  // gcra above one request a nanosecond, say: draw again
   c.keys = 1 + static_cast<int>(r.below(3));
   c.steps = 10 + static_cast<int>(r.below(51));
+  c.reservations = r.chance(50);
   return c;
 }
 
@@ -242,8 +244,46 @@ Step TraceMaker::next(const Decision* previous) {
   s.key = static_cast<int>(below(static_cast<std::uint64_t>(case_.keys)));
   s.cost = next_cost();
   s.peek = below(10) == 0;
+  if (case_.reservations) reserve_or_settle(s);
   last_ = s;
   return s;
+}
+
+// Some steps of a case with reservations reserve, or settle one of the reserves so far (its key's mostly, another
+// key's, one settled already, or an unknown id) for less than, as much as or more than its estimate, some at the
+// nanoseconds around its ttl's end.
+void TraceMaker::reserve_or_settle(Step& s) {
+  const auto pick = below(100);
+  if (pick < 12) {
+    static constexpr std::int64_t kTtls[] = {kS, 10 * kS, 60 * kS, 3'600 * kS, kDay};
+    s.op = Step::Op::kReserve;
+    s.peek = false;
+    s.ttl_ns = kTtls[below(std::size(kTtls))];
+    reserved_.push_back({s.key, s.t_ns, s.ttl_ns});
+    return;
+  }
+  if (pick >= 26) return;
+  s.op = Step::Op::kSettle;
+  s.peek = false;
+  s.reservation = below(2) == 0 ? 0 : static_cast<int>(below(std::min<std::uint64_t>(reserved_.size(), 3) + 1)) - 1;
+  const int n = static_cast<int>(reserved_.size());
+  if (s.reservation >= 0 && s.reservation < n) {
+    const Reserved& r = reserved_[static_cast<std::size_t>(n - 1 - s.reservation)];
+    if (below(8) != 0) s.key = r.key;
+    if (below(4) == 0) {  // at its ttl's end, give or take a nanosecond
+      const std::int64_t off = static_cast<std::int64_t>(below(3)) - 1;
+      s.aim = "ttl" + std::string(off >= 0 ? "+" : "") + std::to_string(off);
+      now_ = std::clamp<std::int64_t>(r.t_ns + r.ttl_ns + off, 0, kMaxTime);
+      s.t_ns = now_;
+    }
+  }
+  const auto top = static_cast<std::int64_t>(next_cost() % 1'000'000);
+  switch (below(5)) {
+    case 0: s.delta = 0; break;
+    case 1: s.delta = -(1 + static_cast<std::int64_t>(below(static_cast<std::uint64_t>(top) + 1))); break;
+    case 2: s.delta = std::numeric_limits<std::int32_t>::min(); break;  // for nothing: all given back
+    default: s.delta = 1 + top; break;
+  }
 }
 
 std::string describe(const LimitSpec& s) {
@@ -258,8 +298,16 @@ std::string describe(const LimitSpec& s) {
 }
 
 std::string describe(const Step& s) {
-  return "key=k" + std::to_string(s.key) + " t=" + std::to_string(s.t_ns) + " cost=" + std::to_string(s.cost) +
-         (s.peek ? " peek" : " check") + " (" + s.aim + ")";
+  const std::string at = "key=k" + std::to_string(s.key) + " t=" + std::to_string(s.t_ns);
+  switch (s.op) {
+    case Step::Op::kReserve:
+      return at + " reserve=" + std::to_string(s.cost) + " ttl=" + std::to_string(s.ttl_ns) + " (" + s.aim + ")";
+    case Step::Op::kSettle:
+      return at + " settle reservation=" + std::to_string(s.reservation) + " delta=" + std::to_string(s.delta) + " (" +
+             s.aim + ")";
+    case Step::Op::kCheck: break;
+  }
+  return at + " cost=" + std::to_string(s.cost) + (s.peek ? " peek" : " check") + " (" + s.aim + ")";
 }
 
 std::string describe(const Decision& d) {

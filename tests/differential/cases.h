@@ -20,10 +20,16 @@
 namespace rk::diff {
 
 struct Step {
+  // A check (or a peek); a reserve of `cost` held ttl_ns; a settle of one of the case's reserves.
+  enum class Op : std::uint8_t { kCheck, kReserve, kSettle };
+  Op op = Op::kCheck;
   int key = 0;            // which of the case's keys
   std::int64_t t_ns = 0;  // the caller's time: mostly rising, sometimes back
   std::uint64_t cost = 1;
   bool peek = false;
+  std::int64_t ttl_ns = 0;  // reserve: how long it is held (1 s and up: Redis expires the record by its own clock too)
+  int reservation = -1;     // settle: which of the case's reserves, 0 the latest (refused ones count); -1 an unknown id
+  std::int64_t delta = 0;   // settle: the actual is the reserve's estimate + delta, at least 0
   // Where the generator aimed (for reading a failure): "gap", "boundary+1", "retry_after-1", "back", ...
   std::string aim;
 };
@@ -35,6 +41,7 @@ struct Case {
   LimitSpec spec;
   int keys = 1;
   int steps = 0;
+  bool reservations = false;  // whether its trace reserves and settles too
 };
 
 Case make_case(std::uint64_t seed);
@@ -53,11 +60,17 @@ class TraceMaker {
   std::int64_t now_ = 0;
   Step last_{};
   bool started_ = false;
+  struct Reserved {
+    int key;
+    std::int64_t t_ns, ttl_ns;
+  };
+  std::vector<Reserved> reserved_;  // every reserve step so far
 
   std::uint64_t rand();
   std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : rand() % n; }
   std::int64_t next_time(const Decision* previous, std::string& aim);
   std::uint64_t next_cost();
+  void reserve_or_settle(Step& s);
 };
 
 // The first window boundary after t: a multiple of the window, or a calendar week, month or year start (UTC).

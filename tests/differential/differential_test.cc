@@ -8,7 +8,11 @@
 //   - redis_packed: the same, with the states packed into hashes (--redis-packed-hashes; docs/redis.md): a field
 //                  of a hash, or the key's own key for a sliding log too long for a field; as a user whose ACL
 //                  forbids functions, so run as EVAL scripts (EVALSHA), the form Redis before 7.0 gets.
-// And on the memory store, for every step: a refusal with retry_after r is allowed at now + r (no attempt made
+// Half the cases also reserve and settle (rk::Limiter's reserve_at and settle_at; rk_limiter_reserve_at and
+// rk_limiter_settle_at; RemoteStore::reserve and settle in Redis, packed or not): settles for less, as much and more
+// than the estimate, of another key's reserve, twice, and after the ttl. The shared-memory stores hold no
+// reservations: a key that was reserved on is no longer compared there.
+// And on the memory store, for every check: a refusal with retry_after r is allowed at now + r (no attempt made
 // meanwhile, refused or not) and, but for earrrl, refused at now + r - 1ns; and a clock stepped back never admits
 // what the latest time the key has seen would refuse.
 //
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "core/registry.h"
+#include "library/random_id.h"
 #include "differential/cases.h"
 #include "ratekeeper/limiter.h"
 #include "ratekeeper/ratekeeper.h"
@@ -207,6 +212,22 @@ class Redis {
                  [&p](std::vector<store::remote::RemoteResult> r) { p.set_value(std::move(r.at(0))); });
     return f.get();
   }
+  store::remote::ReservationResult reserve(const LimitSpec& spec, const std::string& key, const std::string& id,
+                                           std::uint64_t estimate, Nanos ttl, Nanos now, bool packed) {
+    std::promise<store::remote::ReservationResult> p;
+    auto f = p.get_future();
+    (packed ? packed_ : store_)->reserve(&spec, key, id, estimate, ttl, now, [&p](auto r) {
+      p.set_value(std::move(r));
+    });
+    return f.get();
+  }
+  store::remote::ReservationResult settle(const LimitSpec& spec, const std::string& key, const std::string& id,
+                                          std::uint64_t actual, Nanos now, bool packed) {
+    std::promise<store::remote::ReservationResult> p;
+    auto f = p.get_future();
+    (packed ? packed_ : store_)->settle(&spec, key, id, actual, now, [&p](auto r) { p.set_value(std::move(r)); });
+    return f.get();
+  }
   // How many times Redis ran `command` ("fcall", "evalsha").
   long calls(const std::string& command) { return redis_test::command_calls(process_.port(), command); }
 
@@ -258,9 +279,12 @@ struct Stores {
     if (spec.burst) cs.burst = *spec.burst;
     if (spec.capacity) cs.capacity = *spec.capacity;
     if (spec.count_refused) cs.count_refused = *spec.count_refused ? 1 : 0;
-    cs.max_keys = so.max_keys;
+    // The C API's limiter holds as many reservations as keys: room for every reserve of a trace, as the memory
+    // store has.
+    cs.max_keys = 1024;
     cs.max_key_bytes = so.max_key_bytes;
     EXPECT_EQ(rk_limiter_new(&cs, &capi), RK_OK) << rk_last_error();
+    cs.max_keys = so.max_keys;
     const std::size_t bytes = rk_shared_region_bytes(so.max_keys, so.max_key_bytes, so.shards);
     region.assign(bytes / 8 + 1, 0);
     const rk_status st = rk_shared_in_region(region.data(), bytes, 1, &cs, so.shards, &capi_shared);
@@ -282,8 +306,10 @@ struct Stores {
 struct Tally {
   std::map<std::string, int> cases_per_algorithm;
   long steps = 0, refused = 0, behind = 0, compared[kStoreCount] = {};
+  long reserves = 0, settles = 0, settled = 0, overdrawn = 0;  // the memory store's
   int forgotten = 0;  // cases where Redis forgot a fresh state the clock then went back behind: not counted
   int redis_cut = 0;  // cases whose Redis difference may be Redis's wall clock expiring a key: not counted
+  int forgotten_reservations = 0;  // cases where the memory store forgot an expired reservation a settle went back to
 };
 
 class Runner {
@@ -344,6 +370,20 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
   std::vector<char> went_back(static_cast<std::size_t>(c.keys), 0);
   constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
   std::vector<std::int64_t> last_write(static_cast<std::size_t>(c.keys), kNone);
+  // Every reserve step, with each store's id (refused: none); and the keys reserved on, which the shared stores skip.
+  struct Held {
+    std::uint64_t estimate = 0;
+    std::int64_t expires_ns = 0;
+    std::string id[kStoreCount + 1];  // per store; [kStoreCount]: the memory store's
+  };
+  std::vector<Held> held;
+  std::optional<Decision> last_decided;
+  std::vector<char> reserved_on(static_cast<std::size_t>(c.keys), 0);
+  // The latest time a reserve or settle has seen: the memory store forgets a reservation it finds expired then (any
+  // key's settle or reserve may), while Redis's record stays for its ttl on Redis's clock; a settle behind that time
+  // may then find it in Redis alone.
+  std::int64_t reservations_latest = std::numeric_limits<std::int64_t>::min();
+  static const std::string kUnknownId(32, '0');
   ++tally.cases_per_algorithm[std::string(algorithm_name(c.spec.algorithm))];
 
   for (int i = 0; i < c.steps; ++i) {
@@ -359,11 +399,14 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // burst's length in time, the time since the key's last write, how long the key's state lives. From 2^52 ns
     // on, a sum of two of them can pass 2^53, where a double skips nanoseconds.
     const double per_request = static_cast<double>(c.spec.window.count()) / c.spec.limit;
-    const double bucket = std::max(c.spec.capacity.value_or(c.spec.limit), c.spec.burst.value_or(0) + 1) * per_request;
-    const std::int64_t lives = ref.empty()
-                                   ? 0
-                                   : std::max(ref.back().reset_after.count(),
-                                              ref.back().retry_after == kNever ? 0 : ref.back().retry_after.count());
+    // With count_refused a debt of one limit more: a bucket a window longer (gcra.h, fluid.h).
+    const double bucket = std::max(c.spec.capacity.value_or(c.spec.limit), c.spec.burst.value_or(0) + 1) * per_request +
+                          (core::counts_refused(c.spec) ? static_cast<double>(c.spec.window.count()) : 0);
+    // The latest decision's (a settle that found nothing decided nothing).
+    const std::int64_t lives =
+        !last_decided ? 0
+                      : std::max(last_decided->reset_after.count(),
+                                 last_decided->retry_after == kNever ? 0 : last_decided->retry_after.count());
     const bool long_span_now =
         std::max(c.spec.window, c.spec.half_life.value_or(Nanos{0})).count() >= kTwo52 || bucket >= 0x1p52 ||
         lives >= kTwo52 || key_lives[static_cast<std::size_t>(s.key)] >= kTwo52 ||
@@ -373,26 +416,72 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
     // A state written at such a step may carry the rounding into later ones.
     if (long_span_now) long_key[static_cast<std::size_t>(s.key)] = 1;
     const bool long_span = long_key[static_cast<std::size_t>(s.key)] != 0;
-    if (!s.peek) written_at = s.t_ns;
+    const bool checking = s.op == Step::Op::kCheck;
     const std::optional<Decision> at_latest =
-        behind ? std::optional<Decision>(stores.memory.peek_at(key, Nanos{last}, s.cost)) : std::nullopt;
-    const Decision d = s.peek ? stores.memory.peek_at(key, now, s.cost) : stores.memory.check_at(key, now, s.cost);
+        behind && checking ? std::optional<Decision>(stores.memory.peek_at(key, Nanos{last}, s.cost)) : std::nullopt;
+    Decision d;
+    // A reserve's, or a settle's: which of the case's reserves, and what it settles for.
+    Held* target = nullptr;
+    std::uint64_t actual = 0;
+    bool settled = false;
+    switch (s.op) {
+      case Step::Op::kCheck:
+        d = s.peek ? stores.memory.peek_at(key, now, s.cost) : stores.memory.check_at(key, now, s.cost);
+        break;
+      case Step::Op::kReserve: {
+        reserved_on[static_cast<std::size_t>(s.key)] = 1;
+        ++tally.reserves;
+        Reservation r = stores.memory.reserve_at(key, now, s.cost, Nanos{s.ttl_ns});
+        d = r.decision;
+        target = &held.emplace_back();
+        target->estimate = s.cost;
+        target->expires_ns = s.t_ns > std::numeric_limits<std::int64_t>::max() - s.ttl_ns
+                                 ? std::numeric_limits<std::int64_t>::max()
+                                 : s.t_ns + s.ttl_ns;
+        target->id[kStoreCount] = std::move(r.id);
+        break;
+      }
+      case Step::Op::kSettle: {
+        if (s.reservation >= 0 && static_cast<std::size_t>(s.reservation) < held.size()) {
+          target = &held[held.size() - 1 - static_cast<std::size_t>(s.reservation)];
+        }
+        const std::int64_t a = static_cast<std::int64_t>(target ? target->estimate : 0) + s.delta;
+        actual = static_cast<std::uint64_t>(
+            std::clamp<std::int64_t>(a, 0, static_cast<std::int64_t>(kMaxReservationAmount)));
+        const std::string& id = target && !target->id[kStoreCount].empty() ? target->id[kStoreCount] : kUnknownId;
+        const Settlement st = stores.memory.settle_at(key, id, now, actual);
+        settled = st.settled;
+        d = st.decision;
+        ++tally.settles;
+        tally.settled += settled;
+        tally.overdrawn += settled && actual > target->estimate;
+        break;
+      }
+    }
+    const bool writes = !s.peek && (s.op != Step::Op::kSettle || settled);
+    if (s.op != Step::Op::kSettle || settled) last_decided = d;
+    // A settle behind a time at which the memory store may have forgotten its reservation, expired.
+    const bool forgotten_reservation = s.op == Step::Op::kSettle && target && s.t_ns < target->expires_ns &&
+                                       reservations_latest >= target->expires_ns;
+    if (!checking) reservations_latest = std::max(reservations_latest, s.t_ns);
+    if (writes) written_at = s.t_ns;
     ref.push_back(d);
     // Once a state was fresh at the latest time, a store may have forgotten it then; what it held can show again
     // only through a clock that goes back behind that moment, so from then on the key's differences are excused.
     std::int64_t& fresh = fresh_from[static_cast<std::size_t>(s.key)];
     if (behind && fresh_at_latest[static_cast<std::size_t>(s.key)]) forgotten[static_cast<std::size_t>(s.key)] = 1;
-    if (!s.peek && !behind && (d.reset_after == Nanos{0} || s.t_ns >= fresh)) {
+    // A refund may leave a fresh state behind the latest time too (a fixed window's count, back to 0).
+    if (writes && (!behind || s.op == Step::Op::kSettle) && (d.reset_after == Nanos{0} || s.t_ns >= fresh)) {
       fresh_at_latest[static_cast<std::size_t>(s.key)] = 1;
     }
-    if (!s.peek) {
+    if (writes) {
       fresh = d.reset_after <= Nanos{0} || s.t_ns > std::numeric_limits<std::int64_t>::max() - d.reset_after.count()
                   ? std::numeric_limits<std::int64_t>::max()
                   : s.t_ns + d.reset_after.count();
     }
     key_lives[static_cast<std::size_t>(s.key)] =
         std::max(key_lives[static_cast<std::size_t>(s.key)], d.reset_after.count());
-    if (!s.peek) last = std::max(last, s.t_ns);
+    if (writes) last = std::max(last, s.t_ns);
     ++tally.steps;
     tally.refused += !d.allowed;
     tally.behind += behind;
@@ -408,7 +497,7 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
       property("a clock stepped back admits what the latest time refuses",
                "  at the latest time " + std::to_string(last) + ": " + describe(*at_latest) + "\n");
     }
-    if (!d.allowed && d.retry_after != kNever) {
+    if (checking && !d.allowed && d.retry_after != kNever) {
       const std::int64_t r = d.retry_after.count();
       if (r < 1) {
         property("refused with retry_after 0", "");
@@ -432,6 +521,12 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
       if (!live[k]) continue;
       Decision got;
       std::string error;
+      bool got_settled = false;
+      const bool shared_memory = store == Store::kShared || store == Store::kCApiShared;
+      // No reservations there: a key reserved on is no longer compared, nor are the steps that reserve or settle.
+      if (shared_memory && (!checking || reserved_on[static_cast<std::size_t>(s.key)])) continue;
+      // This store's id for the settle's target (none: an unknown id).
+      const std::string& their_id = target && !target->id[k].empty() ? target->id[k] : kUnknownId;
       switch (store) {
         case Store::kShared:
           got = s.peek ? stores.shared->peek_at(key, now, s.cost) : stores.shared->check_at(key, now, s.cost);
@@ -439,6 +534,22 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
         case Store::kCApi:
         case Store::kCApiShared: {
           rk_decision cd{};
+          if (!checking) {
+            rk_status st;
+            if (s.op == Step::Op::kReserve) {
+              char id[RK_RESERVATION_ID_SIZE] = {};
+              st = rk_limiter_reserve_at(stores.capi, key.data(), key.size(), s.t_ns, s.cost, s.ttl_ns, id, &cd);
+              target->id[k] = id;
+            } else {
+              int done = 0;
+              st = rk_limiter_settle_at(stores.capi, key.data(), key.size(), s.t_ns, their_id.c_str(), actual, &done,
+                                        &cd);
+              got_settled = done != 0;
+            }
+            if (st != RK_OK) error = std::string("status ") + std::to_string(st) + ": " + rk_last_error();
+            got = from_c(cd);
+            break;
+          }
           const rk_status st =
               store == Store::kCApi
                   ? (s.peek ? rk_limiter_peek_at(stores.capi, key.data(), key.size(), s.t_ns, s.cost, &cd)
@@ -457,7 +568,19 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
           auto& w = written[static_cast<std::size_t>(s.key)];
           const std::string rkey = "rk:diff:" + std::to_string(c.seed) + ":" + key;
           const auto sent = std::chrono::steady_clock::now();
-          store::remote::RemoteResult r = redis_->decide(c.spec, rkey, now, s.cost, s.peek, packed);
+          store::remote::RemoteResult r;
+          if (s.op == Step::Op::kCheck) {
+            r = redis_->decide(c.spec, rkey, now, s.cost, s.peek, packed);
+          } else {
+            // Each store's own id, as a client would hold it: a fresh one for each reserve.
+            const std::string id = s.op == Step::Op::kReserve ? library::random_id() : their_id;
+            const store::remote::ReservationResult rr =
+                s.op == Step::Op::kReserve ? redis_->reserve(c.spec, rkey, id, s.cost, Nanos{s.ttl_ns}, now, packed)
+                                           : redis_->settle(c.spec, rkey, id, actual, now, packed);
+            if (s.op == Step::Op::kReserve && rr.done) target->id[k] = id;
+            r = {rr.status, rr.decision, rr.error};
+            got_settled = rr.done && s.op == Step::Op::kSettle;
+          }
           const auto got_at = std::chrono::steady_clock::now();
           // Redis expires a key px ms after the write by its own clock, which does not follow the trace's: when
           // that may have come before the trace reached the state's reset, a difference on this key is the test's.
@@ -469,7 +592,7 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
                     r.error;
           }
           got = r.decision;
-          if (error.empty() && !s.peek) {
+          if (error.empty() && writes) {
             if (got.reset_after > Nanos{0}) {
               w = Written{
                   sent,
@@ -487,12 +610,19 @@ std::vector<Finding> Runner::run(const Case& c, Tally& tally) {
         }
       }
       ++tally.compared[k];
-      const std::string field = error.empty() ? differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm))
-                                              : "error";
+      std::string field = !error.empty()                                        ? "error"
+                          : s.op == Step::Op::kSettle && got_settled != settled ? "settled"
+                          : s.op == Step::Op::kSettle && !settled
+                              ? ""
+                              : differing_field(c.spec, d, got, tolerance(store, c.spec.algorithm));
       if (field.empty()) continue;
       live[k] = false;  // the states part here: later steps would only repeat this difference
       if (is_redis(store) && maybe_expired_in[store == Store::kRedisPacked][static_cast<std::size_t>(s.key)]) {
         ++tally.redis_cut;
+        continue;
+      }
+      if (is_redis(store) && forgotten_reservation) {
+        ++tally.forgotten_reservations;
         continue;
       }
       if (is_redis(store) && forgotten[static_cast<std::size_t>(s.key)]) {
@@ -538,11 +668,15 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   std::cerr << cases << " cases from seed " << first << " in " << seconds << " s: " << tally.steps << " steps, "
-            << tally.refused << " refused, " << tally.behind << " behind the key's latest time; compared:";
+            << tally.refused << " refused, " << tally.behind << " behind the key's latest time, " << tally.reserves
+            << " reserves, " << tally.settles << " settles (" << tally.settled << " settled, " << tally.overdrawn
+            << " of them for more); compared:";
   for (Store s : kStores)
     std::cerr << " " << kStoreNames[static_cast<int>(s)] << " " << tally.compared[static_cast<int>(s)];
   std::cerr << "; Redis comparisons cut short by its wall clock: " << tally.redis_cut
-            << " cases, by a fresh state forgotten before the clock went back: " << tally.forgotten << " cases\n";
+            << " cases, by a fresh state forgotten before the clock went back: " << tally.forgotten
+            << " cases, by an expired reservation forgotten before the clock went back: "
+            << tally.forgotten_reservations << " cases\n";
   for (const auto& [alg, n] : tally.cases_per_algorithm) std::cerr << "  " << alg << ": " << n << " cases\n";
   for (const auto& [name, fs] : known) {
     std::cerr << "known difference \"" << name << "\": " << fs.size() << " cases, e.g.\n" << fs.front().report;
@@ -558,6 +692,8 @@ TEST(Differential, EveryStoreDecidesAsTheMemoryStoreAndTheMemoryStoreKeepsItsPro
     EXPECT_EQ(tally.cases_per_algorithm.size(), std::size(kAllAlgorithms));
     EXPECT_GT(tally.refused, tally.steps / 20);
     EXPECT_GT(tally.behind, tally.steps / 100);
+    EXPECT_GT(tally.settled, tally.steps / 200);
+    EXPECT_GT(tally.overdrawn, tally.settled / 10);
     // A difference on a key Redis may have expired by its own clock is not counted; while the scripts still differ
     // (kKnownDifferences) many are, so the bound is loose; what must hold is that Redis was really compared.
     EXPECT_LT(tally.redis_cut, static_cast<int>(cases / 4)) << "the machine is too slow for Redis's 1 ms expiry";

@@ -44,12 +44,13 @@ std::string function_name(std::string_view algorithm, std::string_view text) {
   return "rk_" + std::string(algorithm) + "_" + base::content_hash(text);
 }
 
+// Each algorithm's texts for one entry point: `entry`, called as decide(KEYS, ARGV) is, after `extra` Lua.
 struct Table {
   std::string text[std::size(kAllAlgorithms)];
   std::string library[std::size(kAllAlgorithms)];
   std::string function[std::size(kAllAlgorithms)];
   ScriptSource sources[std::size(kAllAlgorithms)];
-  Table() {
+  Table(std::string_view entry, std::string_view extra, std::string_view infix) {
     for (Algorithm a : kAllAlgorithms) {
       const auto i = static_cast<std::size_t>(a);
       const std::string_view name = algorithm_name(a);
@@ -66,17 +67,23 @@ struct Table {
       }
       // Each algorithm's text ends with its decide(keys, args): run at once by an EVAL script, registered by a
       // function library (lua_script.h).
-      function[i] = function_name(name, body);
-      text[i] = body + "return decide(KEYS, ARGV)\n";
-      library[i] =
-          "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] + "', decide)\n";
+      body += extra;
+      function[i] = function_name(std::string(name) + std::string(infix), body);
+      text[i] = body + "return " + std::string(entry) + "(KEYS, ARGV)\n";
+      library[i] = "#!lua name=" + function[i] + "\n" + body + "redis.register_function('" + function[i] + "', " +
+                   std::string(entry) + ")\n";
       sources[i] = {name, text[i], library[i], function[i]};
     }
   }
 };
 
 const Table& table() {
-  static const Table t;
+  static const Table t("decide", "", "");
+  return t;
+}
+
+const Table& reservation_table() {
+  static const Table t("reservation", lua::kReservations, "_reserve");
   return t;
 }
 
@@ -99,6 +106,10 @@ std::optional<Nanos> duration(const std::string& s) {
 }  // namespace
 
 const ScriptSource& script_for(Algorithm algorithm) { return table().sources[static_cast<std::size_t>(algorithm)]; }
+
+const ScriptSource& reservation_script_for(Algorithm algorithm) {
+  return reservation_table().sources[static_cast<std::size_t>(algorithm)];
+}
 
 namespace {
 
@@ -153,6 +164,31 @@ std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos>
   a.push_back(std::to_string(cost));
   a.push_back(peek ? "1" : "0");
   core::with_algorithm(spec, [&]<class Algo>(const typename Algo::Params& p) { append(a, spec.algorithm, p); });
+  return a;
+}
+
+namespace {
+
+LimitSpec with_count_refused(LimitSpec spec, bool count_refused) {
+  spec.count_refused = count_refused;
+  return spec;
+}
+
+}  // namespace
+
+std::vector<std::string> reserve_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t estimate,
+                                      Nanos ttl) {
+  std::vector<std::string> a = script_args(with_count_refused(spec, false), now, estimate, false);
+  a[3] = "r";
+  a.push_back(std::to_string(ttl.count()));
+  return a;
+}
+
+std::vector<std::string> settle_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t actual) {
+  std::vector<std::string> a = script_args(spec, now, actual, false);
+  a[3] = "s";
+  const std::vector<std::string> debit = script_args(with_count_refused(spec, true), now, actual, false);
+  a.insert(a.end(), debit.begin() + 4, debit.end());
   return a;
 }
 

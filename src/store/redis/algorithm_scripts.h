@@ -26,6 +26,9 @@ struct ScriptSource {
   std::string_view function;  // "rk_earrrl_<16 hex digits>": the FCALL name, its hex digits the text's hash
 };
 const ScriptSource& script_for(Algorithm algorithm);
+// The algorithm's reserve and settle (lua/reservations.lua after the algorithm's file): a script and a function
+// ("rk_<name>_reserve_<16 hex digits>") of their own, so that a decision's call is what it was without them.
+const ScriptSource& reservation_script_for(Algorithm algorithm);
 
 // The packed layout (--redis-packed-hashes; docs/redis.md, "Packed states"): a hash holds at most kPackedFields
 // fields, each a state of at most kPackedValueBytes bytes after its 5-byte expiry; a key whose field (its name after
@@ -37,6 +40,13 @@ inline constexpr int kPackedValueBytes = 59;
 
 // ARGV for one decision; `now` absent: the script calls Redis's TIME. The spec must be valid (rk::validate).
 std::vector<std::string> script_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t cost, bool peek);
+
+// ARGV for a reserve of `estimate` held `ttl`, and for a settle at `actual` (lua/reservations.lua): the spec's
+// parameters with count_refused off for the reserve; for the settle, the spec's and then those with count_refused
+// on, which an overdraw charges with.
+std::vector<std::string> reserve_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t estimate,
+                                      Nanos ttl);
+std::vector<std::string> settle_args(const LimitSpec& spec, std::optional<Nanos> now, std::uint64_t actual);
 
 // The script's reply elements as strings; the Decision, or a message naming what was wrong with the reply.
 std::variant<Decision, std::string> decode_reply(std::span<const std::string> elements);

@@ -3,6 +3,7 @@
 #include "store/redis/remote.h"
 
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -17,6 +18,8 @@
 #include "store/redis/lua_script.h"
 #include "store/redis/algorithm_scripts.h"
 #include "store/redis/leases_lua.h"
+#include "library/random_id.h"
+#include "ratekeeper/limiter.h"
 
 namespace rk::store::redis {
 
@@ -102,6 +105,44 @@ store::remote::LeaseResult to_lease_result(const store::redis::Result& r) {
   return out;
 }
 
+// The reservation script's reply (lua/reservations.lua): a reserve's decision; a settle's {0} (not settled), or its
+// decision and the estimate.
+store::remote::ReservationResult to_reservation_result(const store::redis::Result& r, bool settle) {
+  store::remote::ReservationResult out;
+  if (error_of(r, out)) return out;
+  const store::redis::Reply& reply = std::get<store::redis::Reply>(r);
+  out.status = store::remote::RemoteResult::Status::kError;
+  if (reply.type != store::redis::Reply::Type::kArray) {
+    out.error = "the reservation script answered something other than an array";
+    return out;
+  }
+  std::vector<std::string> fields = flatten(reply);
+  if (settle && fields.size() == 1 && fields[0] == "0") {
+    out.status = store::remote::RemoteResult::Status::kOk;
+    return out;
+  }
+  std::uint64_t reserved = 0;
+  if (settle) {
+    const std::string last = fields.empty() ? std::string() : fields.back();
+    const auto [p, ec] = std::from_chars(last.data(), last.data() + last.size(), reserved);
+    if (fields.size() != 6 || ec != std::errc{} || p != last.data() + last.size()) {
+      out.error = "the settle script's reply is neither {0} nor a decision and an estimate";
+      return out;
+    }
+    fields.pop_back();
+  }
+  auto decoded = store::redis::decode_reply(fields);
+  if (auto* msg = std::get_if<std::string>(&decoded)) {
+    out.error = *msg;
+    return out;
+  }
+  out.status = store::remote::RemoteResult::Status::kOk;
+  out.decision = std::get<Decision>(decoded);
+  out.done = settle || out.decision.allowed;
+  out.reserved = reserved;
+  return out;
+}
+
 // Thread safety: decide() and reset() from any thread; replies arrive on the client's thread. The near cache keeps
 // its own lock (near_cache.h).
 class RedisRemote final : public store::remote::RemoteStore {
@@ -112,6 +153,10 @@ class RedisRemote final : public store::remote::RemoteStore {
       scripts_[static_cast<std::size_t>(a)] = std::make_unique<store::redis::Script>(
           client_, std::string(s.source),
           store::redis::FunctionSource{std::string(s.library), std::string(s.function)});
+      const store::redis::ScriptSource& r = store::redis::reservation_script_for(a);
+      reservations_[static_cast<std::size_t>(a)] = std::make_unique<store::redis::Script>(
+          client_, std::string(r.source),
+          store::redis::FunctionSource{std::string(r.library), std::string(r.function)});
     }
     if (options_.near_cache) {
       near_ = std::make_unique<NearCache>(
@@ -204,6 +249,45 @@ class RedisRemote final : public store::remote::RemoteStore {
                  [done = std::move(done)](store::redis::Result r) { done(to_lease_result(r)); });
   }
 
+  // Each one script in Redis (lua/reservations.lua), by the time decisions take. Neither asks the near cache (a
+  // reserve it answered could not be held); a settle that leaves the key allowing makes it forget the key (unless
+  // hits refused there wait to be sent), so that a refund is seen at once. An overdraw's refusal is not learnt: it
+  // was the debit's, not an attempt's of some cost.
+  void reserve(const LimitSpec* spec, std::string key, std::string id, std::uint64_t estimate, Nanos ttl, Nanos now,
+               std::function<void(store::remote::ReservationResult)> done) override {
+    std::string bad;
+    if (spec == nullptr) bad = "no limit given";
+    else if (estimate > kMaxReservationAmount) bad = "estimate: " + std::to_string(estimate) + " is above 2^53";
+    else if (ttl < std::chrono::milliseconds(1) || ttl > kMaxReservationTtl)
+      bad = "ttl: " + std::to_string(ttl.count()) + " ns is not between 1 ms and 24 h";
+    else if (!library::random_id_shaped(id)) bad = "id: not 32 hex digits";
+    if (!bad.empty()) return done({store::remote::RemoteResult::Status::kError, false, 0, {}, bad});
+    eval_reservation(*spec, key, id, store::redis::reserve_args(*spec, time_arg(now), estimate, ttl), false,
+                     std::move(done));
+  }
+
+  void settle(const LimitSpec* spec, std::string key, std::string id, std::uint64_t actual, Nanos now,
+              std::function<void(store::remote::ReservationResult)> done) override {
+    if (spec == nullptr || actual > kMaxReservationAmount) {
+      return done({store::remote::RemoteResult::Status::kError,
+                   false,
+                   0,
+                   {},
+                   spec == nullptr ? "no limit given" : "actual: " + std::to_string(actual) + " is above 2^53"});
+    }
+    // An id of another shape names no reservation: not settled, nothing asked (as in memory).
+    if (!library::random_id_shaped(id)) return done({store::remote::RemoteResult::Status::kOk, false, 0, {}, ""});
+    if (near_) {
+      done = [this, key, spec = *spec, now, done = std::move(done)](store::remote::ReservationResult r) {
+        if (r.status == store::remote::RemoteResult::Status::kOk && r.done && r.decision.allowed) {
+          near_->learn(key, spec, 0, now, {store::remote::RemoteResult::Status::kOk, r.decision, ""});
+        }
+        done(std::move(r));
+      };
+    }
+    eval_reservation(*spec, key, id, store::redis::settle_args(*spec, time_arg(now), actual), true, std::move(done));
+  }
+
   std::string describe() const override { return client_.describe(); }
   // The client fails a node's commands at once while that node is backing off (after a refused connection or a
   // timeout): a breaker per node. One for the whole store is for a single server.
@@ -223,10 +307,23 @@ class RedisRemote final : public store::remote::RemoteStore {
  private:
   void send(const LimitSpec& spec, const std::string& key, Nanos now, std::uint64_t hits, bool peek,
             std::function<void(store::redis::Result)> done) {
-    const std::optional<Nanos> time = options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
     const store::redis::Script& script = *scripts_[static_cast<std::size_t>(spec.algorithm)];
-    script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time, hits, peek),
+    script.eval(redis_keys(key, options_.packed_hashes), store::redis::script_args(spec, time_arg(now), hits, peek),
                 std::move(done));
+  }
+
+  std::optional<Nanos> time_arg(Nanos now) const {
+    return options_.caller_clock ? std::optional<Nanos>(now) : std::nullopt;
+  }
+
+  void eval_reservation(const LimitSpec& spec, const std::string& key, const std::string& id,
+                        std::vector<std::string> args, bool settle,
+                        std::function<void(store::remote::ReservationResult)> done) {
+    std::vector<std::string> keys = redis_keys(key, options_.packed_hashes);
+    keys.push_back(reservation_key(key, id, options_.packed_hashes));
+    reservations_[static_cast<std::size_t>(spec.algorithm)]->eval(
+        std::move(keys), std::move(args),
+        [settle, done = std::move(done)](store::redis::Result r) { done(to_reservation_result(r, settle)); });
   }
 
   // The lease script's time: the caller's in whole microseconds, or "" for Redis's TIME.
@@ -238,6 +335,7 @@ class RedisRemote final : public store::remote::RemoteStore {
   store::redis::Client client_;
   store::redis::Script leases_{client_, std::string(lua::kLeases)};
   std::array<std::unique_ptr<store::redis::Script>, std::size(kAllAlgorithms)> scripts_;
+  std::array<std::unique_ptr<store::redis::Script>, std::size(kAllAlgorithms)> reservations_;
   std::unique_ptr<NearCache> near_;  // with options_.near_cache; last: its flusher starts once the rest is built
 };
 
@@ -281,6 +379,14 @@ std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t pa
   std::string own = hash;
   own.append(field);
   return {std::move(hash), std::move(own)};
+}
+
+std::string reservation_key(std::string_view store_key, std::string_view id, std::uint32_t packed_hashes) {
+  std::string k = redis_keys(store_key, packed_hashes).back();
+  k.insert(k.find('{'), 1, 'r');
+  k += ':';
+  k += id;
+  return k;
 }
 
 ClientOptions client_options(const RedisRemoteOptions& o) {

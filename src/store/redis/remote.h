@@ -68,4 +68,9 @@ std::string redis_key(std::string_view store_key);
 // followed by the field, the store key after "rk:". The hash and the own key share one hash tag, so one Cluster slot.
 std::vector<std::string> redis_keys(std::string_view store_key, std::uint32_t packed_hashes);
 
+// The Redis key of the reservation `id` (32 hex digits) on a store key: its state's key (unpacked) or own key
+// (packed, as redis_keys gives it) with `r` before the hash tag and `:<id>` after, "rk:r{<tag>}<rest>:<id>": in the
+// state's Cluster slot, and, beginning "rk:r{" (or "r{"), never a state's or another record's key.
+std::string reservation_key(std::string_view store_key, std::string_view id, std::uint32_t packed_hashes);
+
 }  // namespace rk::store::redis

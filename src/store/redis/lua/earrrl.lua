@@ -48,3 +48,26 @@ local function decide(keys, args)
   if n_after > n_forget then reset = ceil_ns(math.log(n_after * inv_n_forget) * inv_lambda) + lead end
   return finish(allowed, limit, remaining, retry, reset, 0, estimate * window_ns, {n_after, new_t + shift})
 end
+-- Gives back `amount` of a charge made at (c_us, c_r) (a reservation settled for less), as src/core/earrrl.cc's
+-- earrrl_refund: the impulse loses what the amount still adds to it, decayed since the charge, never below 0. On the
+-- state as read_state leaves it; true when it changed st (lua/reservations.lua writes it back).
+local function refund(amount, c_us, c_r)
+  read_state('dd', nil, true)
+  if not st or amount == 0 then return false end
+  local lambda, n_forget = param(5), param(8)
+  local n, t = st[1], st[2]
+  local n_before = 0
+  if n ~= 0 then
+    local dt = now - t
+    if dt < 0 then dt = 0 end
+    n_before = n * math.exp(-lambda * dt)
+    if n_before < n_forget then n_before = 0 end
+  end
+  if n_before == 0 then return false end
+  local dt = (now_us - c_us) * 1000 + (now_r - c_r)
+  if dt < 0 then dt = 0 end
+  local left = n_before - amount * math.exp(-lambda * dt)
+  if not (left > 0) then left = 0 end
+  st[1], st[2] = left, math.max(t, now)
+  return true
+end

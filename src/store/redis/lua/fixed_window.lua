@@ -56,3 +56,24 @@ local function decide(keys, args)
   if reset == to_end then reply[4] = reply_ns_from_now(e_us, e_r) end
   return reply
 end
+-- Gives back `amount` of a charge made at (c_us, c_r) (a reservation settled for less), as src/core/windows.cc's
+-- fixed_window_refund: the count goes down, not below 0, while the window is still the one the charge went into.
+-- Writes raw itself, in the binary layout (decide writes it back as digits where they fit); false: st unused.
+local function refund(amount, c_us, c_r)
+  window_args()
+  local st_us, st_r, count
+  local last = #raw == 18 and string.byte(raw) == TAG and string.byte(raw, 18)
+  if last and last >= 48 and last <= 57 then
+    st_us, count = tonumber(string.sub(raw, 9)), tonumber(string.sub(raw, 2, 8))
+    if st_us then st_us, st_r = st_us * 1000000, 0 end
+  elseif read_state(LAYOUT) then
+    st_us, st_r, count = st[1], st[2], st[3]
+  end
+  if not (st_us and count) then return false end
+  local s_us, s_r = window_bounds(now_us, now_r)
+  if before(st_us, st_r, s_us, s_r) then return false end -- the window has turned: nothing to give back
+  local a_us, a_r = window_bounds(c_us, c_r)
+  if a_us ~= st_us or a_r ~= st_r then return false end
+  raw = struct.pack('<B' .. LAYOUT, TAG, st_us, st_r, count - math.min(count, amount))
+  return false
+end

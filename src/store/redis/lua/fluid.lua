@@ -45,3 +45,22 @@ local function decide(keys, args)
   if frac > 0 then reset = reset + 1 end
   return finish(allowed, capacity, room_for(whole, frac), retry, reset, 0, nil, state)
 end
+-- Gives back `amount` of a charge (a reservation settled for less), as src/core/fluid.cc's fluid_refund: the level
+-- goes down by amount, by no more than what is left of the charge in the backlog (`held`: nanoseconds from now to
+-- the charge's held_until), never below empty. True when it changed st (lua/reservations.lua).
+local function refund(amount, _, _, held)
+  read_state('dd', nil, true)
+  if not st then return false end
+  local whole, frac = 0, 0
+  if st[1] >= now then whole, frac = st[1] - now, st[2] end
+  local left = math.min(amount * param(6), held)
+  if not (left > 0) or (whole == 0 and frac == 0) then return false end
+  local x = whole + frac - left
+  if not (x > 0) then
+    st[1], st[2] = now, 0
+    return true
+  end
+  local w = math.floor(x)
+  st[1], st[2] = now + w, x - w
+  return true
+end

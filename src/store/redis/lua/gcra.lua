@@ -32,3 +32,14 @@ local function decide(keys, args)
   if room > 0 then remaining = math.floor(room / interval) end
   return finish(allowed, limit, remaining, retry, ttl, delay, nil, state)
 end
+-- Gives back `amount` of a charge (a reservation settled for less), as src/core/gcra.cc's gcra_refund: the TAT moves
+-- back by amount * T, by no more than what is left of the charge's place in the schedule (`held`: nanoseconds from
+-- now to the charge's held_until) and never before now. True when it changed st (lua/reservations.lua).
+local function refund(amount, _, _, held)
+  read_state('d', nil, true)
+  if not st then return false end
+  local left = math.min(amount * param(5), held)
+  if left <= 0 or st[1] <= now then return false end
+  st[1] = math.max(now, st[1] - left)
+  return true
+end

@@ -57,3 +57,24 @@ local function decide(keys, args)
   for i = 2 * m, 2 * m - gone + 1, -1 do log[i] = nil end
   return finish(allowed, limit, remaining, retry, reset, 0, nil, log)
 end
+-- Gives back `amount` of a charge made at (c_us, c_r) (a reservation settled for less), as src/core/sliding_log.cc's
+-- sliding_log_refund: the entry logged at the charge's time loses it, dropped once emptied; what other requests
+-- logged is never taken. An entry that has left the window is dropped by the decision that follows all the same.
+-- True when it changed st (lua/reservations.lua).
+local function refund(amount, c_us, c_r)
+  read_state('', 'dd', true)
+  if not st or amount == 0 then return false end
+  local at = (c_us - (now_us + shift / 1000)) * 1000 + c_r -- relative to the base, as the log's times
+  for i = #st - 1, 1, -2 do
+    if st[i] < at then return false end -- the times never fall from oldest to newest: it is not there
+    if st[i] == at then
+      st[i + 1] = st[i + 1] - math.min(st[i + 1], amount)
+      if st[i + 1] == 0 then
+        table.remove(st, i + 1)
+        table.remove(st, i)
+      end
+      return true
+    end
+  end
+  return false
+end

@@ -52,3 +52,30 @@ local function decide(keys, args)
   end
   return finish(allowed, limit, remaining, retry, math.max(0, fresh_at), 0, nil, {s_us, s_r, curr, prev})
 end
+-- Gives back `amount` of a charge made at (c_us, c_r) (a reservation settled for less), as src/core/windows.cc's
+-- sliding_window_refund: from the count of the window it went into, the current one or (once the window has
+-- turned) the previous one, not below 0. True when it changed st (lua/reservations.lua).
+local function refund(amount, c_us, c_r)
+  window_args()
+  read_state('i7Hdd')
+  if not st then return false end
+  local s_us, s_r = window_bounds(now_us, now_r)
+  local curr, prev = 0, 0
+  if not before(st[1], st[2], s_us, s_r) then
+    s_us, s_r, curr, prev = st[1], st[2], st[3], st[4]
+  else
+    local a_us, a_r = norm(st[1] + window_us, st[2] + window_r)
+    if a_us == s_us and a_r == s_r then prev = st[3] end
+  end
+  local q_us, q_r = window_bounds(c_us, c_r)
+  local n_us, n_r = norm(q_us + window_us, q_r + window_r)
+  if q_us == s_us and q_r == s_r then
+    curr = curr - math.min(curr, amount)
+  elseif n_us == s_us and n_r == s_r then
+    prev = prev - math.min(prev, amount)
+  else
+    return false
+  end
+  st[1], st[2], st[3], st[4] = s_us, s_r, curr, prev
+  return true
+end
