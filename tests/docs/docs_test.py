@@ -388,7 +388,8 @@ def run_sh(env, block):
             for cmd, expected in split_transcript(block.text):
                 started = re.fullmatch(r"ratekeeper serve\b(.*)&\s*", cmd, re.S)
                 if started and not own:
-                    own, h, a = servers.serve(shlex.split(started.group(1).replace("\\\n", " ")))
+                    # Its own ports are free ones; a Redis it names (:6379) is the block's.
+                    own, h, a = servers.serve(shlex.split(with_ports(started.group(1), ports).replace("\\\n", " ")))
                     ports.update({"8080": h, "9090": a})
                     continue
                 cmd = with_ports(cmd, ports)

@@ -372,6 +372,129 @@ class ConcurrencyLeaseTest(unittest.TestCase):
             redis.close()
 
 
+RESERVE_RULES = """
+domain: llm
+descriptors:
+  - key: api_key
+    rate_limit: {unit: hour, requests_per_unit: 10000, algorithm: fixed_window, name: tokens}
+"""
+
+
+class ReservationTest(unittest.TestCase):
+    """Reserve and settle over HTTP (docs/service.md, "Reserve and settle") with the counts in Redis: a reservation
+    made through one server is settled through another, each step one script in Redis."""
+
+    def call(self, server, path, conn=None, value="k1", **fields):
+        body = {"domain": "llm", "entries": [{"key": "api_key", "value": value}], **fields}
+        status, headers, data = server.request("POST", path, json.dumps(body), conn=conn)
+        return status, json.loads(data)
+
+    def remaining(self, server, value="k1"):
+        body = json.dumps({"domain": "llm", "descriptors": [
+            {"entries": [{"key": "api_key", "value": value}], "hits_addend": 0}]})
+        return json.loads(server.request("POST", "/v1/check", body)[2])["statuses"][0]["limit_remaining"]
+
+    def test_fifty_clients_on_two_servers_take_at_most_the_limit_plus_the_overdraws_in_flight(self):
+        redis = Redis()
+        url = "redis://127.0.0.1:%d" % redis.port
+        servers = [Server(RESERVE_RULES, url, ["--redis-timeout", "2s"]) for _ in range(2)]
+        try:
+            lock = threading.Lock()
+            taken = [0, 0]  # tokens used (the settles' actual), reservations granted
+            errors = []
+            start = time.time()
+
+            def client(i):
+                rng = __import__("random").Random(i)
+                mine, other = servers[i % 2], servers[(i + 1) % 2]
+                conns = {id(s): http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=10) for s in servers}
+                for _ in range(20):
+                    estimate = 50 + rng.randrange(200)
+                    status, body = self.call(mine, "/v1/reserve", conns[id(mine)], estimate=estimate)
+                    if status == 429:
+                        continue
+                    if status != 200:
+                        errors.append((status, body))
+                        return
+                    actual = rng.randrange(estimate + 2)  # at most 1 more than reserved
+                    with lock:
+                        taken[0] += actual
+                        taken[1] += 1
+                    status, body = self.call(other, "/v1/settle", conns[id(other)],
+                                             reservation=body["reservation"], actual=actual)
+                    if status != 200 or not body["settled"] or body["reserved"] != estimate:
+                        errors.append((status, body))
+                for c in conns.values():
+                    c.close()
+
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(errors, [])
+            if not same_hour(start, time.time()):
+                self.skipTest("the hour's window turned during the test: the budget was given twice")
+            # At most one overdraw of 1 per client in flight; and the refunds came back, so the clients used nearly
+            # the whole budget (without them, about half: each settles at half its estimate on average).
+            self.assertLessEqual(taken[0], 10000 + 50)
+            self.assertGreaterEqual(taken[0], 9000)
+            # Every refund and overdraw counted exactly once, in Redis: what is left is the limit less what was used.
+            self.assertEqual(self.remaining(servers[0]), max(0, 10000 - taken[0]))
+        finally:
+            for s in servers:
+                s.stop()
+            redis.close()
+
+    def test_a_settle_changes_nothing_unless_it_names_a_reservation_of_its_key_that_is_held(self):
+        redis = Redis()
+        url = "redis://127.0.0.1:%d" % redis.port
+        servers = [Server(RESERVE_RULES, url, ["--redis-timeout", "2s"]) for _ in range(2)]
+        try:
+            a, b = servers
+            status, r = self.call(a, "/v1/reserve", estimate=4000)
+            self.assertEqual((status, r["reserved"], r["remaining"]), (200, True, 6000), r)
+            self.assertEqual(self.remaining(b), 6000)
+            # Another key's settle, a made-up id: 404 naming the reservation, nothing changed.
+            status, body = self.call(b, "/v1/settle", value="k2", reservation=r["reservation"], actual=0)
+            self.assertEqual((status, body["error"]["field"]), (404, "reservation"), body)
+            status, body = self.call(b, "/v1/settle", reservation="0" * 32, actual=0)
+            self.assertEqual(status, 404, body)
+            self.assertEqual(self.remaining(a), 6000)
+            # Settled for less through the other server: the 2,500 not used come back; a second settle is a 404.
+            status, body = self.call(b, "/v1/settle", reservation=r["reservation"], actual=1500)
+            self.assertEqual((status, body["settled"], body["reserved"], body["overdrew"]), (200, True, 4000, False))
+            self.assertEqual(self.remaining(a), 8500)
+            self.assertEqual(self.call(a, "/v1/settle", reservation=r["reservation"], actual=0)[0], 404)
+            self.assertEqual(self.remaining(b), 8500)
+            # An overdraw past what is left is recorded as a debt: the settle says it overdrew, the key is refused.
+            status, big = self.call(a, "/v1/reserve", estimate=8000)
+            self.assertEqual(status, 200, big)
+            status, body = self.call(b, "/v1/settle", reservation=big["reservation"], actual=12000)
+            self.assertEqual((status, body["overdrew"]), (200, True), body)
+            self.assertEqual(self.remaining(a), 0)
+            status, body = self.call(a, "/v1/reserve", estimate=1)
+            self.assertEqual((status, body["reserved"]), (429, False), body)
+            # A reservation past its ttl_seconds is gone, and stays charged as reserved.
+            status, r = self.call(a, "/v1/reserve", value="k3", estimate=700, ttl_seconds=0.2)
+            self.assertEqual(status, 200, r)
+            time.sleep(0.4)  # twice the ttl, on Redis's clock
+            self.assertEqual(self.call(b, "/v1/settle", value="k3", reservation=r["reservation"], actual=0)[0], 404)
+            self.assertEqual(self.remaining(b, "k3"), 9300)
+            # Redis gone: nothing is known, nothing is granted or settled.
+            status, r = self.call(a, "/v1/reserve", value="k4", estimate=10)
+            self.assertEqual(status, 200, r)
+            redis.kill()
+            for path, fields in [("/v1/reserve", {"estimate": 10}),
+                                 ("/v1/settle", {"reservation": r["reservation"], "actual": 0})]:
+                status, body = self.call(a, path, value="k4", **fields)
+                self.assertEqual((status, body["error"]["reason"]), (503, "store_unavailable"), body)
+        finally:
+            for s in servers:
+                s.stop()
+            redis.close()
+
+
 class FailureTest(unittest.TestCase):
     def setUp(self):
         self.redis = Redis()
@@ -1185,7 +1308,7 @@ class BadRedisFlagsTest(unittest.TestCase):
 # ctest runs the classes in groups, a test each (tests/CMakeLists.txt: integration.redis.<group>), so that ctest -j2
 # runs them side by side; every class is in exactly one group.
 GROUPS = {
-    "sharing": ["SharedLimitTest", "ConcurrencyLeaseTest"],
+    "sharing": ["SharedLimitTest", "ConcurrencyLeaseTest", "ReservationTest"],
     "cluster": ["ClusterFailoverTest", "ClusterSlotsTest"],
     "failover": ["FailureTest", "SentinelTest", "TricklingPeerTest"],
     "config": ["SettingsFileTest", "TlsTest", "DocsTlsExampleTest", "HostNameTest", "SecretTest", "BadRedisFlagsTest"],
