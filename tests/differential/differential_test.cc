@@ -1,4 +1,4 @@
-// The differential test (issue 14, item 3): random limits and random traces, decided by every store, compared field
+// The differential test: random limits and random traces, decided by every store, compared field
 // by field with the memory store (rk::Limiter), which is the reference:
 //   - shared:      rk::SharedLimiter in anonymous shared memory (it refuses sliding_log: that refusal is checked);
 //   - capi:        rk_limiter_check_at / rk_limiter_peek_at;
@@ -138,8 +138,8 @@ struct Finding {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Differences known today, each removed by work under way in issue 14. THE LEAD EMPTIES THIS LIST as the fixes
-// land: a class listed here that the run no longer meets fails the test, so the list can only shrink.
+// Differences known today, each to be removed by a fix to come; the list empties as the fixes land: a class
+// listed here that the run no longer meets fails the test, so the list can only shrink.
 struct KnownDifference {
   const char* name;
   bool (*matches)(const Finding&);

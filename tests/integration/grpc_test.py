@@ -334,7 +334,7 @@ class GrpcTest(unittest.TestCase):
         with open("/proc/%d/maps" % self.proc.pid) as f:
             return any("libasan" in line or "libtsan" in line for line in f)
 
-    # Issue 19: 200 Watch streams of 1 MiB requests took 200 MiB of the server's memory.
+    # Unbounded, 200 Watch streams of 1 MiB requests took 200 MiB of the server's memory.
     def test_watch_streams_cannot_exhaust_memory(self):
         watch = self.channel.unary_stream(
             "/grpc.health.v1.Health/Watch",

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The nginx module against the C API, field by field (issue 14: every algorithm on every store gives one answer).
+"""The nginx module against the C API, field by field (every algorithm on every store gives one answer).
 
 Run by ctest: nginx_differential_test.py path/to/ngx_http_ratekeeper_module.so path/to/libratekeeper.so
 

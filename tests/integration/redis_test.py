@@ -873,7 +873,7 @@ class Trickler:
 
 
 class TricklingPeerTest(unittest.TestCase):
-    """Issue 19: a Sentinel or a Redis that answers a byte at a time, or never, must cost each decision no more
+    """An attack: a Sentinel or a Redis that answers a byte at a time, or never, must cost each decision no more
     than the Redis timeout (the domain's failure policy answers), and must not keep SIGTERM from stopping the
     server. Bounds are within() the configured timeout, so that they hold on a busy machine."""
 

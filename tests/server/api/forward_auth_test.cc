@@ -60,7 +60,7 @@ TEST(ForwardAuth, NoProxyKindBelievesNoHeader) {
   EXPECT_EQ(ip_or_error(r.view("127.0.0.1"), trusted, ProxyKind::kNone), "127.0.0.1");
 }
 
-// The attack of issue 19: behind nginx, which sets X-Real-IP and passes the client's own headers on, a client
+// An attack: behind nginx, which sets X-Real-IP and passes the client's own headers on, a client
 // that sends X-Forwarded-For chose its key (and could have someone else refused).
 TEST(ForwardAuth, ClientSentForwardedForDoesNotChangeTheKeyBehindAnXRealIpProxy) {
   const std::vector<rules::Cidr> trusted = {cidr(kLo, 8)};
@@ -184,7 +184,7 @@ TEST(ForwardAuth, EachProxyKindsUriAndMethodHeadersAndOnlyThose) {
   EXPECT_EQ(std::get<service::RequestError>(v).field, "X-Forwarded-Uri");
 }
 
-// The attack of issue 19: with /login limited, other spellings of /login were other keys.
+// An attack: with /login limited, other spellings of /login were other keys.
 TEST(ForwardAuth, PathVariantsGiveThePathsOwnValue) {
   rules::DomainConfig d = edge_domain();
   d.forward_auth.descriptors = {{{.key = "path", .source = rules::Source::kPath}},

@@ -305,7 +305,7 @@ TEST_F(GrpcTest, HealthWatchCancelledByTheClientIsForgotten) {
   server_->stop();
 }
 
-// Issue 19: health Watch streams kept their requests (up to 1 MiB each) with no bound on how many were open, so
+// An attack: health Watch streams kept their requests (up to 1 MiB each) with no bound on how many were open, so
 // 200 streams took 200 MiB. These run against a server of their own with small bounds.
 class GrpcBoundsTest : public GrpcTest {
  protected:

@@ -673,7 +673,7 @@ TEST_F(HttpServer, ConnectionsPastTheLimitGet503) {
   EXPECT_EQ(connections.load(), 2);  // the rejected one was never counted
 }
 
-// Issue 19: one client held every place with idle kept-alive connections, and the next client got 503.
+// An attack: one client held every place with idle kept-alive connections, and the next client got 503.
 TEST_F(HttpServer, OneAddressGetsNoMoreThanItsShareOfConnections) {
   start(ServerOptions{
       .threads = 2, .max_connections = 100, .max_connections_per_ip = 3, .per_ip_exempt = {"127.0.0.3", "10.0.0.0/8"}});
@@ -819,7 +819,7 @@ TEST_F(HttpServer, ManyClientsAtOnce) {
   EXPECT_EQ(bad_requests(), 0);
 }
 
-// Issue 18: a burst of connections (wrk opens its 64 at once) went all to whichever thread was running, since Asio
+// A burst of connections (wrk opens its 64 at once) went all to whichever thread was running, since Asio
 // accepts again at once while the backlog is not empty, and the other thread sat idle. Each connection now goes to
 // the thread serving the fewest, whichever accepted it; two threads accepting at the same instant may both keep
 // theirs, so the two counts may differ by two.
