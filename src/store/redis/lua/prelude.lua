@@ -84,28 +84,30 @@ end
 -- Saves the new state for reset_after nanoseconds, or drops it if empty, and gives the reply. `state`: its fields
 -- in read_state's order, times already relative to now_us; or the state already packed, a string; or true: the
 -- algorithm has written it itself; nil: none (a key that had one is deleted).
+-- The stored string of `state` (its fields in read_state's order, times relative to base_us; read_state's layout).
+local function pack_state(state, base_us)
+  if not EACH then
+    if TIMED then return struct.pack(HEAD, TAG, base_us, unpack(state)) end
+    return struct.pack(HEAD, TAG, unpack(state))
+  end
+  local n = (#state - NHEAD) / NEACH
+  local k = math.min(n, GROUPS)
+  local last = NHEAD + k * NEACH
+  local parts = {}
+  if TIMED then parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, base_us, unpack(state, 1, last))
+  else parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, unpack(state, 1, last)) end
+  while last < #state do
+    k = math.min((#state - last) / NEACH, GROUPS)
+    parts[#parts + 1] = struct.pack('<' .. string.rep(EACH, k), unpack(state, last + 1, last + k * NEACH))
+    last = last + k * NEACH
+  end
+  return table.concat(parts)
+end
 local function finish(allowed, limit, remaining, retry, reset, delay, estimate, state)
   if not peek and state ~= true then
     if state and reset > 0 then
       local v = state
-      if type(v) == 'string' then -- packed by the algorithm
-      elseif not EACH then
-        if TIMED then v = struct.pack(HEAD, TAG, now_us, unpack(state))
-        else v = struct.pack(HEAD, TAG, unpack(state)) end
-      else
-        local n = (#state - NHEAD) / NEACH
-        local k = math.min(n, GROUPS)
-        local last = NHEAD + k * NEACH
-        local parts = {}
-        if TIMED then parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, now_us, unpack(state, 1, last))
-        else parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, unpack(state, 1, last)) end
-        while last < #state do
-          k = math.min((#state - last) / NEACH, GROUPS)
-          parts[#parts + 1] = struct.pack('<' .. string.rep(EACH, k), unpack(state, last + 1, last + k * NEACH))
-          last = last + k * NEACH
-        end
-        v = table.concat(parts)
-      end
+      if type(v) ~= 'string' then v = pack_state(state, now_us) end -- a string: packed by the algorithm
       -- Written to live px ms (docs/redis.md, "Packed states": the hash lives as long as its longest field), where
       -- it was read from; a new one in the hash if it fits.
       local px = math.max(1, math.ceil(math.min(reset, MAX_NS) / 1e6))

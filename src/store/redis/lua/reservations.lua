@@ -18,25 +18,9 @@ local function foreign(rec)
   return redis.error_reply('ERR ratekeeper: key ' .. rec .. ' holds something other than a reservation; it was ' ..
                            'left as it is')
 end
--- st as read_state left it, packed back into raw with its own base (finish's layout).
+-- st as read_state left it, packed back into raw with its own base.
 local function encode_state()
-  local base = now_us + shift / 1000
-  if not EACH then
-    if TIMED then return struct.pack(HEAD, TAG, base, unpack(st)) end
-    return struct.pack(HEAD, TAG, unpack(st))
-  end
-  local n = (#st - NHEAD) / NEACH
-  local k = math.min(n, GROUPS)
-  local last = NHEAD + k * NEACH
-  local parts = {}
-  if TIMED then parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, base, unpack(st, 1, last))
-  else parts[1] = struct.pack(HEAD .. string.rep(EACH, k), TAG, unpack(st, 1, last)) end
-  while last < #st do
-    k = math.min((#st - last) / NEACH, GROUPS)
-    parts[#parts + 1] = struct.pack('<' .. string.rep(EACH, k), unpack(st, last + 1, last + k * NEACH))
-    last = last + k * NEACH
-  end
-  return table.concat(parts)
+  return pack_state(st, now_us + shift / 1000)
 end
 local function reservation(keys, args)
   local mode, n = args[4], #keys
