@@ -18,7 +18,10 @@
 // caches): a decision sets a "used" bit in the key's word as it unlocks it (the same store, so recency costs
 // nothing); when a full shard needs room, its hand walks the entries, clearing used bits, and evicts the first key
 // not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
-// evicted, and each pass over a key is separated by a visit to every other key of the shard.
+// evicted, and each pass over a key is separated by a visit to every other key of the shard. Two passes can be one
+// eviction's search apart: when every key of the shard has been used since the hand last passed, the search clears
+// them all in one turn and takes the key it started at, however recently that was used (the shard is then evicted
+// in the hand's order, first in first out, as CLOCK is when everything is in use).
 //
 // A thread's next decision on the key it decided on last (a hot key) skips the hash and the index: last_key.h keeps,
 // per thread, that key and its entry, which is locked and its key compared before it is used (entries live as long
