@@ -25,6 +25,9 @@ namespace rk::store::memory::sharded {
 
 inline constexpr std::size_t kHintProbes = 16;  // update_many's prefetch gives up on longer probe runs
 inline constexpr std::uint32_t kNil = 0xFFFFFFFFu;
+// The most used keys one eviction's search passes (clearing their bits): a key used once every size / kHandStep
+// evictions of its shard is never the one evicted (sharded_store.h).
+inline constexpr std::uint32_t kHandStep = 8;
 inline constexpr unsigned kChunkBits = 8;
 inline constexpr std::uint32_t kChunk = 1u << kChunkBits;
 
@@ -109,7 +112,8 @@ struct alignas(64) Shard {
   std::uint32_t size = 0;
   std::uint32_t allocated = 0;  // ids below this have been handed out at least once
   std::uint32_t free_head = kNil;
-  std::uint32_t hand = 0;  // the clock hand: the next entry eviction looks at
+  std::uint32_t hand = 0;       // the clock hand: the next entry eviction looks at
+  std::uint32_t newest = kNil;  // the entry insert() filled last, while it holds that key; else kNil
   std::uint64_t evictions = 0;
   std::uint64_t forgotten = 0;
   std::size_t key_heap_bytes = 0;
@@ -304,10 +308,15 @@ struct alignas(64) Shard {
     return allocated++;
   }
 
-  // The clock hand's next victim: the first live key not used since the hand last passed it (clearing the used
-  // bits it passes). Ends within two turns: the first clears every bit.
+  // The clock hand's next victim: the first live key not used since the hand last passed it, clearing the used bits
+  // it passes; but one search clears at most kHandStep of them, so that a whole turn of the hand takes at least
+  // size / kHandStep evictions, and a key cleared by one search is not taken by the next a moment later. When those
+  // kHandStep keys were all used, the victim is the key inserted last (the shard's newest: every other key has
+  // outlived it), or, were it gone, the first of them.
   std::uint32_t victim() {
-    for (;;) {
+    const std::uint32_t most = std::min(kHandStep, size);
+    std::uint32_t first = kNil;
+    for (std::uint32_t passed = 0;;) {
       const std::uint32_t id = hand;
       hand = hand + 1 >= allocated ? 0 : hand + 1;
       Entry& e = at(id);
@@ -316,6 +325,8 @@ struct alignas(64) Shard {
       const std::uint32_t w = e.word.load(std::memory_order_relaxed);
       if (!(w & kUsedBit)) return id;
       e.word.store(w & ~kUsedBit, std::memory_order_relaxed);
+      if (first == kNil) first = id;
+      if (++passed == most) return newest != kNil ? newest : first;
     }
   }
 
@@ -325,6 +336,7 @@ struct alignas(64) Shard {
       remove(victim());
       ++evictions;
     }
+    newest = kNil;
     const Index* ix = index.load(std::memory_order_relaxed);
     if (ix == nullptr || (std::size_t{size} + 1) * 5 > std::size_t{ix->size} * 4) grow_index();
     const std::uint32_t id = allocate_id();
@@ -338,6 +350,7 @@ struct alignas(64) Shard {
     }
     place(index.load(std::memory_order_relaxed), id);
     ++size;
+    newest = id;
     end_change();
     reclaim();
     return id;
@@ -367,6 +380,7 @@ struct alignas(64) Shard {
     }
     free_head = id;
     --size;
+    if (newest == id) newest = kNil;
   }
 
   // Entries come in chunks aligned to a cache line, so that a 32-byte entry never straddles two.

@@ -17,11 +17,12 @@
 // Eviction is least-recent use as CLOCK approximates it (the second-chance algorithm of operating systems' page
 // caches): a decision sets a "used" bit in the key's word as it unlocks it (the same store, so recency costs
 // nothing); when a full shard needs room, its hand walks the entries, clearing used bits, and evicts the first key
-// not used since the hand last passed it. A key used at least once between two passes of the hand is never the one
-// evicted, and each pass over a key is separated by a visit to every other key of the shard. Two passes can be one
-// eviction's search apart: when every key of the shard has been used since the hand last passed, the search clears
-// them all in one turn and takes the key it started at, however recently that was used (the shard is then evicted
-// in the hand's order, first in first out, as CLOCK is when everything is in use).
+// not used since the hand last passed it. One eviction's hand passes at most kHandStep used keys (shard.h); when all
+// of them were used, it evicts the shard's newest key (the one inserted last) instead. So each pass over a key is
+// separated by a visit to every other key of the shard and by at least size / kHandStep evictions, and a key used at
+// least once between two passes of the hand is never the one evicted, unless it is its shard's newest. (Without the
+// bound, one search could clear every bit of a shard whose keys were all used and take the key it began at, however
+// recently used: an active abuser's, against a flood of keys each sent twice.)
 //
 // A thread's next decision on the key it decided on last (a hot key) skips the hash and the index: last_key.h keeps,
 // per thread, that key and its entry, which is locked and its key compared before it is used (entries live as long

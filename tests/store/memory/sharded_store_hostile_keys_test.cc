@@ -193,6 +193,34 @@ TEST(HostileKeys, AnActiveAbuserIsNeverTheOneEvicted) {
   EXPECT_GE(st.evictions, kFlood - kBound);
 }
 
+// The same abuser against a flood whose keys are each sent twice, so that every key of a shard has been used when
+// the clock hand comes round: one eviction's search then clears every bit in one turn. The key it takes is the one
+// inserted last (a flood key), never the key the turn began at, which may be the abuser's, used a moment before.
+TEST(HostileKeys, AnActiveAbuserOutlivesAFloodOfKeysEachSentTwice) {
+  constexpr std::size_t kBound = 1'000, kFlood = 200'000, kEvery = 10;
+  auto clock = std::make_shared<ManualClock>();
+  Limiter limiter(LimitSpec{.algorithm = Algorithm::kEarrrl, .limit = 5, .half_life = std::chrono::seconds(2)},
+                  StoreOptions{.max_keys = kBound}, clock);
+  Nanos now{0};
+  for (int i = 0; i < 100; ++i) limiter.check_at("abuser", now);
+  std::size_t refused = 0, attempts = 0;
+  for (std::size_t i = 0; i < kFlood; ++i) {
+    now += kMs;
+    const std::string key = "flood-" + std::to_string(i);
+    limiter.check_at(key, now);
+    limiter.check_at(key, now);
+    if (i % kEvery == 0) {
+      ++attempts;
+      const Decision d = limiter.check_at("abuser", now);
+      refused += !d.allowed;
+      ASSERT_TRUE(d.estimate.has_value());
+      ASSERT_GT(*d.estimate, 5.0) << "the abuser's state was lost after " << i << " flood keys";
+    }
+  }
+  EXPECT_EQ(refused, attempts);
+  EXPECT_GE(limiter.stats().evictions, kFlood - kBound);
+}
+
 // Regression (issue 19): 1,000-byte keys used to cost about 1 KB each in the store, ~1 GiB per rule at the default
 // max_keys. A flood of distinct 1,000-byte keys now stays within max_memory_bytes as the store accounts it, and
 // the budget still holds a useful number of keys (they are stored as 16-byte digests).

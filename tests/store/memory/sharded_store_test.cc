@@ -159,25 +159,24 @@ TEST(ShardedStore, A16ByteStateCostsAnEntryOf40BytesAndLittleIndex) {
   std::printf("100,000 keys: %.1f bytes a key\n", static_cast<double>(st.memory_bytes) / static_cast<double>(st.keys));
 }
 
-// With eviction churn beside it: each thread's keys are its own and seen once, so the clock hand takes them (a new
-// key starts unused) and never the shared key. (Churn keys that every thread reuses would leave each shard's keys
-// all used at once, when one eviction's search clears every bit and takes the key it started at, whatever its use:
-// sharded_store.h says so.)
+// With eviction churn beside it: churn keys every thread reuses, so that the keys the clock hand meets are often
+// all used (its search then takes the shard's newest key, never the shared one: shard.h's victim()). Before that
+// bound, one search could clear a whole shard and take the shared key: 92 runs in 200 lost counts.
 TEST(ShardedStore, ConcurrentUpdatesAreAtomic) {
   ShardedStore<Counter> m(StoreOptions{.max_keys = 1000});
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&m, t] {
+    threads.emplace_back([&m] {
       for (int i = 0; i < 20'000; ++i) {
         m.update("shared", [](Counter& c) { return ++c.value; });
-        m.update(key(t * 20'000 + i), [](Counter& c) { return ++c.value; });
+        m.update(key(i % 3000), [](Counter& c) { return ++c.value; });
       }
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(m.read("shared", [](const Counter* c) { return c ? c->value : -1; }), 80'000);
   EXPECT_LE(m.stats().keys, 1000u);
-  EXPECT_GT(m.stats().evictions, 70'000u);
+  EXPECT_GT(m.stats().evictions, 0u);
 }
 
 // Decisions on tracked keys find them without the shard's lock. Here the one shard's index grows from 16 slots to
