@@ -210,8 +210,9 @@ class EnvoyGatewaysDeployment(unittest.TestCase):
         first = self.cp.next_request()
         self.assertEqual(first.node.id, "envoy-ratelimit")
         self.assertEqual(first.type_url, "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig")
-        # FORCE_START_WITHOUT_INITIAL_CONFIG=true: ready before the first push, every request OK until rules come.
-        self.assertEqual(http_get(rl.ports["PORT"], "/healthcheck"), (200, "OK"))
+        # FORCE_START_WITHOUT_INITIAL_CONFIG=true: ready before the first push (once every listener listens), every
+        # request OK until rules come.
+        wait_until(lambda: http_get(rl.ports["PORT"], "/healthcheck") == (200, "OK"), "ready without rules")
         self.assertEqual(self.health(ch), "SERVING")
         self.assertEqual(code(self.ask(ch).overall_code), "OK")
 

@@ -182,7 +182,7 @@ class XdsTest(unittest.TestCase):
     def test_ready_without_rules_and_merged_domains(self):
         cp = self.plane()
         s = self.serve(cp.port, "--ready-without-rules", "--merge-domains")
-        self.assertEqual(s.status("/readyz"), 200)
+        wait_until(lambda: s.status("/readyz") == 200, "ready without rules, once every listener listens")
         self.assertEqual(s.decide("edge", ("foo", "x"))[0], "OK")  # no rules yet: every request is OK
         cp.next_request()
         self.ack(cp, "1", [config("a", "edge", ("foo", "", "HOUR", 1)), config("b", "edge", ("bar", "", "HOUR", 1))])
@@ -278,7 +278,7 @@ class XdsTest(unittest.TestCase):
                     .replace("0.0.0.0:8081", "127.0.0.1:%d" % free_port()))
         documented = Server(["--settings", settings, *FAST])
         self.cleanup.append(lambda: documented.close())
-        self.assertEqual(documented.status("/readyz"), 200)  # ready-without-rules
+        wait_until(lambda: documented.status("/readyz") == 200, "ready without rules")  # once every listener listens
         wait_until(lambda: len(cp.streams) == 2, "the documented settings to subscribe")
         self.ack(cp, "1", [config("edge", "edge", ("foo", "", "MINUTE", 1))])
         self.assertEqual([documented.decide("edge", ("foo", "y"))[0] for _ in range(2)], ["OK", "OVER_LIMIT"])
