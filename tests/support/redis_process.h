@@ -30,9 +30,10 @@ using namespace std::chrono_literals;
 
 // A port free on 127.0.0.1 now, drawn at random from under the kernel's ephemeral range (ip_local_port_range): a
 // port the kernel handed out by bind(0) can be handed out again as another process's outgoing source port before
-// redis-server binds it ("Address already in use"); one under that range never is. Under 55536 too, so
-// a Cluster node's bus port (port + 10000) exists.
+// redis-server binds it ("Address already in use"); one under that range never is. Its Cluster bus port (port +
+// 10000) is free and under that range too, or a Cluster node fails to start when an outgoing connection holds it.
 inline int free_port() {
+  constexpr int kBus = 10000;
   int low = 32768;
   if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
     if (std::fscanf(f, "%d", &low) != 1) low = 32768;
@@ -40,9 +41,8 @@ inline int free_port() {
   }
   std::random_device seed;
   std::mt19937 rng(seed());
-  std::uniform_int_distribution<int> pick(10000, std::min(low, 55536) - 1);
-  for (;;) {
-    const int port = pick(rng);
+  std::uniform_int_distribution<int> pick(10000, std::min(low, 65536) - kBus - 1);
+  const auto bindable = [](int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -50,7 +50,11 @@ inline int free_port() {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     ::close(fd);
-    if (bound) return port;
+    return bound;
+  };
+  for (;;) {
+    const int port = pick(rng);
+    if (bindable(port) && bindable(port + kBus)) return port;
   }
 }
 
