@@ -7,25 +7,14 @@
 #include <random>
 
 #include "ratekeeper/limiter.h"
+#include "support/test_util.h"
 
 namespace rk {
 namespace {
 
 using namespace std::chrono_literals;
 
-// 10 a second; the buckets and GCRA hold 10 at once, as the windows do.
-LimitSpec debt_spec(Algorithm a) {
-  LimitSpec s{.algorithm = a, .limit = 10, .window = Nanos{1s}, .count_refused = true};
-  switch (a) {
-    case Algorithm::kEarrrl: s.half_life = Nanos{1s}; break;
-    case Algorithm::kGcra:
-    case Algorithm::kLeakyQueue: s.burst = 9; break;
-    case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucket: s.capacity = 10; break;
-    default: break;
-  }
-  return s;
-}
+LimitSpec debt_spec(Algorithm a) { return test::ten_a_second(a, true); }
 
 const Nanos t0{10s};  // the start of a window
 

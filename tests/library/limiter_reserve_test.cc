@@ -9,29 +9,14 @@
 #include <vector>
 
 #include "ratekeeper/limiter.h"
+#include "support/test_util.h"
 
 namespace rk {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr Algorithm kAll[] = {Algorithm::kEarrrl,      Algorithm::kGcra,         Algorithm::kLeakyQueue,
-                              Algorithm::kTokenBucket, Algorithm::kLeakyBucket,  Algorithm::kFixedWindow,
-                              Algorithm::kSlidingLog,  Algorithm::kSlidingWindow};
-
-// 10 a second; the buckets and GCRA hold 10 at once, as the windows do.
-LimitSpec spec_of(Algorithm a, bool count_refused = false) {
-  LimitSpec s{.algorithm = a, .limit = 10, .window = Nanos{1s}, .count_refused = count_refused};
-  switch (a) {
-    case Algorithm::kEarrrl: s.half_life = Nanos{1s}; break;
-    case Algorithm::kGcra:
-    case Algorithm::kLeakyQueue: s.burst = 9; break;
-    case Algorithm::kTokenBucket:
-    case Algorithm::kLeakyBucket: s.capacity = 10; break;
-    default: break;
-  }
-  return s;
-}
+LimitSpec spec_of(Algorithm a, bool count_refused = false) { return test::ten_a_second(a, count_refused); }
 
 const Nanos t0{10s};  // the start of a window
 
@@ -116,7 +101,8 @@ TEST_P(Settle, AnOverdrawIsRecordedAsADebt) {
   expect_same(l, want, t0, true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Every, Settle, ::testing::ValuesIn(kAll));
+INSTANTIATE_TEST_SUITE_P(Every, Settle, ::testing::ValuesIn(kAllAlgorithms),
+                         [](const auto& p) { return std::string(algorithm_name(p.param)); });
 
 TEST(Reserve, UnknownExpiredSettledOrAnotherKeysIdChangesNothing) {
   Limiter l(spec_of(Algorithm::kFixedWindow));
@@ -141,7 +127,7 @@ TEST(Reserve, UnknownExpiredSettledOrAnotherKeysIdChangesNothing) {
 
 // A refused reservation charges nothing, even with count_refused (which a refused check of the same cost obeys).
 TEST(Reserve, ARefusedReservationChargesNothing) {
-  for (const Algorithm a : kAll) {
+  for (const Algorithm a : kAllAlgorithms) {
     Limiter l(spec_of(a, true));
     ASSERT_TRUE(l.reserve_at("k", t0, 10).decision.allowed);
     const Decision before = l.peek_at("k", t0, 0);
