@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "service/service.h"
+#include "service/wait_for.h"
 
 namespace rk::service {
 
@@ -36,11 +37,8 @@ std::variant<std::vector<bool>, RequestError> Service::reset(const CheckRequest&
     options_.batcher->reset(std::move(keys), [&promise] { promise.set_value(); });
     promise.get_future().wait();
   } else if (!keys.empty()) {
-    std::promise<std::vector<std::optional<bool>>> promise;
-    auto future = promise.get_future();
-    options_.remote->reset(std::move(keys),
-                           [&promise](std::vector<std::optional<bool>> r) { promise.set_value(std::move(r)); });
-    const auto existed = future.get();
+    const auto existed = wait_for<std::vector<std::optional<bool>>>(
+        [&](auto done) { options_.remote->reset(std::move(keys), std::move(done)); });
     for (std::size_t j = 0; j < at.size() && j < existed.size(); ++j) {
       if (existed[j].value_or(false)) out[at[j]] = true;
     }
@@ -59,21 +57,17 @@ std::vector<std::optional<Decision>> Service::peek_keys(const rules::RuleSet& se
   }
   if (uses_batcher(set.domain(rule.domain))) {
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      std::promise<Decision> promise;
-      options_.batcher->decide(rule.limiter->spec(), rule.store_prefix + keys[i], 1, true, now,
-                               [&promise](Decision d) { promise.set_value(d); });
-      out[i] = promise.get_future().get();
+      out[i] = wait_for<Decision>([&](auto done) {
+        options_.batcher->decide(rule.limiter->spec(), rule.store_prefix + keys[i], 1, true, now, std::move(done));
+      });
     }
     return out;
   }
   if (breaker_ && !breaker_->allow()) return out;
   std::vector<store::remote::RemoteOp> ops;
   for (const auto& k : keys) ops.push_back({&rule.limiter->spec(), rule.store_prefix + k, 1, true});
-  std::promise<std::vector<store::remote::RemoteResult>> promise;
-  auto future = promise.get_future();
-  options_.remote->decide(std::move(ops), now,
-                          [&promise](std::vector<store::remote::RemoteResult> r) { promise.set_value(std::move(r)); });
-  const auto results = future.get();
+  const auto results = wait_for<std::vector<store::remote::RemoteResult>>(
+      [&](auto done) { options_.remote->decide(std::move(ops), now, std::move(done)); });
   bool available = !results.empty();
   for (std::size_t i = 0; i < keys.size() && i < results.size(); ++i) {
     available &= results[i].status != store::remote::RemoteResult::Status::kUnavailable;

@@ -1,10 +1,9 @@
 // service/leases.cc: the `concurrency` algorithm's acquire and release (service.h): the descriptor matched as a
 // check's is, its leases held by the rule's ConcurrencyLimiter in process or by the remote store (a sorted set in
 // Redis) when the domain uses one.
-#include <future>
-
 #include "library/random_id.h"
 #include "service/service.h"
+#include "service/wait_for.h"
 
 namespace rk::service {
 
@@ -12,17 +11,11 @@ void Service::acquire_async(LeaseRequest request, LeaseDone done) { lease(std::m
 void Service::release_async(LeaseRequest request, LeaseDone done) { lease(std::move(request), false, std::move(done)); }
 
 LeaseResult Service::acquire(const LeaseRequest& request) {
-  std::promise<LeaseResult> promise;
-  auto future = promise.get_future();
-  acquire_async(request, [&promise](LeaseResult r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<LeaseResult>([&](LeaseDone done) { acquire_async(request, std::move(done)); });
 }
 
 LeaseResult Service::release(const LeaseRequest& request) {
-  std::promise<LeaseResult> promise;
-  auto future = promise.get_future();
-  release_async(request, [&promise](LeaseResult r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<LeaseResult>([&](LeaseDone done) { release_async(request, std::move(done)); });
 }
 
 void Service::lease(LeaseRequest request, bool acquire, LeaseDone done) {

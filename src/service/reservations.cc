@@ -3,10 +3,9 @@
 // atomic step there, so that any server of a fleet settles what another reserved), and settled where it was
 // reserved at what was used. A domain shared in batches (sharing: batched) holds no reservations: a bad request
 // naming it, since a batch carries hits and cannot carry a refund back.
-#include <future>
-
 #include "library/random_id.h"
 #include "service/service.h"
+#include "service/wait_for.h"
 
 namespace rk::service {
 
@@ -18,17 +17,11 @@ void Service::settle_async(ReserveRequest request, ReserveDone done) {
 }
 
 ReserveResult Service::reserve(const ReserveRequest& request) {
-  std::promise<ReserveResult> promise;
-  auto future = promise.get_future();
-  reserve_async(request, [&promise](ReserveResult r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<ReserveResult>([&](ReserveDone done) { reserve_async(request, std::move(done)); });
 }
 
 ReserveResult Service::settle(const ReserveRequest& request) {
-  std::promise<ReserveResult> promise;
-  auto future = promise.get_future();
-  settle_async(request, [&promise](ReserveResult r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<ReserveResult>([&](ReserveDone done) { settle_async(request, std::move(done)); });
 }
 
 void Service::reservation(ReserveRequest request, bool reserve, ReserveDone done) {

@@ -4,10 +4,10 @@
 // caps (validate.cc), request overrides (overrides.cc), the admin's reset and peek (admin.cc) and the remote store's
 // health (store_health.cc).
 #include "service/service.h"
+#include "service/wait_for.h"
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <set>
 
@@ -218,28 +218,16 @@ Service::JobPtr Service::take_job() {
   return JobPtr(new Job);
 }
 
-namespace {
-
-template <class F>
-CheckResult wait_for(F&& start) {
-  std::promise<CheckResult> promise;
-  auto future = promise.get_future();
-  start([&promise](CheckResult r) { promise.set_value(std::move(r)); });
-  return future.get();
-}
-
-}  // namespace
-
 void Service::check_async(CheckRequest request, CheckDone done) {
   if (options_.tracer || options_.access_log) done = recorded(request, std::move(done));
   run(std::move(request), true, std::move(done));
 }
 void Service::dry_run_async(CheckRequest request, CheckDone done) { run(std::move(request), false, std::move(done)); }
 CheckResult Service::check(const CheckRequest& request) {
-  return wait_for([&](CheckDone done) { check_async(request, std::move(done)); });
+  return wait_for<CheckResult>([&](CheckDone done) { check_async(request, std::move(done)); });
 }
 CheckResult Service::dry_run(const CheckRequest& request) {
-  return wait_for([&](CheckDone done) { dry_run_async(request, std::move(done)); });
+  return wait_for<CheckResult>([&](CheckDone done) { dry_run_async(request, std::move(done)); });
 }
 
 bool Service::uses_remote(const rules::DomainConfig* domain) const {
