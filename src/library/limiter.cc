@@ -321,10 +321,7 @@ Decision Limiter::peek_at(std::string_view key, Nanos now, std::uint64_t cost) c
 namespace {
 
 void check_amount(const char* field, std::uint64_t amount) {
-  if (amount > kMaxReservationAmount) {
-    throw InvalidArgument(std::string(field) + ": " + std::to_string(amount) + " is above the largest amount, 2^53 (" +
-                          std::to_string(kMaxReservationAmount) + ")");
-  }
+  if (std::string e = library::amount_error(field, amount); !e.empty()) throw InvalidArgument(e);
 }
 
 }  // namespace
@@ -335,9 +332,7 @@ Reservation Limiter::reserve(std::string_view key, std::uint64_t estimate, Nanos
 
 Reservation Limiter::reserve_at(std::string_view key, Nanos now, std::uint64_t estimate, Nanos ttl) {
   check_amount("estimate", estimate);
-  if (ttl < std::chrono::milliseconds(1) || ttl > kMaxReservationTtl) {
-    throw InvalidArgument("ttl: " + std::to_string(ttl.count()) + " ns is not between 1 ms and 24 h");
-  }
+  if (std::string e = library::ttl_error(ttl); !e.empty()) throw InvalidArgument(e);
   impl_->check_key(key);
   Reservation r;
   const std::optional<std::string> id = impl_->reservations.claim(now.count());

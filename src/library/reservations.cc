@@ -4,8 +4,20 @@
 
 #include "base/hex.h"
 #include "library/random_id.h"
+#include "ratekeeper/limiter.h"
 
 namespace rk::library {
+
+std::string amount_error(std::string_view field, std::uint64_t amount) {
+  if (amount <= kMaxReservationAmount) return "";
+  return std::string(field) + ": " + std::to_string(amount) + " is above the largest amount, 2^53 (" +
+         std::to_string(kMaxReservationAmount) + ")";
+}
+
+std::string ttl_error(Nanos ttl) {
+  if (ttl >= std::chrono::milliseconds(1) && ttl <= kMaxReservationTtl) return "";
+  return "ttl: " + std::to_string(ttl.count()) + " ns is not between 1 ms and 24 h";
+}
 
 Reservations::Shard& Reservations::shard_of(std::string_view id) {
   // The id's first digit: random, so the shards fill evenly.

@@ -16,8 +16,15 @@
 #include <unordered_map>
 
 #include "core/charge.h"
+#include "ratekeeper/clock.h"
 
 namespace rk::library {
+
+// What is wrong with a reservation's amount (`field`: "estimate" or "actual", at most kMaxReservationAmount) or ttl
+// (1 ms to kMaxReservationTtl), naming the field; "" when nothing. The one check of rk::Limiter's and of the remote
+// store's reservations.
+std::string amount_error(std::string_view field, std::uint64_t amount);
+std::string ttl_error(Nanos ttl);
 
 class Reservations {
  public:

@@ -57,9 +57,6 @@ void Service::reservation(ReserveRequest request, bool reserve, ReserveDone done
   ReserveAnswer answer{.name = m.rule->name, .ttl = request.ttl};
   const Nanos now = clock_->now();
   if (uses_remote(domain)) {
-    // An id of any other shape names nothing that was handed out: not settled, without a round trip (and no
-    // client's bytes in a key of the store's).
-    if (!reserve && !library::random_id_shaped(request.reservation)) return done(std::move(answer));
     std::string key = m.rule->store_prefix + m.counter_key;
     // 128 random bits, made here: what settling it in the remote store takes.
     if (reserve) answer.reservation = library::random_id();

@@ -19,7 +19,7 @@
 #include "store/redis/algorithm_scripts.h"
 #include "store/redis/leases_lua.h"
 #include "library/random_id.h"
-#include "ratekeeper/limiter.h"
+#include "library/reservations.h"
 
 namespace rk::store::redis {
 
@@ -255,12 +255,9 @@ class RedisRemote final : public store::remote::RemoteStore {
   // was the debit's, not an attempt's of some cost.
   void reserve(const LimitSpec* spec, std::string key, std::string id, std::uint64_t estimate, Nanos ttl, Nanos now,
                std::function<void(store::remote::ReservationResult)> done) override {
-    std::string bad;
-    if (spec == nullptr) bad = "no limit given";
-    else if (estimate > kMaxReservationAmount) bad = "estimate: " + std::to_string(estimate) + " is above 2^53";
-    else if (ttl < std::chrono::milliseconds(1) || ttl > kMaxReservationTtl)
-      bad = "ttl: " + std::to_string(ttl.count()) + " ns is not between 1 ms and 24 h";
-    else if (!library::random_id_shaped(id)) bad = "id: not 32 hex digits";
+    std::string bad = spec == nullptr ? "no limit given" : library::amount_error("estimate", estimate);
+    if (bad.empty()) bad = library::ttl_error(ttl);
+    if (bad.empty() && !library::random_id_shaped(id)) bad = "id: not 32 hex digits";
     if (!bad.empty()) return done({store::remote::RemoteResult::Status::kError, false, 0, {}, bad});
     eval_reservation(*spec, key, id, store::redis::reserve_args(*spec, time_arg(now), estimate, ttl), false,
                      std::move(done));
@@ -268,12 +265,8 @@ class RedisRemote final : public store::remote::RemoteStore {
 
   void settle(const LimitSpec* spec, std::string key, std::string id, std::uint64_t actual, Nanos now,
               std::function<void(store::remote::ReservationResult)> done) override {
-    if (spec == nullptr || actual > kMaxReservationAmount) {
-      return done({store::remote::RemoteResult::Status::kError,
-                   false,
-                   0,
-                   {},
-                   spec == nullptr ? "no limit given" : "actual: " + std::to_string(actual) + " is above 2^53"});
+    if (std::string bad = spec == nullptr ? "no limit given" : library::amount_error("actual", actual); !bad.empty()) {
+      return done({store::remote::RemoteResult::Status::kError, false, 0, {}, bad});
     }
     // An id of another shape names no reservation: not settled, nothing asked (as in memory).
     if (!library::random_id_shaped(id)) return done({store::remote::RemoteResult::Status::kOk, false, 0, {}, ""});
